@@ -1,0 +1,185 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Sentinel errors. Stores wrap them (with %w) so callers classify with errors.Is.
+var (
+	// ErrHeld means the lease is held by someone else. The concrete error is a *HeldError.
+	ErrHeld = errors.New("lease: held by another holder")
+	// ErrLost means the store answered that our lease is gone or owned by another:
+	// the holder must stop at once. Also the cause of a Keeper's context when the
+	// local deadline passed without a confirmed renewal.
+	ErrLost = errors.New("lease: lost")
+	// ErrNotHeld means a release or renew named a lease this caller does not hold.
+	ErrNotHeld = errors.New("lease: not held by this holder")
+	// ErrUnavailable marks a transient store failure (network, timeout, store
+	// restarting): the operation may succeed if retried.
+	ErrUnavailable = errors.New("lease: store unavailable")
+	// ErrConfig marks a problem with the store address, credentials or options
+	// that retrying cannot fix.
+	ErrConfig = errors.New("lease: bad store configuration")
+	// ErrUnsafeTiming is wrapped by Timing.Validate when the flags cannot be
+	// honoured safely.
+	ErrUnsafeTiming = errors.New("lease: unsafe timing")
+	// ErrBadName is returned for a lease name outside the allowed alphabet or length.
+	ErrBadName = errors.New("lease: bad name")
+)
+
+// Holder describes one acquisition of a lease, as the store records it.
+type Holder struct {
+	// Name is the lease name.
+	Name string `json:"name"`
+	// Holder is the human label of the instance (default hostname:pid). It is
+	// informational; uniqueness comes from ID.
+	Holder string `json:"holder"`
+	// ID is the random 128-bit token of this acquisition (hex). Renew and
+	// release succeed only while the store still holds this ID.
+	ID string `json:"id,omitempty"`
+	// Token is the fencing token: strictly increasing per lease name across
+	// acquisitions.
+	Token uint64 `json:"token"`
+	// Since is the wall-clock time of the acquisition, for display only; no
+	// safety decision ever reads it.
+	Since time.Time `json:"since"`
+	// TTL is the lease duration the store grants; 0 means the lease does not
+	// expire on its own (file store: it ends when the holder's process does).
+	TTL time.Duration `json:"ttl_ns,omitempty"`
+	// Remaining is the time left before the store expires the lease, when the
+	// store can tell (Status only); 0 means unknown or not applicable.
+	Remaining time.Duration `json:"remaining_ns,omitempty"`
+}
+
+// HeldError is returned by Store.TryAcquire when another holder has the lease.
+type HeldError struct {
+	// By is the current holder as far as the store could tell; fields may be
+	// zero when the store cannot read them.
+	By Holder
+}
+
+// Error describes the holder.
+func (e *HeldError) Error() string {
+	if e.By.Holder == "" {
+		return fmt.Sprintf("lease %s is held by another holder", e.By.Name)
+	}
+	s := fmt.Sprintf("lease %s is held by %s", e.By.Name, e.By.Holder)
+	if !e.By.Since.IsZero() {
+		s += " since " + e.By.Since.Local().Format("15:04:05")
+	}
+	if e.By.Token != 0 {
+		s += fmt.Sprintf(" (token %d)", e.By.Token)
+	}
+	return s
+}
+
+// Is reports that a HeldError is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Request names what TryAcquire should take.
+type Request struct {
+	// Name is the lease name (see ValidateName).
+	Name string
+	// Holder is the human label recorded with the lease.
+	Holder string
+	// ID is the random acquisition token (NewID). A caller reuses the same ID
+	// when it retries one attempt whose answer was lost, so a store that
+	// already granted it can say yes again instead of locking us out.
+	ID string
+	// TTL is the lease duration to ask for; ignored by stores whose leases do
+	// not expire.
+	TTL time.Duration
+}
+
+// Limits describes a store's timing properties, used by Timing.Validate.
+type Limits struct {
+	// Expires is false for stores whose leases end only when the holder's
+	// process does (the file store): no deadline applies.
+	Expires bool
+	// Epsilon is the store's granularity margin ε (Redis: a few ms; Azure: 1s).
+	Epsilon time.Duration
+	// MinTTL and MaxTTL bound the TTL the store accepts; zero means no bound.
+	MinTTL, MaxTTL time.Duration
+	// TTLUnit, when non-zero, is the unit every TTL must be a whole multiple of.
+	TTLUnit time.Duration
+}
+
+// Store is a place where named leases live. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// TryAcquire makes one attempt to take the lease, without waiting. It
+	// returns a *HeldError (errors.Is ErrHeld) when someone else holds it,
+	// an error wrapping ErrUnavailable for transient failures, and any other
+	// error for failures retrying cannot fix.
+	TryAcquire(ctx context.Context, req Request) (Lease, error)
+	// Wait blocks until the lease named name may have become free, ctx is
+	// done, or a store-chosen interval has passed; it returns nil to mean
+	// "try again" and ctx's error when ctx is done. held is what the last
+	// TryAcquire reported. Wait never acquires anything itself.
+	Wait(ctx context.Context, name string, held *HeldError) error
+	// Status returns the current holder, or nil when the lease is free.
+	Status(ctx context.Context, name string) (*Holder, error)
+	// Limits returns the store's timing properties.
+	Limits() Limits
+	// Close releases the store's connections. Leases obtained from it must
+	// not be used afterwards.
+	Close() error
+}
+
+// Lease is one acquisition of a named lease. Methods are safe for concurrent use.
+type Lease interface {
+	// Info returns the record written at acquisition (Token is the fencing token).
+	Info() Holder
+	// Renew extends the lease by its TTL, counted by the store from no
+	// earlier than the moment the request was sent. It returns an error
+	// wrapping ErrLost when the store says the lease is gone or owned by
+	// another (never re-creating it), and any other error when the outcome
+	// is unknown: the caller must then assume no extension.
+	Renew(ctx context.Context) error
+	// Release gives the lease up if the store still holds our ID. It returns
+	// an error wrapping ErrNotHeld (or ErrLost) when it does not.
+	Release(ctx context.Context) error
+}
+
+// NewID returns a fresh random 128-bit acquisition token, hex encoded.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("lease: crypto/rand failed: " + err.Error()) // never happens on Linux ≥ 3.17
+	}
+	return hex.EncodeToString(b[:])
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+
+// ValidateName checks a lease name: letters, digits, '.', '_', '-', '/';
+// 1 to 200 bytes; not "." or ".." and no empty or dot-only path element.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w %q: use 1-200 letters, digits, '.', '_', '-' or '/'", ErrBadName, name)
+	}
+	for _, part := range splitSlash(name) {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("%w %q: empty, '.' or '..' path element", ErrBadName, name)
+		}
+	}
+	return nil
+}
+
+func splitSlash(s string) []string {
+	var parts []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
