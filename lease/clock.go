@@ -1,0 +1,151 @@
+package lease
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Clock is the time source of every safety deadline. Its readings are
+// durations since an arbitrary origin and must keep counting while the
+// system is suspended (DESIGN §3.2): Go's monotonic clock does not.
+type Clock interface {
+	// Now returns the current reading.
+	Now() time.Duration
+	// SleepUntil blocks until the reading is at least t or ctx is done; it
+	// returns ctx.Err() in the latter case.
+	SleepUntil(ctx context.Context, t time.Duration) error
+}
+
+// BootClock is the real Clock: CLOCK_BOOTTIME, with sleeps on a timerfd of
+// the same clock, so a deadline that passed during a suspend fires the moment
+// the system resumes. The zero value is ready to use.
+type BootClock struct{}
+
+// Now reads CLOCK_BOOTTIME.
+func (BootClock) Now() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic("lease: clock_gettime(CLOCK_BOOTTIME): " + err.Error()) // Linux ≥ 2.6.39 always has it
+	}
+	return time.Duration(ts.Nano())
+}
+
+// SleepUntil sleeps on an absolute CLOCK_BOOTTIME timerfd.
+func (c BootClock) SleepUntil(ctx context.Context, t time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.Now() >= t {
+		return nil
+	}
+	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return c.sleepPolling(ctx, t)
+	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(t))}
+	if err := unix.TimerfdSettime(fd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
+		_ = unix.Close(fd)
+		return c.sleepPolling(ctx, t)
+	}
+	f := os.NewFile(uintptr(fd), "timerfd")
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var buf [8]byte
+	if _, err := f.Read(buf[:]); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return c.sleepPolling(ctx, t)
+	}
+	return nil
+}
+
+// sleepPolling is the fallback when no timerfd can be had: short monotonic
+// sleeps, re-reading the boot clock after each.
+func (c BootClock) sleepPolling(ctx context.Context, t time.Duration) error {
+	for {
+		left := t - c.Now()
+		if left <= 0 {
+			return nil
+		}
+		timer := time.NewTimer(min(left, 100*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// FakeClock is a manually advanced Clock for deterministic timing tests.
+// The zero value reads 0 and is ready to use.
+type FakeClock struct {
+	mu      sync.Mutex
+	now     time.Duration
+	changed chan struct{} // closed and replaced on every Advance
+	sleeps  int           // goroutines currently in SleepUntil
+}
+
+// Now returns the fake reading.
+func (c *FakeClock) Now() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d and wakes sleepers whose time came.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += d
+	ch := c.changed
+	c.changed = nil
+	c.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// Sleepers returns how many goroutines are blocked in SleepUntil; tests use it
+// to wait until the code under test has gone to sleep before advancing.
+func (c *FakeClock) Sleepers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sleeps
+}
+
+// SleepUntil blocks until Advance has moved the clock to t or ctx is done.
+func (c *FakeClock) SleepUntil(ctx context.Context, t time.Duration) error {
+	c.mu.Lock()
+	c.sleeps++
+	defer func() {
+		c.mu.Lock()
+		c.sleeps--
+		c.mu.Unlock()
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		if c.now >= t {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		}
+		c.mu.Lock()
+	}
+}

@@ -1,0 +1,217 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNoRunway is returned by Keep when the lease, even after an immediate
+// renewal, is too close to its deadline to start the child safely (DESIGN §3.7).
+var ErrNoRunway = errors.New("lease: not enough validity left to start the child")
+
+// KeeperConfig configures Keep. Timing must come from Timing.Resolve.
+type KeeperConfig struct {
+	// Timing holds TTL, RenewEvery, Grace, CallTimeout, KillBound and Rho.
+	Timing Timing
+	// Limits are the store's (Store.Limits).
+	Limits Limits
+	// Clock is the deadline clock; nil means BootClock.
+	Clock Clock
+	// Log receives renewal events; nil discards them.
+	Log *slog.Logger
+}
+
+// Keeper renews a lease in the background and cancels its context the moment
+// leadership can no longer be vouched for: when the store says the lease is
+// lost, or when the local deadline E−K−G arrives without a confirmed renewal
+// (DESIGN §3). The zero value is not usable; call Keep.
+type Keeper struct {
+	l      Lease
+	cfg    KeeperConfig
+	clock  Clock
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// validUntil is E as a Clock reading; math.MaxInt64 when the lease does not expire.
+	validUntil atomic.Int64
+	// lastSent is the Clock reading at which the last confirmed request was sent.
+	lastSent atomic.Int64
+	wg       sync.WaitGroup
+}
+
+// Keep starts keeping l, acquired by a request sent at Clock reading sentAt.
+// It first makes sure there is runway to start a child: if E − now is not
+// more than K + G + RenewEvery it renews at once, and returns ErrNoRunway
+// (or the renewal's error) if that does not fix it. The returned Keeper's
+// Context is cancelled with a cause wrapping ErrLost when leadership is lost,
+// and with ctx's cause when ctx is. Stop must be called to end it.
+func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) (*Keeper, error) {
+	k := &Keeper{l: l, cfg: cfg, clock: cfg.Clock, log: cfg.Log}
+	if k.clock == nil {
+		k.clock = BootClock{}
+	}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	k.validUntil.Store(math.MaxInt64)
+	k.lastSent.Store(int64(sentAt))
+	if cfg.Limits.Expires {
+		k.validUntil.Store(int64(sentAt + cfg.Timing.Validity(cfg.Limits)))
+		need := cfg.Timing.StopLead() + cfg.Timing.RenewEvery
+		if k.runway() <= need {
+			ts := k.clock.Now()
+			cctx, cancel := k.callContext(ctx, ts)
+			err := l.Renew(cctx)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("renewing a lease that was granted too late: %w", err)
+			}
+			k.extend(ts)
+			k.lastSent.Store(int64(ts))
+			if k.runway() <= need {
+				return nil, fmt.Errorf("%w: %v left, need more than %v; is the store slow to answer?", ErrNoRunway, k.runway(), need)
+			}
+		}
+	}
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	next := sentAt + cfg.Timing.RenewEvery
+	k.wg.Add(1)
+	go k.renewLoop(next)
+	if cfg.Limits.Expires {
+		k.wg.Add(1)
+		go k.watchdog()
+	}
+	return k, nil
+}
+
+// Context is cancelled when leadership ends; context.Cause tells why.
+func (k *Keeper) Context() context.Context { return k.ctx }
+
+// Done is closed when leadership ends.
+func (k *Keeper) Done() <-chan struct{} { return k.ctx.Done() }
+
+// ValidUntil returns E, the Clock reading until which the lease is certainly
+// ours, and false when the lease does not expire.
+func (k *Keeper) ValidUntil() (time.Duration, bool) {
+	v := k.validUntil.Load()
+	return time.Duration(v), v != math.MaxInt64
+}
+
+// Stop stops renewing and waits for the keeper's goroutines. It does not
+// release the lease. Stop is idempotent.
+func (k *Keeper) Stop() {
+	k.cancel(errStopped)
+	k.wg.Wait()
+}
+
+var errStopped = errors.New("lease: keeper stopped")
+
+func (k *Keeper) runway() time.Duration {
+	return time.Duration(k.validUntil.Load()) - k.clock.Now()
+}
+
+// extend moves E after a renewal sent at ts succeeded. E never moves back.
+func (k *Keeper) extend(ts time.Duration) {
+	if !k.cfg.Limits.Expires {
+		return
+	}
+	e := int64(ts + k.cfg.Timing.Validity(k.cfg.Limits))
+	for {
+		old := k.validUntil.Load()
+		if e <= old || k.validUntil.CompareAndSwap(old, e) {
+			return
+		}
+	}
+}
+
+// stopAt is the Clock reading at which the child must get its stop signal.
+func (k *Keeper) stopAt() time.Duration {
+	return time.Duration(k.validUntil.Load()) - k.cfg.Timing.StopLead()
+}
+
+// callContext bounds one store call sent at ts: it ends after CallTimeout or
+// at the stop point, whichever is first (DESIGN §3.4).
+func (k *Keeper) callContext(parent context.Context, ts time.Duration) (context.Context, context.CancelFunc) {
+	d := k.cfg.Timing.CallTimeout
+	if k.cfg.Limits.Expires {
+		d = min(d, k.stopAt()-ts)
+	}
+	return context.WithTimeout(parent, d)
+}
+
+// watchdog is the independent timer of DESIGN §3.3: it cancels the context at
+// E−K−G no matter what the renew loop is doing (a call may be hung).
+func (k *Keeper) watchdog() {
+	defer k.wg.Done()
+	for {
+		at := k.stopAt()
+		if k.clock.Now() >= at {
+			ts := k.lastSent.Load()
+			k.cancel(fmt.Errorf("%w: no renewal confirmed in time (the last confirmed one was sent %v ago; ttl %v)",
+				ErrLost, (k.clock.Now() - time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL))
+			return
+		}
+		if err := k.clock.SleepUntil(k.ctx, at); err != nil {
+			return
+		}
+		// E may have moved while we slept; loop and re-read it.
+	}
+}
+
+// renewLoop renews every RenewEvery, retries quickly on transient errors and
+// cancels on a lost answer.
+func (k *Keeper) renewLoop(next time.Duration) {
+	defer k.wg.Done()
+	t := k.cfg.Timing
+	backoff := time.Duration(0)
+	for {
+		if err := k.clock.SleepUntil(k.ctx, next); err != nil {
+			return
+		}
+		ts := k.clock.Now()
+		if k.cfg.Limits.Expires && ts >= k.stopAt() {
+			return // the watchdog has fired or is about to
+		}
+		cctx, cancel := k.callContext(k.ctx, ts)
+		err := k.l.Renew(cctx)
+		cancel()
+		if k.ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil:
+			if k.cfg.Limits.Expires && k.clock.Now() >= k.stopAt() {
+				// A late yes counts as a failure: stopping has begun.
+				return
+			}
+			k.extend(ts)
+			k.lastSent.Store(int64(ts))
+			backoff = 0
+			next = ts + t.RenewEvery
+			k.log.Debug("lease renewed", "valid_for", (time.Duration(k.validUntil.Load()) - k.clock.Now()).Round(time.Millisecond))
+		case errors.Is(err, ErrLost) || errors.Is(err, ErrNotHeld):
+			k.cancel(fmt.Errorf("renew: %w", asLost(err)))
+			return
+		default:
+			// Unknown outcome: E stays put; retry soon (DESIGN §3.5).
+			backoff = min(max(2*backoff, 50*time.Millisecond), t.RenewEvery/4, time.Second)
+			next = k.clock.Now() + backoff
+			k.log.Warn("lease renewal failed; retrying", "err", err, "retry_in", backoff,
+				"stop_in", (k.stopAt() - k.clock.Now()).Round(time.Millisecond))
+		}
+	}
+}
+
+// asLost makes sure err is classified as ErrLost.
+func asLost(err error) error {
+	if errors.Is(err, ErrLost) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLost, err)
+}

@@ -1,0 +1,158 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Default timing constants (DESIGN §2, §3).
+const (
+	// DefaultTTL is the lease duration when --ttl is not given.
+	DefaultTTL = 15 * time.Second
+	// DefaultGrace is the stop-signal → SIGKILL delay when --grace is not given;
+	// it is shrunk automatically when a short TTL cannot fit it.
+	DefaultGrace = 3 * time.Second
+	// DefaultKillBound is K: the time SIGKILL needs to take a process group down.
+	DefaultKillBound = 250 * time.Millisecond
+	// DefaultRho is ρ: the bound on how much faster our clock may run than the store's.
+	DefaultRho = 0.01
+)
+
+// Timing holds the timing knobs of one run. Fields a user did not set are
+// zero; Resolve fills them from TTL and the store's Limits.
+type Timing struct {
+	// TTL is L, the lease duration asked of the store.
+	TTL time.Duration
+	// RenewEvery is how often the lease is renewed; default TTL/3.
+	RenewEvery time.Duration
+	// Grace is G, the delay between the stop signal and SIGKILL; default 3s,
+	// shrunk to fit a short TTL unless given explicitly.
+	Grace time.Duration
+	// CallTimeout bounds one store call; default RenewEvery/2.
+	CallTimeout time.Duration
+	// KillBound is K; default 250ms.
+	KillBound time.Duration
+	// Rho is ρ; default 0.01.
+	Rho float64
+	// Explicit records which of RenewEvery, Grace and CallTimeout the user
+	// gave: only those are refused when unsafe, the others adapt.
+	Explicit struct{ RenewEvery, Grace, CallTimeout bool }
+}
+
+// Validity returns how long after sending a successful acquire or renew the
+// lease is certainly still ours: L·(1−ρ) − ε (DESIGN §3.1).
+func (t Timing) Validity(lim Limits) time.Duration {
+	return time.Duration(float64(t.TTL)*(1-t.Rho)) - lim.Epsilon
+}
+
+// StopLead is how long before the local validity ends the stop signal goes
+// out: K + G. SIGKILL follows G later, K before the end.
+func (t Timing) StopLead() time.Duration { return t.KillBound + t.Grace }
+
+// Resolve fills defaults and validates the result for a store with limits
+// lim. It returns an error wrapping ErrUnsafeTiming (or ErrConfig for values
+// the store cannot take) that says what would be safe.
+func (t Timing) Resolve(lim Limits) (Timing, error) {
+	if t.TTL == 0 {
+		t.TTL = DefaultTTL
+	}
+	if t.Rho == 0 {
+		t.Rho = DefaultRho
+	}
+	if t.KillBound == 0 {
+		t.KillBound = DefaultKillBound
+	}
+	if t.TTL < 0 || t.RenewEvery < 0 || t.Grace < 0 || t.CallTimeout < 0 {
+		return t, fmt.Errorf("%w: durations must not be negative", ErrUnsafeTiming)
+	}
+	if lim.Expires {
+		if err := t.checkStoreTTL(lim); err != nil {
+			return t, err
+		}
+	}
+	if !t.Explicit.RenewEvery {
+		t.RenewEvery = t.TTL / 3
+	}
+	if t.RenewEvery <= 0 {
+		return t, fmt.Errorf("%w: --renew-every must be positive", ErrUnsafeTiming)
+	}
+	if !t.Explicit.CallTimeout {
+		t.CallTimeout = t.RenewEvery / 2
+	}
+	if t.CallTimeout <= 0 {
+		return t, fmt.Errorf("%w: the store call timeout must be positive", ErrUnsafeTiming)
+	}
+	if !t.Explicit.Grace {
+		t.Grace = DefaultGrace
+	}
+	if !lim.Expires {
+		// The lease ends only with our process: nothing to fit the grace into.
+		return t, nil
+	}
+	// DESIGN §3.6: the scheduled renewal plus one retry must fit before the
+	// stop point: L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout.
+	room := t.Validity(lim) - t.KillBound - t.RenewEvery - 2*t.CallTimeout
+	if !t.Explicit.Grace && t.Grace > room {
+		t.Grace = max(room, 0).Truncate(time.Millisecond)
+	}
+	if room-t.Grace >= 0 {
+		return t, nil
+	}
+	return t, t.unsafe(lim)
+}
+
+func (t Timing) checkStoreTTL(lim Limits) error {
+	if lim.MinTTL > 0 && t.TTL < lim.MinTTL || lim.MaxTTL > 0 && t.TTL > lim.MaxTTL {
+		return fmt.Errorf("%w: --ttl %v is outside what this store accepts (%v to %v)", ErrConfig, t.TTL, lim.MinTTL, lim.MaxTTL)
+	}
+	if lim.TTLUnit > 0 && t.TTL%lim.TTLUnit != 0 {
+		return fmt.Errorf("%w: --ttl %v must be a whole number of %v for this store", ErrConfig, t.TTL, lim.TTLUnit)
+	}
+	return nil
+}
+
+// unsafe explains why t does not fit and what would.
+func (t Timing) unsafe(lim Limits) error {
+	v := t.Validity(lim)
+	stop := v - t.KillBound - t.Grace
+	msg := fmt.Sprintf("with --ttl %v the child must be stopped %v after each renewal is sent "+
+		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout)",
+		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery, t.CallTimeout)
+	var fixes []string
+	if maxR := (stop - 2*t.CallTimeout); t.Explicit.CallTimeout && maxR > 0 {
+		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", maxR.Truncate(time.Millisecond)))
+	} else if !t.Explicit.CallTimeout && stop > 0 {
+		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", (stop/2).Truncate(time.Millisecond)))
+	}
+	if maxG := v - t.KillBound - t.RenewEvery - 2*t.CallTimeout; maxG >= 0 {
+		fixes = append(fixes, fmt.Sprintf("--grace ≤ %v", maxG.Truncate(time.Millisecond)))
+	}
+	// The TTL that would fit the other values as given.
+	need := time.Duration(float64(t.KillBound+t.Grace+t.RenewEvery+2*t.CallTimeout+lim.Epsilon)/(1-t.Rho)) + time.Millisecond
+	need = need.Round(100 * time.Millisecond)
+	if lim.TTLUnit > 0 {
+		need = (need + lim.TTLUnit - 1).Truncate(lim.TTLUnit)
+	}
+	if lim.MaxTTL == 0 || need <= lim.MaxTTL {
+		fixes = append(fixes, fmt.Sprintf("--ttl ≥ %v", need))
+	}
+	if len(fixes) > 0 {
+		msg += "; use " + joinOr(fixes)
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafeTiming, msg)
+}
+
+func joinOr(s []string) string {
+	out := ""
+	for i, x := range s {
+		switch {
+		case i == 0:
+		case i == len(s)-1:
+			out += " or "
+		default:
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
