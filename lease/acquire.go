@@ -66,7 +66,8 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 		// then, so validity must count from there. -1: none since the last
 		// definite answer.
 		firstUnknown time.Duration = -1
-		waitedSince               = clock.Now()
+		waitedSince                = clock.Now()
+		lastErr      error
 	)
 	for {
 		sent := clock.Now()
@@ -105,6 +106,7 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				return nil, err
 			}
 		case errors.Is(err, ErrUnavailable):
+			lastErr = err
 			if firstUnknown < 0 {
 				firstUnknown = sent
 			}
@@ -118,7 +120,7 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
-				return nil, fmt.Errorf("gave up waiting for the store: %w", err)
+				return nil, fmt.Errorf("gave up after %v of store errors: %w", (clock.Now() - waitedSince).Round(time.Millisecond), lastErr)
 			}
 		default:
 			return nil, err

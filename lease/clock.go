@@ -86,10 +86,18 @@ func (c BootClock) sleepPolling(ctx context.Context, t time.Duration) error {
 // FakeClock is a manually advanced Clock for deterministic timing tests.
 // The zero value reads 0 and is ready to use.
 type FakeClock struct {
-	mu      sync.Mutex
-	now     time.Duration
-	changed chan struct{} // closed and replaced on every Advance
-	sleeps  int           // goroutines currently in SleepUntil
+	mu   sync.Mutex
+	cond *sync.Cond
+	now  time.Duration
+	// due holds the deadline of every goroutine blocked in SleepUntil.
+	due map[*time.Duration]struct{}
+}
+
+func (c *FakeClock) init() {
+	if c.cond == nil {
+		c.cond = sync.NewCond(&c.mu)
+		c.due = map[*time.Duration]struct{}{}
+	}
 }
 
 // Now returns the fake reading.
@@ -99,16 +107,26 @@ func (c *FakeClock) Now() time.Duration {
 	return c.now
 }
 
-// Advance moves the clock forward by d and wakes sleepers whose time came.
+// Advance moves the clock forward by d and returns once every sleeper whose
+// time came has woken up (it may have started a new sleep since).
 func (c *FakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.init()
 	c.now += d
-	ch := c.changed
-	c.changed = nil
-	c.mu.Unlock()
-	if ch != nil {
-		close(ch)
+	c.cond.Broadcast()
+	for c.anyDue() {
+		c.cond.Wait()
 	}
+}
+
+func (c *FakeClock) anyDue() bool {
+	for t := range c.due {
+		if *t <= c.now {
+			return true
+		}
+	}
+	return false
 }
 
 // Sleepers returns how many goroutines are blocked in SleepUntil; tests use it
@@ -116,36 +134,34 @@ func (c *FakeClock) Advance(d time.Duration) {
 func (c *FakeClock) Sleepers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sleeps
+	return len(c.due)
 }
 
 // SleepUntil blocks until Advance has moved the clock to t or ctx is done.
 func (c *FakeClock) SleepUntil(ctx context.Context, t time.Duration) error {
 	c.mu.Lock()
-	c.sleeps++
-	defer func() {
-		c.mu.Lock()
-		c.sleeps--
-		c.mu.Unlock()
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			c.mu.Unlock()
-			return err
-		}
-		if c.now >= t {
-			c.mu.Unlock()
-			return nil
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-ch:
-		}
-		c.mu.Lock()
+	defer c.mu.Unlock()
+	c.init()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	if c.now >= t {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.cond.Broadcast()
+	})
+	defer stop()
+	deadline := t
+	c.due[&deadline] = struct{}{}
+	defer func() {
+		delete(c.due, &deadline)
+		c.cond.Broadcast()
+	}()
+	for c.now < t && ctx.Err() == nil {
+		c.cond.Wait()
+	}
+	return ctx.Err()
 }

@@ -127,9 +127,22 @@ func (t Timing) unsafe(lim Limits) error {
 	if maxG := v - t.KillBound - t.RenewEvery - 2*t.CallTimeout; maxG >= 0 {
 		fixes = append(fixes, fmt.Sprintf("--grace ≤ %v", maxG.Truncate(time.Millisecond)))
 	}
-	// The TTL that would fit the other values as given.
-	need := time.Duration(float64(t.KillBound+t.Grace+t.RenewEvery+2*t.CallTimeout+lim.Epsilon)/(1-t.Rho)) + time.Millisecond
-	need = need.Round(100 * time.Millisecond)
+	// The TTL that would fit the other values as given. Values the user did
+	// not give scale with the TTL (renew-every = L/3, call timeout = R/2).
+	coef, fixed := 1-t.Rho, float64(lim.Epsilon+t.KillBound+t.Grace)
+	switch {
+	case !t.Explicit.RenewEvery && !t.Explicit.CallTimeout:
+		coef -= 2.0 / 3
+	case !t.Explicit.RenewEvery:
+		coef -= 1.0 / 3
+		fixed += float64(2 * t.CallTimeout)
+	case !t.Explicit.CallTimeout:
+		fixed += float64(2 * t.RenewEvery)
+	default:
+		fixed += float64(t.RenewEvery + 2*t.CallTimeout)
+	}
+	need := time.Duration(fixed/coef) + 100*time.Millisecond
+	need = need.Truncate(100 * time.Millisecond)
 	if lim.TTLUnit > 0 {
 		need = (need + lim.TTLUnit - 1).Truncate(lim.TTLUnit)
 	}

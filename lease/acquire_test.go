@@ -1,0 +1,152 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+func TestAcquireNoWaitReportsHolder(t *testing.T) {
+	s := &leasetest.MemStore{}
+	ctx := context.Background()
+	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 0})
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.By.Holder != "first" {
+		t.Fatalf("Acquire --wait 0 on a held lease: %v; want *HeldError naming first", err)
+	}
+}
+
+func TestAcquireWaitRunsOut(t *testing.T) {
+	s := &leasetest.MemStore{}
+	ctx := context.Background()
+	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 50 * time.Millisecond})
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire after the wait ran out: %v; want ErrHeld", err)
+	}
+}
+
+func TestAcquireWaitsForRelease(t *testing.T) {
+	s := &leasetest.MemStore{}
+	ctx := context.Background()
+	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		if err == nil && a.Lease.Info().Holder != "second" {
+			err = errors.New("wrong holder")
+		}
+		done <- err
+	}()
+	// Release once the waiter is provably waiting (it reported the holder in Wait).
+	for {
+		if h, _ := s.Status(ctx, "j"); h == nil || h.Holder != "first" {
+			t.Fatal("first holder vanished")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("waiter returned while the lease was held: %v", err)
+		default:
+		}
+		if err := first.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
+
+func TestAcquireCancelWhileWaiting(t *testing.T) {
+	s := &leasetest.MemStore{}
+	if _, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("got SIGTERM")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		done <- err
+	}()
+	cancel(cause)
+	if err := <-done; !errors.Is(err, cause) {
+		t.Fatalf("Acquire after cancel: %v; want the cancel cause", err)
+	}
+	if h, _ := s.Status(context.Background(), "j"); h == nil || h.Holder != "first" {
+		t.Fatalf("a cancelled waiter changed the store: %+v", h)
+	}
+}
+
+// flakyStore fails its first attempts with an unknown outcome.
+type flakyStore struct {
+	*leasetest.MemStore
+	fails atomic.Int32
+	ids   []string
+}
+
+func (f *flakyStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	f.ids = append(f.ids, req.ID)
+	if f.fails.Add(-1) >= 0 {
+		return nil, lease.ErrUnavailable
+	}
+	return f.MemStore.TryAcquire(ctx, req)
+}
+
+func TestAcquireRetriesTransientWithSameIDAndEarliestSendTime(t *testing.T) {
+	clock := &lease.FakeClock{}
+	clock.Advance(time.Hour)
+	s := &flakyStore{MemStore: &leasetest.MemStore{Clock: clock}}
+	s.fails.Store(2)
+	start := clock.Now()
+	done := make(chan *lease.Acquired, 1)
+	go func() {
+		a, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Holder: "me", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Clock: clock})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- a
+	}()
+	var a *lease.Acquired
+	for a == nil {
+		select {
+		case a = <-done:
+		default:
+			if clock.Sleepers() > 0 {
+				clock.Advance(time.Second)
+			}
+			time.Sleep(100 * time.Microsecond) // polling the fake clock's sleepers
+		}
+	}
+	if a == nil {
+		t.FailNow()
+	}
+	if len(s.ids) != 3 || s.ids[0] != s.ids[1] || s.ids[1] != s.ids[2] {
+		t.Fatalf("attempt IDs %v; want one ID reused by every retry", s.ids)
+	}
+	if a.SentAt != start {
+		t.Fatalf("SentAt = +%v; want the first attempt with an unknown outcome (+0)", a.SentAt-start)
+	}
+}
+
+func TestAcquireConfigErrorIsImmediate(t *testing.T) {
+	s := &leasetest.MemStore{}
+	_, err := lease.Acquire(context.Background(), s, lease.Request{Name: "../bad"}, lease.AcquireOptions{Wait: lease.WaitForever})
+	if !errors.Is(err, lease.ErrBadName) {
+		t.Fatalf("Acquire with a bad name: %v; want ErrBadName at once", err)
+	}
+}

@@ -1,0 +1,100 @@
+package lease_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestTimingResolve(t *testing.T) {
+	redis := lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
+	azure := lease.Limits{Expires: true, Epsilon: time.Second, MinTTL: 15 * time.Second, MaxTTL: 60 * time.Second, TTLUnit: time.Second}
+	file := lease.Limits{}
+	type explicit = struct{ RenewEvery, Grace, CallTimeout bool }
+	tests := []struct {
+		name    string
+		in      lease.Timing
+		lim     lease.Limits
+		wantErr error
+		errHas  []string
+		check   func(t *testing.T, got lease.Timing)
+	}{
+		{name: "defaults", in: lease.Timing{}, lim: redis, check: func(t *testing.T, got lease.Timing) {
+			if got.TTL != 15*time.Second || got.RenewEvery != 5*time.Second || got.Grace != 3*time.Second || got.CallTimeout != 2500*time.Millisecond {
+				t.Fatalf("defaults = %+v", got)
+			}
+		}},
+		{name: "short ttl shrinks default grace", in: lease.Timing{TTL: 5 * time.Second}, lim: redis, check: func(t *testing.T, got lease.Timing) {
+			if got.Grace <= 0 || got.Grace >= 3*time.Second {
+				t.Fatalf("grace %v; want shrunk below 3s but positive", got.Grace)
+			}
+			// the shrunk grace satisfies the rule exactly
+			if got.Validity(redis)-got.KillBound-got.Grace < got.RenewEvery+2*got.CallTimeout {
+				t.Fatalf("resolved timing %+v violates the rule", got)
+			}
+		}},
+		{name: "explicit grace too long refused", in: lease.Timing{TTL: 5 * time.Second, Grace: 3 * time.Second, Explicit: explicit{Grace: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--grace ≤", "--ttl ≥"}},
+		{name: "explicit renew-every too slow refused", in: lease.Timing{TTL: 15 * time.Second, RenewEvery: 10 * time.Second, Grace: 10 * time.Second, Explicit: explicit{RenewEvery: true, Grace: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every"}},
+		{name: "ttl too short for anything", in: lease.Timing{TTL: 300 * time.Millisecond}, lim: redis, wantErr: lease.ErrUnsafeTiming},
+		{name: "azure 10s refused locally", in: lease.Timing{TTL: 10 * time.Second}, lim: azure, wantErr: lease.ErrConfig, errHas: []string{"15s to 1m0s"}},
+		{name: "azure 61s refused", in: lease.Timing{TTL: 61 * time.Second}, lim: azure, wantErr: lease.ErrConfig},
+		{name: "azure fractional refused", in: lease.Timing{TTL: 15500 * time.Millisecond}, lim: azure, wantErr: lease.ErrConfig, errHas: []string{"whole number"}},
+		{name: "azure 15s ok with defaults", in: lease.Timing{TTL: 15 * time.Second}, lim: azure},
+		{name: "negative refused", in: lease.Timing{Grace: -time.Second, Explicit: explicit{Grace: true}}, lim: redis, wantErr: lease.ErrUnsafeTiming},
+		{name: "file store takes any positive timing", in: lease.Timing{TTL: time.Second, Grace: time.Minute, Explicit: explicit{Grace: true}}, lim: file},
+		{name: "zero renew-every refused", in: lease.Timing{RenewEvery: 0, Explicit: explicit{RenewEvery: true}}, lim: file, wantErr: lease.ErrUnsafeTiming},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.in.Resolve(tc.lim)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Resolve = %v; want %v", err, tc.wantErr)
+				}
+				for _, s := range tc.errHas {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("message %q does not say %q", err, s)
+					}
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("message spans lines: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if tc.check != nil {
+				tc.check(t, got)
+			}
+		})
+	}
+}
+
+// The suggestion in a refusal must itself be accepted.
+func TestTimingSuggestionIsSafe(t *testing.T) {
+	lim := lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
+	in := lease.Timing{TTL: 5 * time.Second, Grace: 3 * time.Second, Explicit: struct{ RenewEvery, Grace, CallTimeout bool }{Grace: true}}
+	_, err := in.Resolve(lim)
+	if err == nil {
+		t.Fatal("want refusal")
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "--ttl ≥ ")
+	if i < 0 {
+		t.Fatalf("no --ttl suggestion in %q", msg)
+	}
+	d, perr := time.ParseDuration(strings.Fields(msg[i+len("--ttl ≥ "):])[0])
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	in.TTL = d
+	if _, err := in.Resolve(lim); err != nil {
+		t.Fatalf("suggested --ttl %v is refused too: %v", d, err)
+	}
+}
