@@ -1,0 +1,357 @@
+// Package runner starts the leader's command and is the only code in
+// leaderrun that starts, signals or kills processes.
+//
+// The command runs in its own process group, and every signal or kill goes to
+// the whole group (-pgid), so shells, pipelines and their children are
+// stopped together. Run forwards INT, TERM, HUP, QUIT, USR1, USR2 and WINCH
+// to the group (never SIGCHLD or Go's SIGURG); a forwarded TERM is only
+// forwarded, and the command decides what to do with it. Only cancellation of
+// Run's context starts the stop sequence: the stop signal (then SIGCONT, so a
+// stopped group can act on it) to the group and, after the grace, SIGKILL to
+// the group, on a timer that nothing else can delay.
+//
+// When the command's process exits by itself, processes it left in its group
+// are stopped the same way. Run returns only once the group is confirmed gone
+// (kill(-pgid, 0) reports ESRCH, or every remaining member is a zombie that
+// nobody reaps) or, after SIGKILL and a bounded wait, cannot be confirmed gone
+// (Result.GroupGone false): the caller then keeps its lease until the TTL ends.
+//
+// The child is started with Pdeathsig SIGKILL, so if leaderrun itself is
+// SIGKILLed the kernel kills the child. Pdeathsig fires when the thread that
+// forked the child exits, not the process (golang/go#27505), so the child is
+// started and waited for on a goroutine locked to its OS thread that never
+// unlocks: that thread lives exactly as long as the child.
+//
+// When stdin is leaderrun's controlling terminal and leaderrun is in its
+// foreground, the child's group becomes the foreground group, so the child
+// can read the terminal and Ctrl-C reaches it directly; leaderrun takes the
+// foreground back when the child exits and, if the child died by a signal or
+// was stopped, restores the terminal settings it found.
+//
+// What is not guaranteed:
+//   - A descendant that leaves the group (setsid, setpgid) escapes every
+//     signal and kill, and Pdeathsig covers only the direct child: if
+//     leaderrun is SIGKILLed, grandchildren survive unless they react to the
+//     child's death.
+//   - Pdeathsig is cleared when the child execs a set-user-ID or
+//     capability-carrying binary.
+//   - Ctrl-Z stops the child's foreground group, not leaderrun; leaderrun keeps
+//     waiting and the shell gets no job-control notice. With the terminal's
+//     TOSTOP flag set, leaderrun's own log lines stop it while the child is in
+//     the foreground.
+//   - After the child has been waited for, its process-group ID could in
+//     principle be reused by a new, unrelated group leader once the group is
+//     empty; Run signals the group after that point only when it has just
+//     seen members in it.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// DefaultStopSignal is the stop signal used when Config.StopSignal is zero.
+const DefaultStopSignal = syscall.SIGTERM
+
+// KillConfirmWait bounds how long Run waits, after sending SIGKILL to the
+// group, for the group to vanish before reporting GroupGone false.
+const KillConfirmWait = 500 * time.Millisecond
+
+// ForwardedSignals are the signals Run forwards to the child's process group.
+var ForwardedSignals = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+}
+
+// Config describes the command to run. The zero value of every field except
+// Args is usable.
+type Config struct {
+	// Args is the command and its arguments. Args[0] is resolved with Resolve
+	// (exec.LookPath rules); no shell is involved. Required.
+	Args []string
+	// Env is the child's complete environment; nil means leaderrun's own
+	// environment (as in os/exec).
+	Env []string
+	// StopSignal is sent to the group when the context is cancelled, and to
+	// leftovers after the child exits. Zero means DefaultStopSignal (SIGTERM).
+	StopSignal syscall.Signal
+	// Grace is the delay between StopSignal and SIGKILL. Zero (or negative)
+	// means SIGKILL follows the stop signal at once; the caller picks the
+	// grace because it must fit before the lease's kill point.
+	Grace time.Duration
+	// Signals, if not nil, delivers signals the caller has already caught
+	// with signal.Notify; Run forwards each to the group while the child runs
+	// (SIGCHLD and SIGURG are never forwarded). Run does not close or drain it
+	// after the child exits. If nil, Run calls signal.Notify itself for
+	// ForwardedSignals for the duration of the call.
+	Signals <-chan os.Signal
+	// Stdin, Stdout and Stderr are passed to the child as they are (inherited
+	// descriptors, no copying). Nil means os.Stdin, os.Stdout, os.Stderr.
+	Stdin, Stdout, Stderr *os.File
+	// Log receives debug lines for routine events and info/warn lines for
+	// stops and kills. Nil discards them.
+	Log *slog.Logger
+}
+
+// Result says how the child ended.
+type Result struct {
+	// PID is the child's process ID, which is also its process-group ID; 0 if
+	// no process was started.
+	PID int
+	// Code is the exit code to pass on: the child's own 0–255, or 128+N if it
+	// died by signal N.
+	Code int
+	// Signal is the signal that killed the child, or 0 if it exited.
+	Signal syscall.Signal
+	// Stopped is true when Run stopped the child because ctx was cancelled.
+	Stopped bool
+	// Killed is true when SIGKILL was sent to the group after the grace, either
+	// in the stop sequence or to clear leftovers.
+	Killed bool
+	// GroupGone is true when the whole process group was confirmed gone before
+	// Run returned. When false, processes of the group may still run.
+	GroupGone bool
+}
+
+// Run starts cfg.Args in a new process group and blocks until the child has
+// exited and its process group is gone or cannot be confirmed gone (see the
+// package comment). Cancelling ctx stops the group: StopSignal, then SIGKILL
+// after Grace; Run then returns a nil error with Result.Stopped set, and the
+// caller reads the reason from context.Cause.
+//
+// If the command cannot be started, Run returns an error wrapping ErrNotFound
+// or ErrNotExecutable (or another start error) and Result.PID is 0. If ctx is
+// already done, nothing is started and the error wraps context.Cause(ctx).
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if len(cfg.Args) == 0 {
+		return Result{}, errors.New("runner: no command given")
+	}
+	path, err := Resolve(cfg.Args[0])
+	if err != nil {
+		return Result{}, err
+	}
+	if ctx.Err() != nil {
+		return Result{}, fmt.Errorf("runner: %s not started: %w", cfg.Args[0], context.Cause(ctx))
+	}
+	r := newRun(cfg)
+
+	sigs := cfg.Signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 16)
+		signal.Notify(ch, ForwardedSignals...)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   cfg.Args,
+		Env:    cfg.Env,
+		Stdin:  r.stdin,
+		Stdout: orDefault(cfg.Stdout, os.Stdout),
+		Stderr: orDefault(cfg.Stderr, os.Stderr),
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	term := foregroundTerminal(r.stdin)
+	if term != nil {
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = term.fd
+	}
+
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	// Owned by Run: it receives from started, then always from exited.
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread must outlive the child
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		if term != nil {
+			if rerr := term.restore(false); rerr != nil {
+				r.log.Warn(rerr.Error())
+			}
+		}
+		return Result{}, classifyStartErr(cfg.Args[0], err)
+	}
+	r.pgid = cmd.Process.Pid
+	r.res.PID = r.pgid
+	r.log = r.log.With("pid", r.pgid)
+	r.log.Debug("runner: child started", "path", path, "foreground", term != nil)
+	defer r.stopTimers()
+
+	waitErr := r.supervise(ctx, exited, sigs)
+	if st := cmd.ProcessState; st != nil {
+		ws := st.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			r.res.Signal = ws.Signal()
+			r.res.Code = 128 + int(ws.Signal())
+		} else {
+			r.res.Code = ws.ExitStatus()
+		}
+		waitErr = nil
+	}
+	r.log.Debug("runner: child exited", "code", r.res.Code, "signal", r.res.Signal)
+	if term != nil {
+		if err := term.restore(r.res.Signal != 0 || r.res.Stopped); err != nil {
+			r.log.Warn(err.Error())
+		}
+	}
+	r.sweep()
+	if waitErr != nil {
+		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], waitErr)
+	}
+	return r.res, nil
+}
+
+// run is the state of one Run call; only Run's goroutine touches it.
+type run struct {
+	cfg       Config
+	stdin     *os.File
+	log       *slog.Logger
+	pgid      int
+	res       Result
+	stopping  bool
+	killTimer *time.Timer // armed by stop: fires SIGKILL after the grace
+	killC     <-chan time.Time
+}
+
+func newRun(cfg Config) *run {
+	if cfg.StopSignal == 0 {
+		cfg.StopSignal = DefaultStopSignal
+	}
+	if cfg.Grace < 0 {
+		cfg.Grace = 0
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &run{cfg: cfg, stdin: orDefault(cfg.Stdin, os.Stdin), log: log}
+}
+
+func orDefault(f, def *os.File) *os.File {
+	if f == nil {
+		return def
+	}
+	return f
+}
+
+// supervise forwards signals and runs the stop sequence until the child (the
+// group leader) has been waited for; it returns cmd.Wait's error.
+func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os.Signal) error {
+	done := ctx.Done()
+	for {
+		// An exit that is already known wins over everything else: after the
+		// leader is reaped, its group ID must not be signalled blindly.
+		select {
+		case err := <-exited:
+			return err
+		default:
+		}
+		select {
+		case err := <-exited:
+			return err
+		case <-done:
+			done = nil
+			r.res.Stopped = true
+			r.log.Info("runner: stopping child", "signal", r.cfg.StopSignal,
+				"grace", r.cfg.Grace, "cause", context.Cause(ctx))
+			r.stop()
+		case <-r.killC:
+			r.kill()
+		case s := <-sigs:
+			sig, ok := s.(syscall.Signal)
+			if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
+				continue
+			}
+			r.log.Debug("runner: forwarding signal", "signal", sig)
+			if err := signalGroup(r.pgid, sig); err != nil {
+				r.log.Warn("runner: forward signal", "signal", sig, "err", err)
+			}
+		}
+	}
+}
+
+// stop sends the stop signal to the group and arms the SIGKILL timer.
+func (r *run) stop() {
+	r.stopping = true
+	if err := signalGroup(r.pgid, r.cfg.StopSignal); err != nil {
+		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
+	}
+	if r.cfg.StopSignal != syscall.SIGCONT && r.cfg.StopSignal != syscall.SIGKILL {
+		// A stopped process (Ctrl-Z, SIGTTIN) acts on the stop signal only
+		// once continued.
+		_ = signalGroup(r.pgid, syscall.SIGCONT)
+	}
+	r.killTimer = time.NewTimer(r.cfg.Grace)
+	r.killC = r.killTimer.C
+}
+
+// kill sends SIGKILL to the group once the grace has run out.
+func (r *run) kill() {
+	r.killC = nil
+	r.res.Killed = true
+	r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
+	if err := signalGroup(r.pgid, syscall.SIGKILL); err != nil {
+		r.log.Warn("runner: send SIGKILL", "err", err)
+	}
+}
+
+func (r *run) stopTimers() {
+	if r.killTimer != nil {
+		r.killTimer.Stop()
+	}
+}
+
+// sweep runs after the leader has been waited for: it stops leftovers in the
+// group (unless the stop sequence is already running) and waits until the
+// group is gone, or until KillConfirmWait after SIGKILL.
+func (r *run) sweep() {
+	alive := groupAlive(r.pgid)
+	if alive && !r.stopping {
+		r.log.Info("runner: child exited, stopping processes left in its group",
+			"signal", r.cfg.StopSignal, "grace", r.cfg.Grace)
+		r.stop()
+	}
+	var confirmC <-chan time.Time
+	if alive && r.res.Killed {
+		confirmC = time.After(KillConfirmWait)
+	}
+	poll := time.Millisecond
+	pollT := time.NewTimer(poll)
+	defer pollT.Stop()
+	for alive {
+		select {
+		case <-r.killC:
+			r.kill()
+			confirmC = time.After(KillConfirmWait)
+		case <-confirmC:
+			r.log.Warn("runner: process group not confirmed gone after SIGKILL",
+				"waited", KillConfirmWait)
+			r.res.GroupGone = false
+			return
+		case <-pollT.C:
+			alive = groupAlive(r.pgid)
+			poll = min(2*poll, 20*time.Millisecond)
+			pollT.Reset(poll)
+		}
+	}
+	r.res.GroupGone = true
+	r.log.Debug("runner: process group gone")
+}
