@@ -1,0 +1,278 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// runConfig is the validated form of the run flags.
+type runConfig struct {
+	args         []string
+	name         string
+	holder       string
+	wait         time.Duration
+	timing       lease.Timing
+	stopSignal   syscall.Signal
+	conflictCode int
+	storeURL     string
+}
+
+// parseRun validates every flag before anything starts (STYLE habit 7).
+func parseRun(c *cli.Context, args []string, getenv func(string) string) (runConfig, error) {
+	rc := runConfig{args: args, storeURL: c.String("store"), conflictCode: c.Int("conflict-exit-code")}
+	rc.name = c.String("name")
+	if rc.name == "" {
+		rc.name = filepath.Base(args[0])
+	}
+	if err := lease.ValidateName(rc.name); err != nil {
+		if !c.IsSet("name") {
+			return rc, usagef("cannot use the command's name %q as the lease name; give --name", filepath.Base(args[0]))
+		}
+		return rc, usageError{err}
+	}
+	var err error
+	if rc.wait, err = parseWait(c.String("wait")); err != nil {
+		return rc, err
+	}
+	if c.Bool("no-wait") {
+		rc.wait = 0
+	}
+	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
+		return rc, err
+	}
+	if rc.conflictCode < 0 || rc.conflictCode > 255 {
+		return rc, usagef("--conflict-exit-code %d: want 0-255", rc.conflictCode)
+	}
+	rc.holder = c.String("holder")
+	if rc.holder == "" {
+		host, _ := os.Hostname()
+		rc.holder = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if len(rc.holder) > 200 || strings.ContainsAny(rc.holder, "\n\r") {
+		return rc, usagef("--holder must be one line of at most 200 bytes")
+	}
+	t := lease.Timing{TTL: c.Duration("ttl"), RenewEvery: c.Duration("renew-every"), Grace: c.Duration("grace"), CallTimeout: c.Duration("call-timeout")}
+	t.Explicit.RenewEvery = c.IsSet("renew-every")
+	t.Explicit.Grace = c.IsSet("grace")
+	t.Explicit.CallTimeout = c.IsSet("call-timeout")
+	if t.TTL <= 0 {
+		return rc, usagef("--ttl %v: want a positive duration such as 15s", t.TTL)
+	}
+	rc.timing = t
+	return rc, nil
+}
+
+func parseWait(s string) (time.Duration, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "forever", "inf", "infinity", "-1":
+		return lease.WaitForever, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, usagef("--wait %q: want a duration such as 30s or 10m, 0 to try once, or forever", s)
+	}
+	return d, nil
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 || n > 64 {
+			return 0, usagef("--stop-signal %s: not a signal number", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig := unix.SignalNum(name)
+	if sig == 0 || sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		return 0, usagef("--stop-signal %s: want a catchable signal such as TERM, INT or HUP", s)
+	}
+	return sig, nil
+}
+
+// signalCause is the cause of the run context when leaderrun gets a signal
+// while it waits for the lease.
+type signalCause struct{ sig syscall.Signal }
+
+func (s signalCause) Error() string { return "got " + unix.SignalName(s.sig) }
+
+// runCommand acquires the lease, runs the child under a keeper and returns
+// how it ended.
+func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) *outcome {
+	rc, err := parseRun(c, args, e.getenv)
+	if err != nil {
+		return classify(err)
+	}
+	// A command that cannot run is refused before any lease is taken.
+	if _, err := runner.Resolve(args[0]); err != nil {
+		return classify(err)
+	}
+	// Catch the forwarded signals for the whole run: while waiting, INT, TERM
+	// and HUP end the wait; once the child runs, the runner forwards them.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, runner.ForwardedSignals...)
+	defer signal.Stop(sigs)
+
+	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: e.getenv, Log: log})
+	if err != nil {
+		return classify(err)
+	}
+	defer store.Close()
+	timing, err := rc.timing.Resolve(store.Limits())
+	if err != nil {
+		return classify(err)
+	}
+	log.Debug("timing", "ttl", timing.TTL, "renew_every", timing.RenewEvery, "grace", timing.Grace, "call_timeout", timing.CallTimeout)
+
+	acq, o := acquire(ctx, store, rc, timing, sigs, log)
+	if o != nil {
+		return o
+	}
+	l := acq.Lease
+	info := l.Info()
+	logger := log
+	logger.Info(fmt.Sprintf("lease %s acquired", rc.name), "token", info.Token, "holder", rc.holder)
+
+	keeper, err := lease.Keep(ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
+	if err != nil {
+		releaseLease(l, timing, logger)
+		return classify(err)
+	}
+	childEnv := append(os.Environ(),
+		"LEADERRUN_NAME="+rc.name,
+		"LEADERRUN_HOLDER="+rc.holder,
+		"LEADERRUN_TOKEN="+strconv.FormatUint(info.Token, 10),
+	)
+	res, runErr := runner.Run(keeper.Context(), runner.Config{
+		Args:       args,
+		Env:        childEnv,
+		StopSignal: rc.stopSignal,
+		Grace:      timing.Grace,
+		Signals:    sigs,
+		Stdin:      e.stdio.In,
+		Stdout:     e.stdio.Out,
+		Stderr:     e.stdio.Err,
+		Log:        logger,
+	})
+	cause := context.Cause(keeper.Context())
+	keeper.Stop()
+
+	// DESIGN §3.8: release only once the whole group is confirmed gone.
+	if runErr == nil && !res.GroupGone {
+		logger.Warn("processes of the child's group may still run; not releasing the lease, it will expire by itself")
+	} else {
+		releaseLease(l, timing, logger)
+	}
+	if runErr != nil {
+		return classify(runErr)
+	}
+	if res.Stopped && errors.Is(cause, lease.ErrLost) {
+		how := unix.SignalName(rc.stopSignal)
+		if res.Killed {
+			how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
+		}
+		return done(ExitLost, slog.LevelError,
+			fmt.Sprintf("leadership of lease %s lost (%v); stopped %s with %s; exit %d", rc.name, cause, args[0], how, ExitLost),
+			"event", "lost", "lease", rc.name)
+	}
+	return childOutcome(args[0], res)
+}
+
+// provisionalCallTimeout is the call timeout Timing.Resolve will settle on,
+// needed to open the store before its limits are known.
+func provisionalCallTimeout(t lease.Timing) time.Duration {
+	if t.Explicit.CallTimeout {
+		return t.CallTimeout
+	}
+	r := t.TTL / 3
+	if t.Explicit.RenewEvery {
+		r = t.RenewEvery
+	}
+	return max(r/2, time.Millisecond)
+}
+
+// acquire waits for the lease; INT, TERM and HUP end the wait.
+func acquire(ctx context.Context, store lease.Store, rc runConfig, timing lease.Timing, sigs <-chan os.Signal, log *slog.Logger) (*lease.Acquired, *outcome) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watching := make(chan struct{})
+	stopWatching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		for {
+			select {
+			case <-stopWatching:
+				return
+			case s := <-sigs:
+				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+					cancel(signalCause{sig})
+					return
+				}
+			}
+		}
+	}()
+	acq, err := lease.Acquire(wctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
+		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log})
+	close(stopWatching)
+	<-watching
+	var sc signalCause
+	var he *lease.HeldError
+	switch {
+	case err == nil:
+		return acq, nil
+	case errors.As(err, &sc):
+		return nil, done(128+int(sc.sig), slog.LevelWarn,
+			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")
+	case errors.As(err, &he):
+		return nil, done(rc.conflictCode, slog.LevelInfo,
+			fmt.Sprintf("%v; %s not started (exit %d)", err, rc.args[0], rc.conflictCode), "event", "conflict")
+	default:
+		return nil, classify(err)
+	}
+}
+
+// releaseLease gives the lease up on a context of its own: cleanup must run
+// even when the run's context is done.
+func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
+			log.Debug("lease was no longer ours at release", "err", err)
+			return
+		}
+		log.Warn("releasing the lease failed; it will expire by itself", "err", err)
+		return
+	}
+	log.Debug("lease released")
+}
+
+// childOutcome passes the child's own ending through.
+func childOutcome(name string, res runner.Result) *outcome {
+	if res.Signal != 0 {
+		return done(res.Code, slog.LevelWarn,
+			fmt.Sprintf("%s was killed by %s; exit %d", name, unix.SignalName(res.Signal), res.Code), "event", "child_signaled")
+	}
+	level := slog.LevelInfo
+	if res.Code != 0 {
+		level = slog.LevelWarn
+	}
+	return done(res.Code, level, fmt.Sprintf("%s exited with code %d", name, res.Code), "event", "child_exited")
+}
