@@ -135,7 +135,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	defer store.Close()
-	timing, err := rc.timing.Resolve(store.Limits())
+	// Timing is validated as for an expiring store even when this one does
+	// not expire (file): a command line that works here must not be refused
+	// when the same job moves to Redis or Azure.
+	vlim := store.Limits()
+	if !vlim.Expires {
+		vlim = lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
+	}
+	timing, err := rc.timing.Resolve(vlim)
 	if err != nil {
 		return classify(err)
 	}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lrBin is the leaderrun binary built once by TestMain: the black-box tests
+// run exactly what users run.
+var lrBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leaderrun-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lrBin = filepath.Join(dir, "leaderrun")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", lrBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building leaderrun:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireEnv returns an integration server address from the environment
+// (set by scripts/test.sh). A missing server skips the test locally and
+// fails it in CI, where a skipped integration test is a failure.
+func requireEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: run the tests with scripts/test.sh", name)
+		}
+		t.Skipf("%s is not set; scripts/test.sh starts the server", name)
+	}
+	return v
+}
+
+// lr is one leaderrun process under test.
+type lr struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr lockedBuffer
+	stdout *bufio.Reader
+	done   chan struct{}
+	err    error
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while exec writes into it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// fileStore returns a --store URL for a fresh file store directory.
+func fileStore(t *testing.T) string { return "file://" + t.TempDir() }
+
+// start starts leaderrun with args; env adds to the environment. The
+// child's stdout is readable line by line with line().
+func start(t *testing.T, env []string, args ...string) *lr {
+	t.Helper()
+	p := &lr{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(lrBin, args...)
+	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// Drain stdout only after the test stopped reading lines is not
+		// needed: Wait closes the pipe once the process exits.
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// line reads one line the child printed on stdout.
+func (p *lr) line() string {
+	p.t.Helper()
+	type res struct {
+		s   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { s, err := p.stdout.ReadString('\n'); ch <- res{s, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			p.t.Fatalf("reading the child's stdout: %v (stderr: %s)", r.err, p.stderr.String())
+		}
+		return strings.TrimSpace(r.s)
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("no line from the child in 30s (stderr: %s)", p.stderr.String())
+		return ""
+	}
+}
+
+// wait waits for leaderrun to exit and returns its exit code.
+func (p *lr) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("leaderrun did not exit in 60s (stderr: %s)", p.stderr.String())
+	}
+	_, _ = io.Copy(io.Discard, p.stdout)
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	p.t.Fatalf("leaderrun: %v", p.err)
+	return -1
+}
+
+// stderrLines returns what leaderrun wrote on stderr, line by line.
+func (p *lr) stderrLines() []string {
+	return strings.Split(strings.TrimRight(p.stderr.String(), "\n"), "\n")
+}
+
+// lastLine is leaderrun's final stderr line.
+func (p *lr) lastLine() string {
+	l := p.stderrLines()
+	return l[len(l)-1]
+}
+
+// runLR runs leaderrun to completion and returns its exit code and stderr.
+func runLR(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	p := start(t, env, args...)
+	code := p.wait()
+	return code, p.stderr.String()
+}
+
+// alive reports whether pid exists (and is not a zombie we could still see).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// state is the field after the ")" of the command name
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// waitGone waits until pid no longer runs.
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after %v", pid, within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling /proc: there is no event for another process's death
+	}
+}
+
+// markChild is a shell child that appends "start PID TOKEN" and "end PID" to
+// marks around a short piece of work, so overlaps can be found afterwards.
+func markChild(marks string, work string) []string {
+	return []string{"sh", "-c", fmt.Sprintf(`echo "start $$ $LEADERRUN_TOKEN" >> %s; %s; echo "end $$" >> %s`, marks, work, marks)}
+}
+
+// checkMarks verifies that no two children overlapped (every start is
+// followed by its own end before the next start) and that tokens strictly
+// increase; it returns the number of runs.
+func checkMarks(t *testing.T, marks string) int {
+	t.Helper()
+	b, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	runs, open := 0, ""
+	var lastToken uint64
+	for i, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 3 && f[0] == "start":
+			if open != "" {
+				t.Fatalf("line %d: child %s started while %s was running:\n%s", i+1, f[1], open, b)
+			}
+			open = f[1]
+			tok, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil || tok <= lastToken {
+				t.Fatalf("line %d: token %q not greater than %d", i+1, f[2], lastToken)
+			}
+			lastToken = tok
+			runs++
+		case len(f) == 2 && f[0] == "end":
+			if open != f[1] {
+				t.Fatalf("line %d: end of %s but %q was running", i+1, f[1], open)
+			}
+			open = ""
+		default:
+			t.Fatalf("line %d: bad mark %q", i+1, l)
+		}
+	}
+	if open != "" {
+		t.Fatalf("child %s never ended", open)
+	}
+	return runs
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
