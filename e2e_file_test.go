@@ -305,4 +305,3 @@ func TestJSONLogs(t *testing.T) {
 		t.Fatalf("last line %v; want event child_exited, exit_code 7", last)
 	}
 }
-
