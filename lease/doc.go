@@ -1,0 +1,70 @@
+// Package lease is the heart of leaderrun: the contract every lease store
+// implements (Store, Lease), the wait loop that takes a lease (Acquire), and
+// the Keeper that renews it and decides, on its own clock, when leadership
+// can no longer be vouched for. This comment is the safety argument of the
+// whole tool; the README's "Safety model" section says the same for users.
+//
+// # What is guaranteed
+//
+// Notation: L is the TTL the store grants; t_s is our clock read just before
+// an acquire or renew request is sent; ρ bounds how much faster our clock may
+// run than the store's (1%); ε is the store's granularity (Redis a few ms,
+// Azure 1s); K bounds how long SIGKILL takes to empty a process group
+// (250ms); G is the grace between the stop signal and SIGKILL.
+//
+//  1. The store cannot expire a lease before t_s + L in real time: it starts
+//     counting no earlier than it receives the request. So the lease is
+//     certainly ours until E = t_s + L·(1−ρ) − ε. A successful renewal moves E
+//     using its own t_s; a failed, timed-out or late answer leaves E alone
+//     (Keeper.extend never moves E back).
+//  2. E is read on CLOCK_BOOTTIME (BootClock), which keeps counting during
+//     system suspend; Go's monotonic clock does not. Sleeps use an absolute
+//     timerfd on the same clock, so a deadline that passed while the machine
+//     slept fires the moment it wakes. Wall time and store timestamps are
+//     never used for a decision.
+//  3. An independent watchdog goroutine cancels the Keeper's context at
+//     E − K − G, whether or not a renewal call is blocked. The runner then
+//     sends the stop signal to the child's process group and SIGKILL G later,
+//     at E − K; the group is dead by E.
+//  4. Every store call carries a deadline that ends at the stop point at the
+//     latest (Keeper.callContext), and stores configure their clients to
+//     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout).
+//  5. A transient renewal failure is retried quickly (50ms backoff, doubling);
+//     an answer that the lease is gone or someone else's (ErrLost) cancels at
+//     once without waiting for E.
+//  6. Timing.Resolve refuses, before anything starts, values for which the
+//     scheduled renewal plus one retry cannot fit before the stop point:
+//     L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout. Defaults adapt to L
+//     (renew-every L/3, call timeout renew-every/2, grace shrunk to fit); only
+//     values the user gave are refused, with a message saying what would fit.
+//  7. Keep starts a child only with runway: if E − now ≤ K + G + renew-every
+//     after acquiring, it renews first and refuses if that does not help.
+//  8. The caller releases only after the runner confirmed the whole process
+//     group gone; the release is conditional on our token. If the group
+//     cannot be confirmed gone, the lease is not released and runs out.
+//  9. Every acquisition carries a fresh 128-bit random ID (NewID). Renew and
+//     release succeed only while the store holds that ID; a vanished lease is
+//     never re-created by a renewal. Acquire reuses one ID across the retries
+//     of a call and counts validity from the first attempt whose answer was
+//     lost, so a lost answer can neither lock us out nor stretch E.
+//  10. Each acquisition gets a fencing token (Holder.Token) minted atomically
+//     with it and strictly increasing per name: Redis INCR in the acquire
+//     script, Azure a metadata counter written under the lease, the file store
+//     a counter in the locked file (fdatasync'ed).
+//
+// # What is not guaranteed
+//
+// A lease is time-based, so exclusion holds only while the timing
+// assumptions do. If the whole host is paused (SIGSTOP of leaderrun and its
+// child together, a VM freeze) past E, the child resumes after another holder
+// may have started; if the store loses the lease (a Redis failover with
+// asynchronous replication, a Redis server whose clock jumps), a second
+// holder can start while the first still runs. Nothing a client does can
+// close these windows; a resource that rejects writes carrying a token lower
+// than one it has seen can. Without such a resource, exclusion is best
+// effort under process pauses and store failover.
+//
+// The file store (filelease) has no TTL: its lease ends when the holder's
+// process does, and the kernel drops the lock at once, so none of the timing
+// above applies to it; only replacement of the lock file makes it lost.
+package lease

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/test.sh runs leaderrun's whole test suite, as CI does (.ci/run calls
+# exactly this). On a fresh Debian machine with Go it installs what the tests
+# need (redis-server from Debian, Azurite from npm into .tools/), starts real
+# servers on 127.0.0.1 only, runs gofmt, go vet and `go test -race` over every
+# package, and stops every server it started by PID.
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+
+work=$(mktemp -d /tmp/leaderrun-test.XXXXXX)
+cleanup() {
+	local rc=$?
+	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
+	for d in "$work"/redis-*; do
+		[ -f "$d/pids" ] && scripts/redis.sh stop "$d" || true
+	done
+	rm -rf "$work"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== gofmt, go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change: $unformatted" >&2
+	exit 1
+fi
+go vet ./...
+
+echo "== starting servers on 127.0.0.1"
+for topo in single cluster sentinel; do
+	mkdir -p "$work/redis-$topo"
+	scripts/redis.sh start "$work/redis-$topo" "$topo"
+	set -a; . "$work/redis-$topo/env"; set +a
+done
+mkdir -p "$work/azurite"
+scripts/azurite.sh start "$work/azurite"
+set -a; . "$work/azurite/env"; set +a
+env | grep '^LEADERRUN_TEST_' | grep -v PID | sed 's/^/   /'
+
+echo "== go test -race"
+args=("$@")
+[ ${#args[@]} -eq 0 ] && args=(./...)
+go test -race -count=1 -timeout 9m "${args[@]}"
