@@ -117,7 +117,7 @@ func (t Timing) unsafe(lim Limits) error {
 	stop := v - t.KillBound - t.Grace
 	msg := fmt.Sprintf("with --ttl %v the child must be stopped %v after each renewal is sent "+
 		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout)",
-		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery, t.CallTimeout)
+		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery.Round(time.Millisecond), t.CallTimeout.Round(time.Millisecond))
 	var fixes []string
 	if maxR := (stop - 2*t.CallTimeout); t.Explicit.CallTimeout && maxR > 0 {
 		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", maxR.Truncate(time.Millisecond)))
