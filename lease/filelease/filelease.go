@@ -269,8 +269,9 @@ func (s *Store) openErr(err error) error {
 }
 
 // Status reads the holder record of name, or nil when nobody holds the lock.
-// It never takes the lock itself (it reads /proc/locks), so it cannot make an
-// acquirer fail.
+// It never takes the lock itself, so it cannot make an acquirer fail: a
+// record a holder marked free on release is trusted, and a record that says
+// held (its holder may have crashed) is checked against /proc/locks.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return nil, err
@@ -283,12 +284,11 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 		return nil, s.openErr(err)
 	}
 	defer f.Close()
-	held, err := isLocked(f)
-	if err != nil || !held {
+	r, err := readRecord(f)
+	if err != nil || !r.Held {
 		return nil, err
 	}
-	r, err := readRecord(f)
-	if err != nil {
+	if held, err := isLocked(f); err != nil || !held {
 		return nil, err
 	}
 	h := r.holder()
@@ -297,7 +297,8 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 }
 
 // isLocked reports whether anyone holds a flock on f's inode, by reading
-// /proc/locks. Lines look like "1: FLOCK  ADVISORY  WRITE 2541 fd:01:2361462 0 EOF";
+// /proc/locks. That read is slow (the kernel waits for an RCU grace period
+// and holds up every flock meanwhile), so only Status uses it. Lines look like "1: FLOCK  ADVISORY  WRITE 2541 fd:01:2361462 0 EOF";
 // blocked waiters ("1: -> FLOCK ...") are skipped.
 func isLocked(f *os.File) (bool, error) {
 	var st unix.Stat_t
@@ -378,14 +379,24 @@ func (s *Store) settle(ctx context.Context, path string) error {
 	return nil
 }
 
+// looksFree probes the lock with a shared, non-blocking flock on a read-only
+// descriptor, released at once. The probe can make a concurrent acquirer's
+// attempt fail only in the instant it holds the lock; only waiters probe, and
+// a waiter then tries to acquire, so that acquirer simply lost the race to it.
 func (s *Store) looksFree(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return true, nil
 	}
 	defer f.Close()
-	held, err := isLocked(f)
-	return !held, err
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, err
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return true, nil
 }
 
 func eventFor(buf []byte, base string) bool {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkFileHandover measures a clean handover on the file store: from
+// the moment the leader's child is told to exit to the moment the waiting
+// instance's child runs (its first action is to print the time). It includes
+// the child's exit, leaderrun's group sweep and release, the waiter's wake-up
+// and acquisition, and fork+exec of the next child.
+func BenchmarkFileHandover(b *testing.B) {
+	benchHandover(b, []string{"LEADERRUN_STORE=file://" + b.TempDir()})
+}
+
+func benchHandover(b *testing.B, env []string) {
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		holder := exec.Command(lrBin, "--name", "handover", "--", "sh", "-c", "echo ready; read x")
+		holder.Env = append(os.Environ(), env...)
+		in, _ := holder.StdinPipe()
+		out, _ := holder.StdoutPipe()
+		if err := holder.Start(); err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := out.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+		waiter := exec.Command(lrBin, "--name", "handover", "--", "date", "+%s%N")
+		waiter.Env = append(os.Environ(), env...)
+		wout, _ := waiter.StdoutPipe()
+		werr := &lockedBuffer{}
+		waiter.Stderr = werr
+		if err := waiter.Start(); err != nil {
+			b.Fatal(err)
+		}
+		for !strings.Contains(werr.String(), "waiting") {
+			time.Sleep(time.Millisecond) // polling the waiter's stderr until it waits
+		}
+		t0 := time.Now()
+		in.Close() // the leader's child reads EOF and exits
+		line := make([]byte, 64)
+		n, err := wout.Read(line)
+		if err != nil {
+			b.Fatal(err, werr.String())
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(line[:n])), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Unix(0, ns).Sub(t0))
+		_ = holder.Wait()
+		_ = waiter.Wait()
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "handover-ms-p50")
+	b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "handover-ms-p90")
+}

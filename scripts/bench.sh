@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# scripts/bench.sh measures what the issues set targets for, on this machine,
+# in one run so the ratios are fair:
+#   1. wrap overhead: `leaderrun -- true` vs plain `true` vs `flock FILE true`
+#      (hyperfine, medians) on the file store;
+#   2. clean handover latency on the file store (Go benchmark, p50/p90);
+#   3. peak RSS of leaderrun while it supervises `sleep 5` (/usr/bin/time).
+# Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+need() { command -v "$1" >/dev/null || { apt-get install -y "$2" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "$2" >/dev/null; }; }; }
+need hyperfine hyperfine
+[ -x /usr/bin/time ] || need /usr/bin/time time
+out=bench-out
+mkdir -p "$out"
+bin=$out/leaderrun
+go build -o "$bin" .
+store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
+trap 'rm -rf "$store"' EXIT
+
+echo "== 1. wrap overhead (file store)"
+hyperfine -N --warmup 20 --runs 300 --export-json "$out/overhead.json" \
+	"true" \
+	"flock $store/flock.lock true" \
+	"$bin -q --store file://$store -- true" >/dev/null
+python3 - "$out/overhead.json" <<'PY'
+import json, sys
+r = {x["command"].split()[0].split("/")[-1]: x for x in json.load(open(sys.argv[1]))["results"]}
+med = {k: v["median"] * 1000 for k, v in r.items()}
+for k in ("true", "flock", "leaderrun"):
+    print(f"   {k:10s} median {med[k]:.3f} ms")
+print(f"   leaderrun / flock = {med['leaderrun'] / med['flock']:.2f}x   (target <= 1.25x)")
+print(f"   leaderrun - true  = {med['leaderrun'] - med['true']:.3f} ms")
+PY
+
+echo "== 2. clean handover (file store)"
+go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x . | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
+
+echo "== 3. peak RSS supervising sleep 5"
+/usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5
+awk '{printf "   max RSS %.1f MiB (target <= 12 MiB)\n", $1/1024}' "$out/rss.txt"
