@@ -28,7 +28,7 @@ type env struct {
 }
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
-   leaderrun status [flags] NAME`
+leaderrun status [flags] NAME`
 
 const description = `Runs COMMAND while holding the lease NAME in a store, so that of many hosts or
 jobs exactly one runs it at a time; the others wait (or give up at once with

@@ -91,10 +91,11 @@ func parseWait(s string) (time.Duration, error) {
 
 func parseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
-		if n <= 0 || n > 64 {
-			return 0, usagef("--stop-signal %s: not a signal number", s)
+		sig := syscall.Signal(n)
+		if n <= 0 || n > 64 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+			return 0, usagef("--stop-signal %s: want a catchable signal such as TERM, INT or HUP", s)
 		}
-		return syscall.Signal(n), nil
+		return sig, nil
 	}
 	name := strings.ToUpper(s)
 	if !strings.HasPrefix(name, "SIG") {

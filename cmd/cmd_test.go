@@ -1,0 +1,135 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// runCapture runs the CLI in-process with files for stdout and stderr.
+func runCapture(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, _ := os.Create(filepath.Join(dir, "out"))
+	errf, _ := os.Create(filepath.Join(dir, "err"))
+	defer out.Close()
+	defer errf.Close()
+	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
+		stdio:  Stdio{In: os.Stdin, Out: out, Err: errf},
+		getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
+	})
+	o, _ := os.ReadFile(out.Name())
+	e, _ := os.ReadFile(errf.Name())
+	return code, string(o), string(e)
+}
+
+func TestHelpGolden(t *testing.T) {
+	code, out, errOut := runCapture(t, "--help")
+	if code != 0 || errOut != "" {
+		t.Fatalf("--help: exit %d, stderr %q", code, errOut)
+	}
+	golden := filepath.Join("..", "testdata", "help.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd -update to create it)", err)
+	}
+	if out != string(want) {
+		t.Fatalf("--help differs from %s (go test ./cmd -update after checking):\n%s", golden, out)
+	}
+	for _, f := range []string{"--store", "--wait", "--ttl", "--renew-every", "--grace", "--stop-signal", "--holder", "--conflict-exit-code", "--log-format", "LEADERRUN_TTL", "Examples:"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("--help does not mention %s", f)
+		}
+	}
+}
+
+func TestParseWait(t *testing.T) {
+	for in, want := range map[string]time.Duration{"forever": lease.WaitForever, "0": 0, "30s": 30 * time.Second, "10m": 10 * time.Minute, "inf": lease.WaitForever} {
+		if got, err := parseWait(in); err != nil || got != want {
+			t.Errorf("parseWait(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "soon", "-5s", "10"} {
+		if _, err := parseWait(bad); err == nil {
+			t.Errorf("parseWait(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{"TERM": syscall.SIGTERM, "sigint": syscall.SIGINT, "HUP": syscall.SIGHUP, "10": syscall.SIGUSR1, "SIGQUIT": syscall.SIGQUIT} {
+		if got, err := parseSignal(in); err != nil || got != want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"KILL", "STOP", "9", "0", "FOO", "99"} {
+		if _, err := parseSignal(bad); err == nil {
+			t.Errorf("parseSignal(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, secret := range map[string]string{
+		"redis://user:hunter2@host:6379/0":                              "hunter2",
+		"rediss://:s3cr3t@host:6380":                                     "s3cr3t",
+		"azblob+https://acct.blob.core.windows.net/c?sv=2024&sig=SIGXYZ": "SIGXYZ",
+	} {
+		got := redactURL(in)
+		if strings.Contains(got, secret) {
+			t.Errorf("redactURL(%q) = %q still shows the secret", in, got)
+		}
+	}
+}
+
+func TestSecretNeverPrintedForUnknownScheme(t *testing.T) {
+	code, _, errOut := runCapture(t, "--store", "bogus://u:hunter2@host", "--", "true")
+	if code != ExitFailure || strings.Contains(errOut, "hunter2") {
+		t.Fatalf("exit %d, stderr %q: want 125 without the password", code, errOut)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("x: %w", runner.ErrNotFound), ExitNotFound},
+		{fmt.Errorf("x: %w", runner.ErrNotExecutable), ExitNotExecutable},
+		{fmt.Errorf("x: %w", lease.ErrUnsafeTiming), ExitFailure},
+		{fmt.Errorf("x: %w", lease.ErrUnavailable), ExitFailure},
+		{usagef("bad"), ExitFailure},
+		{errors.New("anything"), ExitFailure},
+		{done(42, 0, "custom"), 42},
+	}
+	for _, tc := range tests {
+		if got := classify(tc.err).code; got != tc.code {
+			t.Errorf("classify(%v) = %d; want %d", tc.err, got, tc.code)
+		}
+	}
+}
+
+// `leaderrun -- status` runs a program called status; it is not the subcommand.
+func TestDashDashIsNeverASubcommand(t *testing.T) {
+	code, _, errOut := runCapture(t, "--store", "file://"+t.TempDir(), "--", "status", "x")
+	if code != ExitNotFound || !strings.Contains(errOut, "not found") {
+		t.Fatalf("exit %d, stderr %q; want 127: `status` looked up as a command", code, errOut)
+	}
+}
