@@ -305,3 +305,25 @@ func TestJSONLogs(t *testing.T) {
 		t.Fatalf("last line %v; want event child_exited, exit_code 7", last)
 	}
 }
+
+// watch prints the free state, then each new holder with its token.
+func TestFileWatch(t *testing.T) {
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	w := start(t, env, "watch", "--interval", "20ms", "w")
+	if l := w.line(); !strings.HasSuffix(l, "w: free") {
+		t.Fatalf("first watch line %q; want free", l)
+	}
+	leader, _ := holdLease(t, env, "w", "--holder", "alpha")
+	if l := w.line(); !strings.HasSuffix(l, "w: held by alpha, token 1") {
+		t.Fatalf("watch line %q; want held by alpha, token 1", l)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+	if l := w.line(); !strings.HasSuffix(l, "w: free") {
+		t.Fatalf("watch line %q after release; want free", l)
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	if code := w.wait(); code != 0 {
+		t.Fatalf("watch exit %d after SIGTERM; want 0", code)
+	}
+}

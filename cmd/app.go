@@ -28,7 +28,8 @@ type env struct {
 }
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
-leaderrun status [flags] NAME`
+leaderrun status [flags] NAME
+leaderrun watch [flags] NAME`
 
 const description = `Runs COMMAND while holding the lease NAME in a store, so that of many hosts or
 jobs exactly one runs it at a time; the others wait (or give up at once with
@@ -165,6 +166,25 @@ func run(ctx context.Context, args []string, e env) int {
 					return usagef("status takes exactly one lease NAME")
 				}
 				result = statusCommand(ctx, c, c.Args().First(), e, log)
+				return nil
+			},
+		}, {
+			Name:      "watch",
+			Usage:     "print a line each time the holder of a lease changes, until interrupted",
+			ArgsUsage: "NAME",
+			Flags: append([]cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object per change"},
+				&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look"},
+			}, commonFlags()...),
+			Before: setup,
+			OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+				return usageError{err}
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 || hasDash {
+					return usagef("watch takes exactly one lease NAME")
+				}
+				result = watchCommand(ctx, c, c.Args().First(), e, log)
 				return nil
 			},
 		}},
