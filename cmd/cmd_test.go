@@ -88,7 +88,7 @@ func TestParseSignal(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for in, secret := range map[string]string{
-		"redis://user:hunter2@host:6379/0":                              "hunter2",
+		"redis://user:hunter2@host:6379/0":                               "hunter2",
 		"rediss://:s3cr3t@host:6380":                                     "s3cr3t",
 		"azblob+https://acct.blob.core.windows.net/c?sv=2024&sig=SIGXYZ": "SIGXYZ",
 	} {
