@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -80,6 +81,7 @@ func helperMain(mode string, args []string) int {
 			Args:  append([]string{exe}, args[1:]...),
 			Env:   append(os.Environ(), helperEnv+"="+args[0]),
 			Grace: time.Second,
+			Log:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -160,8 +162,13 @@ func startRun(t *testing.T, cfg runner.Config) *child {
 		case <-time.After(20 * time.Second):
 			t.Error("runner.Run did not return")
 		}
+		select {
+		case <-readerDone:
+		case <-time.After(5 * time.Second):
+			t.Error("the child's stdout is still open: a process survived Run")
+		}
+		outR.Close() // unblocks the reader
 		<-readerDone
-		outR.Close()
 	})
 	return c
 }

@@ -216,6 +216,8 @@ func TestParentKilled(t *testing.T) {
 
 // TestPdeathsigThreadChurn is the golang/go#27505 regression test: OS threads
 // that die (goroutines locked to them exit) must not take the child along.
+// Checked by hand: with Run's LockOSThread removed and the starting goroutine
+// parked between Start and Wait, this test fails every time.
 func TestPdeathsigThreadChurn(t *testing.T) {
 	t.Parallel()
 	args, env := helperArgs(t, "echo")
