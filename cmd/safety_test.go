@@ -1,0 +1,83 @@
+package cmd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+// The store under this scheme is the conformance-tested fake on the real
+// boot clock; tests script its renewals.
+var memStore atomic.Pointer[leasetest.MemStore]
+
+func init() {
+	storeOpeners["memtest"] = func(context.Context, string, storeOptions) (lease.Store, error) {
+		return memStore.Load(), nil
+	}
+}
+
+// The whole chain (acquire → keeper → runner) with renewals that hang after
+// the first: a child that ignores SIGTERM must be dead before the lease could
+// expire in the store, i.e. before t_s + L·(1−ρ) − ε, and leaderrun exits 124.
+func TestChildDeadBeforeLeaseExpires(t *testing.T) {
+	var renewals atomic.Int32
+	s := &leasetest.MemStore{Epsilon: 5 * time.Millisecond}
+	s.OnRenew = func(ctx context.Context, id string) error {
+		if renewals.Add(1) == 1 {
+			return nil
+		}
+		<-ctx.Done() // the store stops answering
+		return ctx.Err()
+	}
+	memStore.Store(s)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	const ttl = 2 * time.Second
+	before := lease.BootClock{}.Now() // ≤ the acquire's t_s
+	code, _, errOut := runCapture(t, "--store", "memtest://", "--ttl", ttl.String(), "--renew-every", "400ms", "--grace", "300ms", "--",
+		"sh", "-c", `trap '' TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done`)
+	returned := lease.BootClock{}.Now()
+	if code != ExitLost {
+		t.Fatalf("exit %d; want %d (stderr %q)", code, ExitLost, errOut)
+	}
+	if !strings.Contains(errOut, "SIGKILL") || !strings.Contains(errOut, "lost") {
+		t.Fatalf("final line does not say the lease was lost and SIGKILL was needed: %q", errOut)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if processAlive(pid) {
+		t.Fatalf("child %d still alive after leaderrun returned", pid)
+	}
+	// The last confirmed renewal was sent at t_s1 ≥ before + 400ms; E is
+	// measured from it. The child must be gone (and leaderrun back) before
+	// the earliest E we can be sure of.
+	validity := time.Duration(float64(ttl)*0.99) - s.Epsilon
+	deadline := before + 400*time.Millisecond + validity
+	if returned > deadline {
+		t.Fatalf("leaderrun returned %v after the lease could have expired", returned-deadline)
+	}
+	if renewals.Load() < 2 {
+		t.Fatalf("only %d renewals attempted; the hang was never exercised", renewals.Load())
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i+2 < len(s) && s[i+2] != 'Z'
+}
