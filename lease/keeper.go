@@ -174,7 +174,7 @@ func (k *Keeper) renewLoop(next time.Duration) {
 		if err := k.clock.SleepUntil(k.ctx, next); err != nil {
 			return
 		}
-		ts := k.clock.Now()
+		ts, sentWall := k.clock.Now(), time.Now()
 		if k.cfg.Limits.Expires && ts >= k.stopAt() {
 			return // the watchdog has fired or is about to
 		}
@@ -194,7 +194,10 @@ func (k *Keeper) renewLoop(next time.Duration) {
 			k.lastSent.Store(int64(ts))
 			backoff = 0
 			next = ts + t.RenewEvery
-			k.log.Debug("lease renewed", "valid_for", (time.Duration(k.validUntil.Load()) - k.clock.Now()).Round(time.Millisecond))
+			// "sent" is wall time, for people and tests reading the log; no
+			// decision uses it.
+			k.log.Debug("lease renewed", "event", "renewed", "sent", sentWall.Format(time.RFC3339Nano),
+				"valid_for", (time.Duration(k.validUntil.Load()) - k.clock.Now()).Round(time.Millisecond))
 		case errors.Is(err, ErrLost) || errors.Is(err, ErrNotHeld):
 			k.cancel(fmt.Errorf("renew: %w", asLost(err)))
 			return
