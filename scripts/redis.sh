@@ -205,9 +205,10 @@ cmd_stop() {
 cmd_with() {
 	[ "${1:-}" = -- ] && shift
 	[ $# -ge 1 ] || die "usage: redis.sh with -- COMMAND [ARGS...]"
-	local dir rc=0
-	dir=$(mktemp -d)
-	trap 'cmd_stop "$dir/single"; cmd_stop "$dir/cluster"; cmd_stop "$dir/sentinel"; rm -rf "$dir"' EXIT
+	local rc=0
+	with_dir=$(mktemp -d)
+	trap 'cmd_stop "$with_dir/single"; cmd_stop "$with_dir/cluster"; cmd_stop "$with_dir/sentinel"; rm -rf "$with_dir"' EXIT
+	local dir=$with_dir
 	cmd_start "$dir/single" single
 	cmd_start "$dir/cluster" cluster
 	cmd_start "$dir/sentinel" sentinel
