@@ -65,7 +65,7 @@ func kindOf(err error) error {
 		return lease.ErrConfig
 	}
 	var (
-		unknownCA *x509.UnknownAuthorityError
+		unknownCA x509.UnknownAuthorityError
 		hostErr   x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		verify    *tls.CertificateVerificationError

@@ -131,6 +131,7 @@ type watcher struct {
 	ps     *redis.PubSub // the current subscription; nil between attempts
 	up     bool          // the server confirmed the subscription
 	upCh   chan struct{} // closed when up becomes true; replaced when it drops
+	failed bool          // the last attempt failed before it was up: do not make waiters wait for it
 	wake   chan struct{} // closed on a release message; then replaced
 	closed bool
 }
@@ -144,6 +145,10 @@ func (w *watcher) await(ctx context.Context, timeout time.Duration) <-chan struc
 		ch := w.wake
 		w.mu.Unlock()
 		return ch
+	}
+	if w.failed {
+		w.mu.Unlock()
+		return nil
 	}
 	upCh := w.upCh
 	w.mu.Unlock()
@@ -241,6 +246,7 @@ func (w *watcher) setPS(ps *redis.PubSub) bool {
 func (w *watcher) markUp() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.failed = false
 	if !w.up {
 		w.up = true
 		close(w.upCh)
@@ -256,6 +262,8 @@ func (w *watcher) drop(ps *redis.PubSub) {
 	if w.up {
 		w.up = false
 		w.upCh = make(chan struct{})
+	} else {
+		w.failed = true
 	}
 }
 
