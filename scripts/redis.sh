@@ -3,7 +3,7 @@
 # tests. Everything binds 127.0.0.1 only, lives in one directory, and is
 # stopped by the PIDs recorded there (never by process name).
 #
-#   scripts/redis.sh start DIR [single|cluster|sentinel]
+#   scripts/redis.sh start DIR [single|cluster|sentinel|tls]
 #       Start the topology, wait until it answers, write DIR/env:
 #         single:   LEADERRUN_TEST_REDIS=127.0.0.1:PORT
 #                   LEADERRUN_TEST_REDIS_PID=PID
@@ -12,6 +12,10 @@
 #         sentinel: LEADERRUN_TEST_REDIS_SENTINEL=127.0.0.1:SPORT
 #                   LEADERRUN_TEST_REDIS_SENTINEL_MASTER=leaderrun-test
 #                   (one master, one sentinel)
+#         tls:      LEADERRUN_TEST_REDIS_TLS=127.0.0.1:PORT (TLS only, no plain
+#                   port; the caller puts ca.crt, server.crt, server.key in
+#                   DIR/tls first; client certificates are not required)
+#                   LEADERRUN_TEST_REDIS_TLS_PID=PID
 #       DIR/pids lists every PID started, one a line.
 #   scripts/redis.sh stop DIR
 #       SIGTERM (then SIGKILL) the PIDs in DIR/pids that are still redis-server.
@@ -105,6 +109,14 @@ server() {
 	die "could not start redis-server (see $dir/$name-*/redis.log)"
 }
 
+# alive PID: PID exists and is not a zombie (daemonized servers are reaped
+# by PID 1, which in a container may never do it).
+alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
 # kill_pid PID: stop PID if it is still a redis-server process.
 kill_pid() {
 	local pid=$1 i
@@ -112,11 +124,16 @@ kill_pid() {
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'redis-server' || return 0
 	kill -CONT "$pid" 2>/dev/null || true # a test may have frozen it
 	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 1 100); do
-		kill -0 "$pid" 2>/dev/null || return 0
+	# Throw-away servers with nothing to save: do not wait out a slow shutdown.
+	for i in $(seq 1 6); do
+		alive "$pid" || return 0
 		sleep 0.05
 	done
 	kill -KILL "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		alive "$pid" || return 0
+		sleep 0.02
+	done
 }
 
 start_single() {
@@ -178,8 +195,36 @@ EOF
 	} >>"$dir/env"
 }
 
+start_tls() {
+	local dir=$1 port pid d i
+	for i in ca.crt server.crt server.key; do
+		[ -s "$dir/tls/$i" ] || die "tls: put ca.crt, server.crt and server.key in $dir/tls first"
+	done
+	port=$(free_port)
+	d=$dir/tls-$port
+	mkdir -p "$d"
+	redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --protected-mode yes \
+		--tls-cert-file "$dir/tls/server.crt" --tls-key-file "$dir/tls/server.key" \
+		--tls-ca-cert-file "$dir/tls/ca.crt" --tls-auth-clients no \
+		--daemonize yes --pidfile "$d/redis.pid" --logfile "$d/redis.log" --dir "$d" \
+		--save '' --appendonly no >/dev/null 2>&1 || die "tls: redis-server failed (see $d/redis.log)"
+	pid=$(read_pid "$d/redis.pid")
+	echo "$pid" >>"$dir/pids"
+	for i in $(seq 1 200); do
+		if [ "$(redis-cli --tls --cacert "$dir/tls/ca.crt" -h 127.0.0.1 -p "$port" ping 2>/dev/null || true)" = PONG ]; then
+			{
+				echo "LEADERRUN_TEST_REDIS_TLS=127.0.0.1:$port"
+				echo "LEADERRUN_TEST_REDIS_TLS_PID=$pid"
+			} >>"$dir/env"
+			return
+		fi
+		sleep 0.05
+	done
+	die "tls: redis-server on $port does not answer (see $d/redis.log)"
+}
+
 cmd_start() {
-	[ $# -ge 1 ] || die "usage: redis.sh start DIR [single|cluster|sentinel]"
+	[ $# -ge 1 ] || die "usage: redis.sh start DIR [single|cluster|sentinel|tls]"
 	local dir=$1 topo=${2:-single}
 	ensure_redis
 	mkdir -p "$dir"
@@ -188,7 +233,8 @@ cmd_start() {
 	single) start_single "$dir" ;;
 	cluster) start_cluster "$dir" ;;
 	sentinel) start_sentinel "$dir" ;;
-	*) die "unknown topology $topo (want single, cluster or sentinel)" ;;
+	tls) start_tls "$dir" ;;
+	*) die "unknown topology $topo (want single, cluster, sentinel or tls)" ;;
 	esac
 }
 
@@ -226,5 +272,5 @@ case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
 with) shift; cmd_with "$@" ;;
-*) die "usage: redis.sh start DIR [single|cluster|sentinel] | stop DIR | with -- COMMAND" ;;
+*) die "usage: redis.sh start DIR [single|cluster|sentinel|tls] | stop DIR | with -- COMMAND" ;;
 esac

@@ -46,6 +46,8 @@ func classify(op string, err error, secrets []string) error {
 	switch {
 	case kind == nil:
 		return fmt.Errorf("redislease: %s: %s", op, msg)
+	case ctxErr != nil && msg == ctxErr.Error():
+		return fmt.Errorf("redislease: %s: %w: %w", op, kind, ctxErr)
 	case ctxErr != nil:
 		return fmt.Errorf("redislease: %s: %w: %s (%w)", op, kind, msg, ctxErr)
 	default:
