@@ -1,0 +1,358 @@
+// Package redislease keeps leaderrun's leases in Redis: a single server, a
+// Sentinel-managed master or a Cluster, through go-redis' UniversalClient.
+//
+// # Data
+//
+// A lease named NAME is two keys in one hash slot (the {NAME} hash tag):
+//
+//	leaderrun:{NAME}        JSON holder record {holder, id, token, since, ttl_ms}, with a PX TTL
+//	leaderrun:{NAME}:token  fencing counter, never expires
+//
+// Every change is one Lua script (embedded .lua files, run by EVALSHA with an
+// EVAL fallback): acquire = "if free: INCR the counter, SET the record PX"
+// (or, when the record already carries our acquisition ID, a retry of an
+// attempt whose answer was lost: restart its TTL and say yes); renew =
+// "if the record carries our ID: PEXPIRE"; release = "if it carries our ID:
+// DEL, then PUBLISH on leaderrun:{NAME}:released". Renew never re-creates a
+// vanished record.
+//
+// # Time
+//
+// PX and PEXPIRE start counting when the server runs the script, which is no
+// earlier than when the client sent it, so a holder that counts its deadline
+// from its own send time never overestimates. Every call is bounded by
+// Options.CallTimeout and by the caller's context (ContextTimeoutEnabled, at
+// most one client retry), so no call outlives the caller's deadline.
+//
+// # What is not guaranteed
+//
+// Redis expires keys by its own wall clock: a clock step on the server moves
+// every TTL. Replication is asynchronous, so a Sentinel or Cluster failover
+// can lose a just-written record (two holders) or a just-issued fencing token
+// (a token issued twice). The fencing token only protects a resource that
+// checks it. Release notifications are hints: waiters fall back to sleeping
+// until the record's PTTL runs out.
+package redislease
+
+import (
+	"context"
+	_ "embed" // Lua scripts
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed status.lua
+	statusLua string
+
+	acquireScript = redis.NewScript(acquireLua)
+	renewScript   = redis.NewScript(renewLua)
+	releaseScript = redis.NewScript(releaseLua)
+	statusScript  = redis.NewScript(statusLua)
+)
+
+// DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
+const DefaultCallTimeout = 2 * time.Second
+
+// MinTTL is the shortest lease Redis stores accept: below it, network round
+// trips and the margin ε are a large part of the lease.
+const MinTTL = 100 * time.Millisecond
+
+// epsilon is the store's granularity margin ε: PX is in milliseconds and
+// Redis documents an expiry error of 0–1 ms; the rest is headroom.
+const epsilon = 5 * time.Millisecond
+
+// Options tunes a Store. The zero value is usable.
+type Options struct {
+	// CallTimeout bounds every call to Redis (dial, read, write, pool wait).
+	// Zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Getenv reads credentials from the environment (REDISCLI_AUTH and
+	// LEADERRUN_REDIS_SENTINEL_PASSWORD). Nil means os.Getenv.
+	Getenv func(string) string
+	// Log receives debug messages (the release subscription dropping and
+	// coming back). The first Open also routes go-redis' own process-wide
+	// log lines to it at debug level. Nil discards.
+	Log *slog.Logger
+}
+
+// Store is a lease.Store on Redis. It is safe for concurrent use; Close it
+// when done.
+type Store struct {
+	client      redis.UniversalClient
+	topo        Topology
+	display     string
+	secrets     []string
+	callTimeout time.Duration
+	log         *slog.Logger
+
+	life context.Context // cancelled by Close; owns the watchers' goroutines
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	watchers map[string]*watcher
+	wg       sync.WaitGroup
+}
+
+var _ lease.Store = (*Store)(nil)
+
+var libraryLog sync.Once
+
+// Open connects to the Redis named by raw (see the README for the URL forms)
+// and checks that it answers PING with the given credentials. Errors wrap
+// lease.ErrConfig (bad URL, refused credentials, unusable TLS files) or
+// lease.ErrUnavailable (cannot reach the server within CallTimeout or ctx);
+// none contains the password.
+func Open(ctx context.Context, raw string, o Options) (*Store, error) {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// go-redis logs process-wide to stderr by default; stderr is leaderrun's
+	// one-line-per-event log, so send those lines to the first store's logger.
+	libraryLog.Do(func() { redis.SetLogger(slogAdapter{o.Log}) })
+	c, err := parseURL(raw, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts := c.opts
+	opts.Protocol = 2 // RESP2 works on every server; we need no push frames
+	opts.DisableIdentity = true
+	opts.ContextTimeoutEnabled = true
+	opts.MaxRetries = 1 // one quick retry for a stale pooled connection; the keeper retries the rest
+	opts.MinRetryBackoff = 5 * time.Millisecond
+	opts.MaxRetryBackoff = 50 * time.Millisecond
+	opts.DialTimeout = o.CallTimeout
+	opts.DialerRetries = 1
+	opts.ReadTimeout = o.CallTimeout
+	opts.WriteTimeout = o.CallTimeout
+	opts.PoolTimeout = o.CallTimeout
+	opts.PoolSize = 8
+	life, stop := context.WithCancel(context.Background())
+	s := &Store{
+		client:      redis.NewUniversalClient(&opts),
+		topo:        c.topo,
+		display:     c.display,
+		secrets:     c.secrets,
+		callTimeout: o.CallTimeout,
+		log:         o.Log.With("store", c.display),
+		life:        life,
+		stop:        stop,
+		watchers:    map[string]*watcher{},
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	if err := s.client.Ping(cctx).Err(); err != nil {
+		_ = s.Close()
+		return nil, s.classify("open "+c.display, err)
+	}
+	return s, nil
+}
+
+// Topology reports whether the store is a single server, Sentinel or Cluster.
+func (s *Store) Topology() Topology { return s.topo }
+
+// String returns the store URL with the password masked.
+func (s *Store) String() string { return s.display }
+
+func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.callTimeout)
+}
+
+func (s *Store) classify(op string, err error) error { return classify(op, err, s.secrets) }
+
+func recordKey(name string) string   { return "leaderrun:{" + name + "}" }
+func counterKey(name string) string  { return "leaderrun:{" + name + "}:token" }
+func releaseChan(name string) string { return "leaderrun:{" + name + "}:released" }
+
+// record is the JSON value of leaderrun:{NAME}.
+type record struct {
+	Holder string `json:"holder"`
+	ID     string `json:"id"`
+	Token  uint64 `json:"token"`
+	Since  string `json:"since"`
+	TTLms  int64  `json:"ttl_ms"`
+}
+
+// holderOf decodes a record for display. The other holder's ID is left out:
+// it is what renew and release compare against, and nobody else needs it.
+// A value that is not our JSON still reports "held", with empty fields.
+func holderOf(name, raw string, pttl int64) lease.Holder {
+	h := lease.Holder{Name: name}
+	var r record
+	if json.Unmarshal([]byte(raw), &r) == nil {
+		h.Holder, h.Token, h.TTL = r.Holder, r.Token, time.Duration(r.TTLms)*time.Millisecond
+		h.Since, _ = time.Parse(time.RFC3339Nano, r.Since)
+	}
+	if pttl > 0 {
+		h.Remaining = time.Duration(pttl) * time.Millisecond
+	}
+	return h
+}
+
+// ttlMillis rounds up, so the store never grants less than asked.
+func ttlMillis(d time.Duration) int64 {
+	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+}
+
+// TryAcquire makes one attempt, in one round trip. A *lease.HeldError carries
+// the current holder, token, since and remaining time. Retrying with the same
+// req.ID after a lost answer succeeds while the lease is still ours (and
+// restarts its TTL). req.TTL below MinTTL wraps lease.ErrConfig.
+func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	if err := lease.ValidateName(req.Name); err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		return nil, errors.New("redislease: acquire: empty acquisition ID")
+	}
+	if req.TTL < MinTTL {
+		return nil, fmt.Errorf("%w: redis lease TTL %v is below the minimum %v", lease.ErrConfig, req.TTL, MinTTL)
+	}
+	ttl := ttlMillis(req.TTL)
+	since := time.Now().UTC().Format(time.RFC3339Nano)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	res, err := acquireScript.Run(cctx, s.client,
+		[]string{recordKey(req.Name), counterKey(req.Name)},
+		req.ID, ttl, req.Holder, since).Slice()
+	if err != nil {
+		return nil, s.classify("acquire "+req.Name, err)
+	}
+	if len(res) != 3 {
+		return nil, fmt.Errorf("redislease: acquire %s: unexpected script answer %v", req.Name, res)
+	}
+	ok, _ := res[0].(int64)
+	if ok != 1 {
+		raw, _ := res[1].(string)
+		pttl, _ := res[2].(int64)
+		return nil, &lease.HeldError{By: holderOf(req.Name, raw, pttl)}
+	}
+	token, _ := res[1].(int64)
+	at, _ := res[2].(string)
+	if token <= 0 {
+		return nil, fmt.Errorf("redislease: acquire %s: bad fencing token %v", req.Name, res[1])
+	}
+	l := &redisLease{s: s, ttl: ttl, info: lease.Holder{
+		Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
+		TTL: time.Duration(ttl) * time.Millisecond,
+	}}
+	l.info.Since, _ = time.Parse(time.RFC3339Nano, at)
+	return l, nil
+}
+
+// Status returns the current holder (ID left out) with its remaining TTL, or
+// nil when the lease is free. One consistent read on the key's master.
+func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	res, err := statusScript.Run(cctx, s.client, []string{recordKey(name)}).Slice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, s.classify("status "+name, err)
+	}
+	if len(res) < 2 {
+		return nil, nil
+	}
+	raw, _ := res[0].(string)
+	pttl, _ := res[1].(int64)
+	h := holderOf(name, raw, pttl)
+	return &h, nil
+}
+
+// Limits: Redis leases expire; PX is whole milliseconds.
+func (s *Store) Limits() lease.Limits {
+	return lease.Limits{Expires: true, Epsilon: epsilon, MinTTL: MinTTL, TTLUnit: time.Millisecond}
+}
+
+// Close stops the release subscriptions, waits for their goroutines and
+// closes the client. Leases from this store must not be used afterwards.
+// Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ws := s.watchers
+	s.watchers = nil
+	s.mu.Unlock()
+	s.stop()
+	for _, w := range ws {
+		w.close()
+	}
+	s.wg.Wait()
+	return s.client.Close()
+}
+
+// redisLease is one acquisition.
+type redisLease struct {
+	s    *Store
+	ttl  int64
+	info lease.Holder
+}
+
+func (l *redisLease) Info() lease.Holder { return l.info }
+
+// Renew restarts the TTL if the record still carries our ID. It wraps
+// lease.ErrLost when it does not; any other error means "unknown outcome".
+func (l *redisLease) Renew(ctx context.Context) error {
+	cctx, cancel := l.s.callCtx(ctx)
+	defer cancel()
+	n, err := renewScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID, l.ttl).Int64()
+	if err != nil {
+		return l.s.classify("renew "+l.info.Name, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislease: renew %s: %w (the record is gone or another holder's)", l.info.Name, lease.ErrLost)
+	}
+	return nil
+}
+
+// Release deletes the record if it still carries our ID and wakes waiters.
+// It wraps lease.ErrNotHeld when the record is gone or another holder's.
+func (l *redisLease) Release(ctx context.Context) error {
+	cctx, cancel := l.s.callCtx(ctx)
+	defer cancel()
+	n, err := releaseScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)},
+		l.info.ID, releaseChan(l.info.Name)).Int64()
+	if err != nil {
+		return l.s.classify("release "+l.info.Name, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislease: release %s: %w", l.info.Name, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// slogAdapter sends go-redis' internal log lines to slog at debug level.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Printf(ctx context.Context, format string, v ...any) {
+	a.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,435 @@
+package redislease_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"github.com/leaderrun/leaderrun/lease/redislease"
+	"github.com/redis/go-redis/v9"
+)
+
+// need returns the env var's value; a missing one skips the test, except in
+// CI, where a skipped integration test is a failure.
+func need(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set (start servers with scripts/redis.sh); integration tests must run in CI", key)
+		}
+		t.Skipf("%s is not set; run under scripts/redis.sh with -- go test ./lease/redislease/", key)
+	}
+	return v
+}
+
+// private starts a redis-server for this test only (so it can be frozen,
+// killed or reconfigured) and returns its address and PID.
+func private(t *testing.T) (addr string, pid int) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("redis-server not installed")
+	}
+	dir := t.TempDir()
+	script, err := filepath.Abs("../../scripts/redis.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
+		t.Fatalf("redis.sh start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("redis.sh stop: %v\n%s", err, out)
+		}
+	})
+	env := readEnv(t, filepath.Join(dir, "env"))
+	pid, err = strconv.Atoi(env["LEADERRUN_TEST_REDIS_PID"])
+	if err != nil || env["LEADERRUN_TEST_REDIS"] == "" {
+		t.Fatalf("bad env file: %v", env)
+	}
+	return env["LEADERRUN_TEST_REDIS"], pid
+}
+
+func readEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, url string, o redislease.Options) *redislease.Store {
+	t.Helper()
+	s, err := redislease.Open(ctxT(t), url, o)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", url, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// plain is a go-redis client that is not the store: the "operator" that
+// breaks leases and inspects keys behind the store's back.
+func plain(t *testing.T, addrs []string, cluster bool) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: cluster})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func harness(url string, raw redis.UniversalClient) leasetest.Harness {
+	return leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := redislease.Open(ctxT(t), url, redislease.Options{CallTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		},
+		TTL: 300 * time.Millisecond,
+		Break: func(t *testing.T, _ lease.Store, name string) {
+			if err := raw.Del(ctxT(t), "leaderrun:{"+name+"}").Err(); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+		},
+	}
+}
+
+func TestConformanceSingle(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	leasetest.Run(t, harness("redis://"+addr+"/0", plain(t, []string{addr}, false)))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	addrs := need(t, "LEADERRUN_TEST_REDIS_CLUSTER")
+	s := open(t, "redis+cluster://"+addrs, redislease.Options{})
+	if s.Topology() != redislease.Cluster {
+		t.Fatalf("Topology = %s", s.Topology())
+	}
+	leasetest.Run(t, harness("redis+cluster://"+addrs, plain(t, strings.Split(addrs, ","), true)))
+}
+
+func TestSentinel(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS_SENTINEL")
+	master := need(t, "LEADERRUN_TEST_REDIS_SENTINEL_MASTER")
+	s := open(t, "redis+sentinel://"+addr+"/"+master+"/0", redislease.Options{CallTimeout: time.Second})
+	if s.Topology() != redislease.Sentinel {
+		t.Fatalf("Topology = %s", s.Topology())
+	}
+	name := "sentinel-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "s1", ID: lease.NewID(), TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	h, err := s.Status(ctxT(t), name)
+	if err != nil || h == nil || h.Holder != "s1" || h.Token != l.Info().Token || h.Remaining <= 0 {
+		t.Fatalf("Status = %+v, %v", h, err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := l.Renew(ctxT(t)); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after release: %v; want ErrLost", err)
+	}
+}
+
+// TestAcquireRetryIsIdempotent: the same ID asking again (its first answer
+// lost) gets the same token and a restarted TTL, not ErrHeld.
+func TestAcquireRetryIsIdempotent(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	s := open(t, "redis://"+addr, redislease.Options{})
+	raw := plain(t, []string{addr}, false)
+	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: 2 * time.Second}
+	l1, err := s.TryAcquire(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	l2, err := s.TryAcquire(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("retry with the same ID: %v", err)
+	}
+	if l2.Info().Token != l1.Info().Token || !l2.Info().Since.Equal(l1.Info().Since) {
+		t.Fatalf("retry Info %+v != first %+v", l2.Info(), l1.Info())
+	}
+	if pttl := raw.PTTL(ctxT(t), "leaderrun:{"+req.Name+"}").Val(); pttl < 1900*time.Millisecond {
+		t.Fatalf("PTTL after the retry = %v; want the TTL restarted (~2s)", pttl)
+	}
+	// The record holds the token, so Status can show it.
+	var h *lease.Holder
+	if h, err = s.Status(ctxT(t), req.Name); err != nil || h.Token != l1.Info().Token || h.ID != "" {
+		t.Fatalf("Status = %+v, %v; want token %d and no ID", h, err, l1.Info().Token)
+	}
+	if err := l2.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHeldErrorHasRemaining(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	s := open(t, "redis://"+addr, redislease.Options{})
+	name := "held-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctxT(t))
+	_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 3 * time.Second})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("got %v; want HeldError", err)
+	}
+	if he.By.Remaining <= 0 || he.By.Remaining > 3*time.Second || he.By.TTL != 3*time.Second || he.By.ID != "" {
+		t.Fatalf("HeldError.By = %+v", he.By)
+	}
+}
+
+func TestTTLBelowMinimum(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	s := open(t, "redis://"+addr, redislease.Options{})
+	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: "short", Holder: "a", ID: lease.NewID(), TTL: 10 * time.Millisecond})
+	if !errors.Is(err, lease.ErrConfig) {
+		t.Fatalf("got %v; want ErrConfig", err)
+	}
+}
+
+// TestWaitWakesOnRelease: a clean release wakes a waiter through the
+// channel long before the TTL would have run out.
+func TestWaitWakesOnRelease(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	a := open(t, "redis://"+addr, redislease.Options{})
+	b := open(t, "redis://"+addr, redislease.Options{})
+	name := "wake-" + lease.NewID()[:8]
+	const ttl = 8 * time.Second
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ { // the second round reuses the subscription
+		_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatalf("got %v; want HeldError", err)
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			if err := b.Wait(ctxT(t), name, he); err != nil {
+				t.Errorf("Wait: %v", err)
+			}
+			done <- time.Now()
+		}()
+		time.Sleep(300 * time.Millisecond) // let the waiter subscribe and go to sleep
+		released := time.Now()
+		if err := la.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case woke := <-done:
+			t.Logf("round %d: waiter woke %v after the release", round, woke.Sub(released))
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: waiter still asleep 2s after the release (TTL %v)", round, ttl)
+		}
+		if la, err = a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = la.Release(ctxT(t))
+}
+
+// TestWaitFallsBackToPTTL: with the subscription killed, a waiter still
+// wakes when the abandoned lease's PTTL runs out, and the subscription comes
+// back for later waits.
+func TestWaitFallsBackToPTTL(t *testing.T) {
+	addr, _ := private(t)
+	a := open(t, "redis://"+addr, redislease.Options{})
+	b := open(t, "redis://"+addr, redislease.Options{})
+	raw := plain(t, []string{addr}, false)
+	name := "pttl-" + lease.NewID()[:8]
+	channel := "leaderrun:{" + name + "}:released"
+	const ttl = 1500 * time.Millisecond
+	sent := time.Now()
+	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("got %v; want HeldError", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	waitSubscribers(t, raw, channel, 1)
+	if n := raw.ClientKillByFilter(ctxT(t), "TYPE", "pubsub").Val(); n < 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub killed %d clients", n)
+	}
+	select {
+	case err := <-done:
+		took := time.Since(sent)
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		if took < ttl-50*time.Millisecond || took > ttl+time.Second {
+			t.Fatalf("Wait returned %v after the acquire; want about the TTL %v", took, ttl)
+		}
+		t.Logf("waiter woke by PTTL %v after the acquire (TTL %v)", took, ttl)
+	case <-time.After(ttl + 3*time.Second):
+		t.Fatal("waiter never woke after the subscription was killed")
+	}
+	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl}); err != nil {
+		t.Fatalf("TryAcquire after expiry: %v", err)
+	}
+	waitSubscribers(t, raw, channel, 1) // re-subscribed in the background
+}
+
+func waitSubscribers(t *testing.T, raw redis.UniversalClient, channel string, want int64) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if raw.PubSubNumSub(ctxT(t), channel).Val()[channel] >= want {
+			return
+		}
+	}
+	t.Fatalf("no subscriber on %s", channel)
+}
+
+// TestFrozenServer: with the server stopped (SIGSTOP), Renew gives up within
+// the call timeout and does not claim the lease is lost.
+func TestFrozenServer(t *testing.T) {
+	addr, pid := private(t)
+	const callTimeout = 300 * time.Millisecond
+	s := open(t, "redis://"+addr, redislease.Options{CallTimeout: callTimeout})
+	name := "frozen-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	const slack = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		ctx   time.Duration // caller's deadline; 0 = none
+		limit time.Duration
+	}{
+		{"CallTimeout", 0, callTimeout},
+		{"CallerDeadline", 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.ctx > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.ctx)
+				defer cancel()
+			}
+			start := time.Now()
+			err := l.Renew(ctx)
+			took := time.Since(start)
+			t.Logf("Renew against a frozen server returned after %v: %v", took, err)
+			if err == nil || errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrUnavailable) {
+				t.Fatalf("Renew: %v; want ErrUnavailable, not ErrLost", err)
+			}
+			if took > tc.limit+slack {
+				t.Fatalf("Renew took %v; want at most %v", took, tc.limit+slack)
+			}
+		})
+	}
+	start := time.Now()
+	if _, err := s.Status(context.Background(), name); !errors.Is(err, lease.ErrUnavailable) || time.Since(start) > callTimeout+slack {
+		t.Fatalf("Status against a frozen server: %v after %v", err, time.Since(start))
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew after SIGCONT: %v", err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPasswordNeverInErrors: a server with requirepass refuses wrong
+// passwords from the URL and from REDISCLI_AUTH with ErrConfig, and no
+// message carries the password; the right one works.
+func TestPasswordNeverInErrors(t *testing.T) {
+	addr, _ := private(t)
+	const good = "s3cret-Good-Pw"
+	if err := plain(t, []string{addr}, false).ConfigSet(ctxT(t), "requirepass", good).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const bad = "wr0ng-Pass/w@rd"
+	noEnv := func(string) string { return "" }
+	for _, tc := range []struct {
+		name   string
+		url    string
+		getenv func(string) string
+		want   error
+	}{
+		{"URLPassword", "redis://:" + bad + "@" + addr + "/0", noEnv, lease.ErrConfig},
+		{"URLUserPassword", "redis://default:" + bad + "@" + addr, noEnv, lease.ErrConfig},
+		{"EnvPassword", "redis://" + addr, func(k string) string {
+			if k == "REDISCLI_AUTH" {
+				return bad
+			}
+			return ""
+		}, lease.ErrConfig},
+		{"NoPassword", "redis://" + addr, noEnv, lease.ErrConfig},
+		{"Unreachable", "redis://:" + bad + "@127.0.0.1:1/0", noEnv, lease.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redislease.Open(ctxT(t), tc.url, redislease.Options{CallTimeout: time.Second, Getenv: tc.getenv})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded with a wrong password")
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Open: %v; want %v", err, tc.want)
+			}
+			for _, frag := range []string{bad, "wr0ng", "w@rd"} {
+				if strings.Contains(err.Error(), frag) {
+					t.Fatalf("error %q contains the password", err)
+				}
+			}
+			t.Logf("%v", err)
+		})
+	}
+	s := open(t, "redis://:"+good+"@"+addr, redislease.Options{})
+	if strings.Contains(s.String(), good) {
+		t.Fatalf("String() = %q shows the password", s.String())
+	}
+	// A store whose server starts refusing it mid-run: still no password.
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "pw", Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctxT(t))
+}

@@ -1,0 +1,310 @@
+package redislease
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+// Topology names the kind of deployment a store URL points at.
+type Topology string
+
+// The topologies a store URL can name.
+const (
+	Single   Topology = "single"
+	Sentinel Topology = "sentinel"
+	Cluster  Topology = "cluster"
+)
+
+// Schemes lists every URL scheme Open accepts.
+var Schemes = []string{"redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"}
+
+// EnvPassword is read for the password when the URL carries none (the same
+// variable redis-cli reads).
+const EnvPassword = "REDISCLI_AUTH"
+
+// EnvSentinelPassword is read for the Sentinel processes' own password
+// (Sentinel URLs only); the URL's password is the master's.
+const EnvSentinelPassword = "LEADERRUN_REDIS_SENTINEL_PASSWORD"
+
+// config is a parsed store URL.
+type config struct {
+	topo    Topology
+	opts    redis.UniversalOptions
+	display string   // the URL with the password masked, for messages
+	secrets []string // passwords to keep out of every message
+}
+
+// parseURL turns a store URL into client options. Its errors wrap
+// lease.ErrConfig and never contain the password: they name the part that is
+// wrong, echoing URL text only when the URL carries no user info at all.
+func parseURL(raw string, getenv func(string) string) (*config, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: redis store URL: "+format, append([]any{lease.ErrConfig}, args...)...)
+	}
+	hasUserInfo := strings.Contains(raw, "@")
+	echo := func(s string) string {
+		if hasUserInfo {
+			return "(hidden: the URL has credentials)"
+		}
+		return strconv.Quote(s)
+	}
+
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, fail("want scheme://…, e.g. redis://host:6379/0")
+	}
+	scheme = strings.ToLower(scheme)
+	tlsOn := strings.HasPrefix(scheme, "rediss")
+	c := &config{topo: Single}
+	switch scheme {
+	case "redis", "rediss", "unix":
+	case "redis+sentinel", "rediss+sentinel":
+		c.topo = Sentinel
+	case "redis+cluster", "rediss+cluster":
+		c.topo = Cluster
+	default:
+		return nil, fail("unknown scheme %q (want one of %s)", scheme, strings.Join(Schemes, ", "))
+	}
+	if strings.Contains(rest, "#") {
+		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
+	}
+
+	// User info ends at the last '@' before the query, so a password may hold
+	// '/', ':' or '@' unencoded; '?' and '#' must be percent-encoded.
+	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
+	var userinfo string
+	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
+		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
+	}
+	hostPart, path := beforeQuery, ""
+	if i := strings.Index(beforeQuery, "/"); i >= 0 {
+		hostPart, path = beforeQuery[:i], beforeQuery[i:]
+	}
+
+	var user, pass string
+	hasPass := false
+	if userinfo != "" {
+		u, p, has := strings.Cut(userinfo, ":")
+		var err1, err2 error
+		user, err1 = url.PathUnescape(u)
+		pass, err2 = url.PathUnescape(p)
+		if err1 != nil || err2 != nil {
+			return nil, fail("bad percent-encoding in the user info")
+		}
+		hasPass = has
+	}
+	if !hasPass {
+		pass = getenv(EnvPassword)
+	}
+	c.opts.Username, c.opts.Password = user, pass
+	if pass != "" {
+		c.secrets = append(c.secrets, pass)
+	}
+
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fail("bad query string")
+	}
+	for k, v := range q {
+		if len(v) != 1 {
+			return nil, fail("query parameter %s given %d times", safeKey(k), len(v))
+		}
+		switch k {
+		case "db":
+			if c.topo == Cluster {
+				return nil, fail("Redis Cluster has only database 0; drop db=")
+			}
+		case "ca", "cert", "key", "servername":
+			if !tlsOn {
+				return nil, fail("%s= needs TLS: use a rediss… scheme", k)
+			}
+		case "sentinel_user":
+			if c.topo != Sentinel {
+				return nil, fail("sentinel_user= is for redis+sentinel:// URLs")
+			}
+		default:
+			return nil, fail("unknown query parameter %s (known: db, ca, cert, key, servername, sentinel_user)", safeKey(k))
+		}
+	}
+
+	db := -1
+	setDB := func(s, where string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1<<20 {
+			return fail("bad database number %s in %s", echo(s), where)
+		}
+		if db >= 0 && db != n {
+			return fail("database given twice (path and db=)")
+		}
+		db = n
+		return nil
+	}
+	if v := q.Get("db"); v != "" {
+		if err := setDB(v, "db="); err != nil {
+			return nil, err
+		}
+	}
+
+	defPort := "6379"
+	if c.topo == Sentinel {
+		defPort = "26379"
+	}
+	switch {
+	case scheme == "unix":
+		if hostPart != "" {
+			return nil, fail("unix:// takes a socket path: unix:///path/to/redis.sock?db=N")
+		}
+		p, err := url.PathUnescape(path)
+		if err != nil || p == "" || p == "/" {
+			return nil, fail("unix:// needs a socket path: unix:///path/to/redis.sock?db=N")
+		}
+		c.opts.Addrs = []string{p} // go-redis dials "unix" for an address starting with '/'
+	default:
+		if hostPart == "" {
+			return nil, fail("missing host")
+		}
+		for _, h := range strings.Split(hostPart, ",") {
+			addr, err := hostPort(h, defPort)
+			if err != nil {
+				return nil, fail("bad host:port %s", echo(h))
+			}
+			c.opts.Addrs = append(c.opts.Addrs, addr)
+		}
+		if c.topo == Single && len(c.opts.Addrs) > 1 {
+			return nil, fail("several hosts: use redis+cluster://h1:p1,h2:p2 or redis+sentinel://s1,s2/master")
+		}
+		segs := strings.Split(strings.Trim(path, "/"), "/")
+		if len(segs) == 1 && segs[0] == "" {
+			segs = nil
+		}
+		switch c.topo {
+		case Single:
+			if len(segs) > 1 {
+				return nil, fail("path must be /DB")
+			}
+			if len(segs) == 1 {
+				if err := setDB(segs[0], "the path"); err != nil {
+					return nil, err
+				}
+			}
+		case Sentinel:
+			if len(segs) < 1 || len(segs) > 2 {
+				return nil, fail("Sentinel URLs are redis+sentinel://host:26379[,host:26379…]/MASTERNAME[/DB]")
+			}
+			name, err := url.PathUnescape(segs[0])
+			if err != nil || name == "" {
+				return nil, fail("bad master name")
+			}
+			c.opts.MasterName = name
+			if len(segs) == 2 {
+				if err := setDB(segs[1], "the path"); err != nil {
+					return nil, err
+				}
+			}
+			c.opts.SentinelUsername = q.Get("sentinel_user")
+			c.opts.SentinelPassword = getenv(EnvSentinelPassword)
+			if c.opts.SentinelPassword != "" {
+				c.secrets = append(c.secrets, c.opts.SentinelPassword)
+			}
+		case Cluster:
+			if len(segs) != 0 {
+				return nil, fail("Cluster URLs have no path: redis+cluster://host:port[,host:port…]")
+			}
+			c.opts.IsClusterMode = true
+		}
+	}
+	if db > 0 {
+		c.opts.DB = db
+	}
+
+	if tlsOn {
+		tc, err := tlsConfig(q)
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		c.opts.TLSConfig = tc
+	}
+
+	disp := scheme + "://"
+	if userinfo != "" {
+		disp += url.PathEscape(user)
+		if hasPass {
+			disp += ":xxxxx"
+		}
+		disp += "@"
+	}
+	disp += strings.Join(c.opts.Addrs, ",")
+	if c.opts.MasterName != "" {
+		disp += "/" + c.opts.MasterName
+	}
+	c.display = disp
+	return c, nil
+}
+
+// safeKey quotes a query key when it looks like a plain identifier and hides
+// it otherwise (it might be a piece of a badly encoded password).
+func safeKey(k string) string {
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
+			return "(not shown)"
+		}
+	}
+	return strconv.Quote(k)
+}
+
+// hostPort adds the default port when h has none and checks the result.
+func hostPort(h, defPort string) (string, error) {
+	if h == "" {
+		return "", fmt.Errorf("empty host")
+	}
+	if !strings.Contains(h, ":") || strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = net.JoinHostPort(strings.Trim(h, "[]"), defPort)
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(port)
+	if host == "" || err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("bad host or port")
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// tlsConfig builds the client TLS settings from ca=, cert=, key= and
+// servername=. Without ca= the system roots are used.
+func tlsConfig(q url.Values) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: q.Get("servername")}
+	if ca := q.Get("ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("ca=: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca=%s: no PEM certificates found", ca)
+		}
+		tc.RootCAs = pool
+	}
+	cert, key := q.Get("cert"), q.Get("key")
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("cert= and key= go together")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("cert=/key=: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
