@@ -23,6 +23,12 @@ install() {
 	[ -x "$bin" ] && return 0
 	command -v npm >/dev/null || die "npm not found: install Node.js to run Azurite"
 	mkdir -p "$prefix"
+	# Tests may start several instances at once: one installer at a time.
+	if command -v flock >/dev/null; then
+		exec 9>"$prefix.lock"
+		flock 9
+		[ -x "$bin" ] && return 0
+	fi
 	echo "azurite.sh: installing azurite@$AZURITE_VERSION into $prefix" >&2
 	npm install --silent --no-audit --no-fund --prefix "$prefix" "azurite@$AZURITE_VERSION" >&2 ||
 		die "npm install azurite@$AZURITE_VERSION failed"
@@ -33,7 +39,14 @@ free_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
-answers() { curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/devstoreaccount1?comp=list"; }
+# Any HTTP answer (even 403) means Azurite is serving.
+answers() {
+	if command -v curl >/dev/null; then
+		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/devstoreaccount1?comp=list"
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
 
 start() {
 	local dir=$1 port pid i
@@ -67,7 +80,7 @@ stop() {
 	pid=$(sed -n 's/^LEADERRUN_TEST_AZURITE_PID=//p' "$dir/env")
 	[[ "$pid" =~ ^[0-9]+$ ]] || die "no PID in $dir/env"
 	# Only signal the PID if it is still our Azurite (a PID can be reused).
-	if ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q azurite; then
+	if ! tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q azurite; then
 		return 0
 	fi
 	kill "$pid" 2>/dev/null || return 0
