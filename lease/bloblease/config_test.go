@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -248,5 +252,31 @@ func assertNoSecret(t *testing.T, s string, secrets ...string) {
 		if strings.Contains(s, sec) {
 			t.Fatalf("output shows a secret (%s…): %s", sec[:3], s)
 		}
+	}
+}
+
+type failingCred struct{}
+
+func (failingCred) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, errors.New("EnvironmentCredential: missing AZURE_TENANT_ID\nmore detail")
+}
+
+// TestSignInFailure: a credential that cannot get a token is a config error,
+// reported in one line, before any request is sent.
+func TestSignInFailure(t *testing.T) {
+	s, err := Open(context.Background(), "azblob://myacct/locks", Options{Getenv: env(nil)})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if s.kind != credDefaultAzC {
+		t.Fatalf("credential %q; want DefaultAzureCredential", s.kind)
+	}
+	s.cc, err = container.NewClient("https://myacct.blob.core.windows.net/locks", tokenCred{failingCred{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID(), TTL: 15 * time.Second})
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "could not sign in") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("TryAcquire = %q; want one-line ErrConfig saying the sign-in failed", err)
 	}
 }
