@@ -66,7 +66,11 @@ func (s *Store) classify(ctx context.Context, op string, err error, gone error) 
 		// The caller's own context ended: not the store's fault.
 		return fmt.Errorf("azblob: %s: %w", op, context.Cause(ctx))
 	case isResp && (re.StatusCode == 401 || re.StatusCode == 403):
-		return fmt.Errorf("%w: azblob: %s: access denied by %s (HTTP %d %s); check the %s", lease.ErrConfig, op, s.where, re.StatusCode, re.ErrorCode, s.kind)
+		hint := "check the " + string(s.kind)
+		if s.kind == credDefaultAzC {
+			hint = "the signed-in identity needs the Storage Blob Data Contributor role on the container"
+		}
+		return fmt.Errorf("%w: azblob: %s: access denied by %s (HTTP %d %s); %s", lease.ErrConfig, op, s.where, re.StatusCode, re.ErrorCode, hint)
 	case isResp && re.StatusCode == 400:
 		return fmt.Errorf("%w: azblob: %s: request refused by %s (HTTP 400 %s)", lease.ErrConfig, op, s.where, re.ErrorCode)
 	case isResp && (re.StatusCode == 408 || re.StatusCode == 429 || re.StatusCode >= 500):
