@@ -1,0 +1,452 @@
+package bloblease
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+const envAzurite = "LEADERRUN_TEST_AZURITE"
+
+// azurite returns the shared test Azurite endpoint
+// (http://127.0.0.1:PORT/devstoreaccount1). Without one the test is skipped,
+// except under CI, where a skipped integration test is a failure.
+func azurite(t *testing.T) string {
+	t.Helper()
+	ep := os.Getenv(envAzurite)
+	if ep == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set (start one with scripts/azurite.sh start DIR)", envAzurite)
+		}
+		t.Skipf("%s is not set (start one with scripts/azurite.sh start DIR)", envAzurite)
+	}
+	return strings.TrimRight(ep, "/")
+}
+
+// privateAzurite starts an Azurite only this test uses (so it may kill it)
+// and returns its endpoint and PID.
+func privateAzurite(t *testing.T) (string, int) {
+	t.Helper()
+	azurite(t) // same skip rule
+	dir := t.TempDir()
+	script, err := filepath.Abs("../../scripts/azurite.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(script, "start", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("azurite.sh start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("azurite.sh stop: %v\n%s", err, out)
+		}
+	})
+	f, err := os.Open(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ep string
+	pid := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case envAzurite:
+			ep = v
+		case envAzurite + "_PID":
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if ep == "" || pid == 0 {
+		t.Fatalf("azurite.sh wrote no endpoint or PID in %s/env", dir)
+	}
+	return ep, pid
+}
+
+// freshContainer returns a container name no other test uses.
+func freshContainer() string { return "lrtest-" + lease.NewID()[:12] }
+
+func openAzurite(t *testing.T, endpoint, cont string, o Options) *Store {
+	t.Helper()
+	if o.Getenv == nil {
+		o.Getenv = env(map[string]string{envKey: devKey})
+	}
+	s, err := Open(context.Background(), "azblob+"+endpoint+"/"+cont+"?poll=200ms", o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func breakLease(t *testing.T, s lease.Store, name string) {
+	t.Helper()
+	lc, err := azlease.NewBlobClient(s.(*Store).blob(name), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.BreakLease(context.Background(), &azlease.BlobBreakOptions{BreakPeriod: to[int32](0)}); err != nil {
+		t.Fatalf("BreakLease: %v", err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cont := freshContainer()
+	leasetest.Run(t, leasetest.Harness{
+		Open:  func(t *testing.T) lease.Store { return openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second}) },
+		TTL:   15 * time.Second,
+		Break: breakLease,
+	})
+}
+
+func req15(name, holder string) lease.Request {
+	return lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: 15 * time.Second}
+}
+
+// TestCreateRace: five racers on an empty container: one winner, no errors
+// from the racing creates; the blob refuses writes without the lease ID.
+func TestCreateRace(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cont := freshContainer()
+	const n = 5
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []lease.Lease
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		s := openAzurite(t, ep, cont, Options{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := s.TryAcquire(context.Background(), req15("race", fmt.Sprintf("racer-%d", i)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, l)
+			case errors.Is(err, lease.ErrHeld):
+			default:
+				t.Errorf("racer %d: %v", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("%d winners; want 1", len(winners))
+	}
+	s := openAzurite(t, ep, cont, Options{})
+	got, err := s.Status(context.Background(), "race")
+	if err != nil || got == nil || got.Holder != winners[0].Info().Holder || got.Token != 1 {
+		t.Fatalf("Status = %+v, %v; want the winner %+v with token 1", got, err, winners[0].Info())
+	}
+	_, err = s.blob("race").SetMetadata(context.Background(), map[string]*string{"x": to("y")}, nil)
+	if !bloberror.HasCode(err, bloberror.LeaseIDMissing) {
+		t.Fatalf("metadata write without the lease ID: %v; want LeaseIdMissing", err)
+	}
+	if err := winners[0].Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// TestRecord checks the holder record round trip (non-ASCII label) and that
+// a retried acquire with the same ID is granted again.
+func TestRecord(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{})
+	r := req15("team/nightly.backup", "jörg's box:42")
+	l, err := s.TryAcquire(context.Background(), r)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	again, err := s.TryAcquire(context.Background(), r) // a retry after a lost answer
+	if err != nil {
+		t.Fatalf("TryAcquire retried with the same ID: %v; want granted", err)
+	}
+	if again.Info().Token <= l.Info().Token {
+		t.Fatalf("retry token %d <= %d", again.Info().Token, l.Info().Token)
+	}
+	got, err := s.Status(context.Background(), r.Name)
+	if err != nil || got == nil {
+		t.Fatalf("Status = %v, %v", got, err)
+	}
+	want := again.Info()
+	want.ID = "" // not stored
+	if !got.Since.Equal(want.Since) || got.Holder != want.Holder || got.Token != want.Token || got.TTL != want.TTL || got.Name != want.Name {
+		t.Fatalf("Status = %+v; want %+v", *got, want)
+	}
+	if err := l.Release(context.Background()); err != nil { // same lease ID as again
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// TestSecretsNotShown: a wrong key or a forged SAS is refused as ErrConfig,
+// and neither the key nor the signature shows up in errors or logs.
+func TestSecretsNotShown(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cont := freshContainer()
+	const forgedSig = "Zm9yZ2VkLXNpZ25hdHVyZQ%3D%3D"
+	cases := []struct {
+		name, url string
+		env       map[string]string
+		secrets   []string
+	}{
+		{"wrong key", "azblob+" + ep + "/" + cont, map[string]string{envKey: testKey}, []string{testKey, "c2VjcmV0"}},
+		{"wrong key in connection string", "azblob:///" + cont,
+			map[string]string{envConnString: "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + testKey + ";BlobEndpoint=" + ep + ";"},
+			[]string{testKey, "c2VjcmV0"}},
+		{"forged SAS", "azblob+" + ep + "/" + cont + "?sv=2023-11-03&ss=b&srt=sco&sp=rwdlac&se=2099-01-01T00%3A00%3A00Z&sig=" + forgedSig, nil,
+			[]string{forgedSig, "Zm9yZ2Vk"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			s, err := Open(context.Background(), tc.url, Options{Getenv: env(tc.env), Log: log})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			_, err = s.TryAcquire(context.Background(), req15("secret", "h"))
+			if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "403") {
+				t.Fatalf("TryAcquire = %v; want ErrConfig with HTTP 403", err)
+			}
+			_, serr := s.Status(context.Background(), "secret")
+			if !errors.Is(serr, lease.ErrConfig) {
+				t.Fatalf("Status = %v; want ErrConfig", serr)
+			}
+			t.Logf("error: %v", err)
+			assertNoSecret(t, err.Error()+"\n"+serr.Error()+"\n"+logs.String(), tc.secrets...)
+		})
+	}
+}
+
+// TestAccountSAS: a real account SAS in the URL works and is not shown when
+// the server is gone.
+func TestAccountSAS(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cred, err := container.NewSharedKeyCredential(devAccount, devKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perms := sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true, List: true}
+	qp, err := sas.AccountSignatureValues{
+		Protocol:      sas.ProtocolHTTPSandHTTP,
+		ExpiryTime:    time.Now().Add(time.Hour).UTC(),
+		Permissions:   perms.String(),
+		ResourceTypes: (&sas.AccountResourceTypes{Service: true, Container: true, Object: true}).String(),
+	}.SignWithSharedKey(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := "azblob+" + ep + "/" + freshContainer() + "?" + qp.Encode()
+	s, err := Open(context.Background(), raw, Options{Getenv: env(map[string]string{envKey: "bm90LXVzZWQ="})})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if s.kind != credURLSAS {
+		t.Fatalf("credential %q; want %q", s.kind, credURLSAS)
+	}
+	l, err := s.TryAcquire(context.Background(), req15("sas", "h"))
+	if err != nil {
+		t.Fatalf("TryAcquire with an account SAS: %v", err)
+	}
+	if err := l.Renew(context.Background()); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	// Point the same SAS at a closed port: the network error must not quote it.
+	s2, err := Open(context.Background(), "azblob+http://127.0.0.1:9/devstoreaccount1/x-sas?"+qp.Encode(), Options{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	_, err = s2.TryAcquire(context.Background(), req15("sas", "h"))
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("TryAcquire against a closed port = %v; want ErrUnavailable", err)
+	}
+	assertNoSecret(t, err.Error(), qp.Signature(), strings.Split(qp.Encode(), "sig=")[1])
+}
+
+// TestRenewAfterBreak: an operator's BreakLease makes the next renew ErrLost
+// and the holder's release ErrNotHeld.
+func TestRenewAfterBreak(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{})
+	l, err := s.TryAcquire(context.Background(), req15("broken", "h"))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	breakLease(t, s, "broken")
+	if err := l.Renew(context.Background()); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after break = %v; want ErrLost", err)
+	}
+	if got, err := s.Status(context.Background(), "broken"); err != nil || got != nil {
+		t.Fatalf("Status after break = %+v, %v; want free", got, err)
+	}
+	if err := l.Release(context.Background()); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		// Azure lets the old ID release a broken lease; either answer is fine,
+		// but nothing else is.
+		t.Fatalf("Release after break = %v", err)
+	}
+}
+
+// TestStoreDown: a frozen, then killed, Azurite makes Renew fail with a
+// non-lost error within the call timeout, and the lease survives a freeze.
+func TestStoreDown(t *testing.T) {
+	t.Parallel()
+	ep, pid := privateAzurite(t)
+	const callTimeout = 2 * time.Second
+	const slack = time.Second
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: callTimeout})
+	start := time.Now()
+	l, err := s.TryAcquire(context.Background(), req15("down", "h"))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	t.Logf("first acquire (creates container and blob): %v", time.Since(start))
+
+	renewFails := func(what string) {
+		t.Helper()
+		start := time.Now()
+		err := l.Renew(context.Background())
+		took := time.Since(start)
+		if err == nil || errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrUnavailable) {
+			t.Fatalf("Renew with Azurite %s = %v; want ErrUnavailable, not ErrLost", what, err)
+		}
+		if took > callTimeout+slack {
+			t.Fatalf("Renew with Azurite %s took %v; want at most %v", what, took, callTimeout+slack)
+		}
+		t.Logf("Renew with Azurite %s: %v after %v", what, err, took)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	renewFails("frozen")
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(context.Background()); err != nil {
+		t.Fatalf("Renew after thaw: %v", err)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	renewFails("killed")
+	if _, err := s.Status(context.Background(), "down"); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Status with Azurite killed = %v; want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := s.TryAcquire(ctx, req15("down", "h2")); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("TryAcquire with Azurite killed = %v; want ErrUnavailable", err)
+	}
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(b), ") Z ") {
+			return // gone or a zombie of the script's shell
+		}
+	}
+	t.Fatalf("Azurite pid %d still running after SIGKILL", pid)
+}
+
+// TestWaitPolls: Wait returns soon after a release, and on cancel.
+func TestWaitPolls(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{})
+	if err := s.Wait(context.Background(), "never-used", nil); err != nil {
+		t.Fatalf("Wait on a missing blob: %v", err)
+	}
+	l, err := s.TryAcquire(context.Background(), req15("w", "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	if err := s.Wait(ctx, "w", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait while held = %v; want deadline exceeded", err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = l.Release(context.Background())
+	}()
+	start := time.Now()
+	if err := s.Wait(context.Background(), "w", nil); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	// poll=200ms: at most 400ms between polls after the release at 300ms.
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Fatalf("Wait returned %v after start; want within ~700ms", took)
+	}
+}
+
+// BenchmarkAcquireRelease measures one TryAcquire (acquire, read, write
+// metadata) plus one Release against Azurite.
+func BenchmarkAcquireRelease(b *testing.B) {
+	ep := os.Getenv(envAzurite)
+	if ep == "" {
+		b.Skip(envAzurite + " is not set")
+	}
+	s, err := Open(context.Background(), "azblob+"+ep+"/"+freshContainer(), Options{Getenv: env(map[string]string{envKey: devKey})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var acq, rel, renew time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		l, err := s.TryAcquire(ctx, req15("bench", "h"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := l.Renew(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		acq, renew, rel = acq+t1.Sub(t0), renew+t2.Sub(t1), rel+time.Since(t2)
+	}
+	b.ReportMetric(float64(acq.Microseconds())/float64(b.N), "acquire-µs/op")
+	b.ReportMetric(float64(renew.Microseconds())/float64(b.N), "renew-µs/op")
+	b.ReportMetric(float64(rel.Microseconds())/float64(b.N), "release-µs/op")
+}

@@ -1,0 +1,514 @@
+// Package bloblease keeps leaderrun's leases in Azure Blob Storage (or
+// Azurite), using the service's native blob leases.
+//
+// # Layout
+//
+// Each lease name owns one empty block blob, NAME.lease, in one container
+// (default "leaderrun"). The container and the blob are created on first use;
+// racing creators are harmless (create uses If-None-Match: *, and "already
+// exists" and 412 on a leased blob count as success). The blob's Azure lease is
+// the leaderrun lease: its duration is the TTL, its lease ID is the request's
+// 128-bit ID written as a GUID, so an acquire retried after a lost answer is
+// granted again instead of locking ourselves out. Right after acquiring, the
+// holder writes its record into the blob's metadata, conditioned on the lease
+// ID: leaderrun_holder, leaderrun_token, leaderrun_since, leaderrun_ttl. The
+// fencing token is the previous leaderrun_token plus one, read and written
+// under the lease, so it strictly increases across holders. If that write
+// fails the lease is released and TryAcquire fails.
+//
+// # Store URLs
+//
+//	azblob://ACCOUNT[/CONTAINER]                        https://ACCOUNT.blob.core.windows.net
+//	azblob+https://HOST[:PORT][/CONTAINER][?SAS]        host-style endpoint (ACCOUNT is HOST's first label)
+//	azblob+http(s)://HOST[:PORT]/ACCOUNT/CONTAINER       path-style endpoint, e.g. Azurite
+//	azblob+http://127.0.0.1:10000/devstoreaccount1[/CONTAINER]
+//	                                                    IP and localhost hosts are always path-style
+//	azblob:///CONTAINER, azblob://                      endpoint from AZURE_STORAGE_CONNECTION_STRING,
+//	                                                    else https://$AZURE_STORAGE_ACCOUNT.blob.core.windows.net
+//
+// Every form also takes ?poll=DURATION (100ms to 1m), the Wait interval, and
+// any form may carry a SAS token as its query.
+//
+// # Credentials
+//
+// The first of these that applies is used: a SAS token in the URL;
+// AZURE_STORAGE_CONNECTION_STRING (account key or SAS; only when the URL is the
+// short form or names the same account); AZURE_STORAGE_KEY (for the URL's
+// account, or AZURE_STORAGE_ACCOUNT in the short form); AZURE_STORAGE_SAS_TOKEN;
+// otherwise azidentity's DefaultAzureCredential (environment, workload or
+// managed identity, Azure CLI), which needs an https endpoint. Keys and SAS
+// signatures never appear in errors or logs.
+//
+// # Timing
+//
+// Azure leases last a whole number of seconds from 15 to 60, so Limits reports
+// MinTTL 15s, MaxTTL 60s, TTLUnit 1s and Epsilon 1s, and TryAcquire refuses any
+// other TTL before contacting Azure. Every call is bounded by
+// Options.CallTimeout (and the caller's context): the SDK retries once, with a
+// per-try timeout of half the call timeout. Wait polls the blob's lease state
+// every PollInterval plus up to as much again of jitter.
+//
+// # What is not guaranteed
+//
+// Holder details in a HeldError or from Status are read from metadata and can
+// lag for the instant between another holder's acquire and its metadata
+// write. A holder that crashes leaves its lease to expire on Azure's clock: up
+// to the TTL after its last renewal. Release is retried once on a network
+// error; if the first try took effect, the second reports ErrNotHeld. As with
+// every time-based lease, exclusion holds only while timing assumptions hold;
+// the fencing token is the defence for resources that check it.
+package bloblease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+var _ lease.Store = (*Store)(nil)
+
+// Defaults for Options.
+const (
+	DefaultCallTimeout  = 5 * time.Second
+	DefaultPollInterval = time.Second
+)
+
+// Azure's lease duration bounds.
+const (
+	minTTL = 15 * time.Second
+	maxTTL = 60 * time.Second
+)
+
+// Metadata keys of the holder record.
+const (
+	metaHolder = "leaderrun_holder"
+	metaToken  = "leaderrun_token"
+	metaSince  = "leaderrun_since"
+	metaTTL    = "leaderrun_ttl"
+)
+
+// Options configures Open. The zero value is usable.
+type Options struct {
+	// CallTimeout bounds one call to Azure, retries included; zero means
+	// DefaultCallTimeout. The SDK's per-try timeout is half of it.
+	CallTimeout time.Duration
+	// Getenv reads credentials and the short form's account; nil means os.Getenv.
+	Getenv func(string) string
+	// Log receives debug lines (never secrets); nil discards them.
+	Log *slog.Logger
+	// PollInterval is Wait's base interval; zero means DefaultPollInterval.
+	// A poll= query in the store URL overrides it.
+	PollInterval time.Duration
+}
+
+// Store keeps leases as blob leases in one container. It is safe for
+// concurrent use and holds no resources beyond the SDK's shared HTTP client.
+type Store struct {
+	cc          *container.Client
+	where       string // endpoint/container, for messages (no query)
+	kind        credKind
+	secrets     []string
+	callTimeout time.Duration
+	poll        time.Duration
+	log         *slog.Logger
+}
+
+// Open parses a store URL (see the package doc) and builds the client. It
+// reads the environment but does not contact Azure: bad credentials show up on
+// the first call. Errors wrap lease.ErrConfig and never contain a secret.
+func Open(ctx context.Context, raw string, o Options) (*Store, error) {
+	_ = ctx // reserved: opening does no I/O
+	if o.Getenv == nil {
+		o.Getenv = osGetenv
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	t, err := parseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	a, notes, err := resolve(t, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		where:       a.serviceURL + "/" + t.container,
+		kind:        a.kind,
+		secrets:     a.secrets(),
+		callTimeout: o.CallTimeout,
+		poll:        o.PollInterval,
+		log:         o.Log,
+	}
+	if t.poll > 0 {
+		s.poll = t.poll
+	}
+	tryTimeout := max(o.CallTimeout/2, 250*time.Millisecond)
+	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Retry: policy.RetryOptions{
+			MaxRetries:    1,
+			TryTimeout:    tryTimeout,
+			RetryDelay:    100 * time.Millisecond,
+			MaxRetryDelay: 500 * time.Millisecond,
+		},
+		Telemetry: policy.TelemetryOptions{ApplicationID: "leaderrun"},
+	}}
+	containerURL := a.serviceURL + "/" + t.container
+	switch a.kind {
+	case credConnKey, credKey:
+		cred, err := container.NewSharedKeyCredential(a.account, a.key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: azblob: the %s is not valid base64", lease.ErrConfig, a.kind)
+		}
+		s.cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+		if err != nil {
+			return nil, s.configErr("create client", err)
+		}
+	case credURLSAS, credConnSAS, credEnvSAS:
+		s.cc, err = container.NewClientWithNoCredential(containerURL+"?"+a.sas, opts)
+		if err != nil {
+			return nil, s.configErr("create client", err)
+		}
+	default:
+		cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
+		if err != nil {
+			return nil, s.configErr("DefaultAzureCredential", err)
+		}
+		s.cc, err = container.NewClient(containerURL, tokenCred{cred}, opts)
+		if err != nil {
+			return nil, s.configErr("create client", err)
+		}
+	}
+	for _, n := range notes {
+		s.log.Debug("azblob: " + n)
+	}
+	s.log.Debug("azblob store opened", "container", s.where, "credential", string(s.kind), "call_timeout", s.callTimeout, "poll", s.poll)
+	return s, nil
+}
+
+// Limits reports Azure's lease bounds.
+func (s *Store) Limits() lease.Limits {
+	return lease.Limits{Expires: true, Epsilon: time.Second, MinTTL: minTTL, MaxTTL: maxTTL, TTLUnit: time.Second}
+}
+
+// Close does nothing: the SDK's HTTP client is shared and needs no closing.
+func (s *Store) Close() error { return nil }
+
+// blobName maps a lease name to its blob. The suffix keeps names such as "a."
+// away from Azure's trailing-dot rules.
+func blobName(name string) string { return name + ".lease" }
+
+func (s *Store) blob(name string) *blockblob.Client { return s.cc.NewBlockBlobClient(blobName(name)) }
+
+// call runs fn under the per-call timeout.
+func call[T any](ctx context.Context, s *Store, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// TryAcquire makes one attempt to take the lease. req.TTL must be a whole
+// number of seconds from 15s to 60s and req.ID 32 hex digits (lease.NewID);
+// anything else fails with lease.ErrConfig before any call to Azure.
+func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	if err := lease.ValidateName(req.Name); err != nil {
+		return nil, err
+	}
+	if req.TTL < minTTL || req.TTL > maxTTL || req.TTL%time.Second != 0 {
+		return nil, fmt.Errorf("%w: azblob: lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", lease.ErrConfig, req.TTL)
+	}
+	leaseID, err := guid(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("azblob: acquire %s: %w", req.Name, err)
+	}
+	bc := s.blob(req.Name)
+	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
+	if err != nil {
+		return nil, fmt.Errorf("azblob: acquire %s: lease client: %w", req.Name, err)
+	}
+	secs := int32(req.TTL / time.Second)
+	acquire := func(ctx context.Context) (azlease.BlobAcquireResponse, error) { return lc.AcquireLease(ctx, secs, nil) }
+	_, err = call(ctx, s, acquire)
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		if err := s.create(ctx, req.Name, bc, bloberror.HasCode(err, bloberror.ContainerNotFound)); err != nil {
+			return nil, err
+		}
+		_, err = call(ctx, s, acquire)
+	}
+	if bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIsBreakingAndCannotBeAcquired) {
+		return nil, s.held(ctx, req.Name, bc)
+	}
+	if err != nil {
+		return nil, s.classify(ctx, "acquire "+req.Name, err, nil)
+	}
+	l := &blobLease{s: s, lc: lc}
+	if err := l.record(ctx, bc, req); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout)
+		defer cancel()
+		if _, rerr := lc.ReleaseLease(rctx, nil); rerr != nil {
+			s.log.Debug("azblob: release after a failed metadata write", "name", req.Name, "err", s.classify(rctx, "release", rerr, lease.ErrNotHeld))
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// create makes the container (when missing) and the empty blob, tolerating
+// racing creators and a blob another creator has already leased.
+func (s *Store) create(ctx context.Context, name string, bc *blockblob.Client, needContainer bool) error {
+	if needContainer {
+		_, err := call(ctx, s, func(ctx context.Context) (container.CreateResponse, error) { return s.cc.Create(ctx, nil) })
+		if err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+			return s.classify(ctx, "create container", err, nil)
+		}
+		s.log.Debug("azblob: container created", "container", s.where)
+	}
+	_, err := call(ctx, s, func(ctx context.Context) (blockblob.UploadResponse, error) {
+		return bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETagAny)}},
+		})
+	})
+	var re *azcore.ResponseError
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobAlreadyExists) && !(errors.As(err, &re) && re.StatusCode == 412) {
+		return s.classify(ctx, "create blob for "+name, err, nil)
+	}
+	return nil
+}
+
+// held builds the HeldError, with the holder read from metadata when possible.
+func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) error {
+	he := &lease.HeldError{By: lease.Holder{Name: name}}
+	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+	if err == nil {
+		he.By = holderFrom(name, props.Metadata)
+	} else {
+		s.log.Debug("azblob: reading the holder record", "name", name, "err", s.classify(ctx, "read holder", err, nil))
+	}
+	return he
+}
+
+// Wait polls the blob's lease state every poll interval plus jitter and
+// returns nil once it looks available, expired or broken (or the blob is
+// gone), or after a failed poll (so TryAcquire reports the failure); it
+// returns ctx's error when ctx is done.
+func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) error {
+	bc := s.blob(name)
+	for {
+		t := time.NewTimer(s.poll + rand.N(s.poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil || free(props.LeaseState) {
+			return nil
+		}
+	}
+}
+
+// Status returns the holder recorded in metadata while the blob is leased
+// (or breaking), and nil when it is free or missing.
+func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, err
+	}
+	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) {
+		return s.blob(name).GetProperties(ctx, nil)
+	})
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.classify(ctx, "status "+name, err, nil)
+	}
+	if free(props.LeaseState) {
+		return nil, nil
+	}
+	h := holderFrom(name, props.Metadata)
+	return &h, nil
+}
+
+func free(st *azlease.StateType) bool {
+	if st == nil {
+		return true
+	}
+	switch *st {
+	case azlease.StateTypeLeased, azlease.StateTypeBreaking:
+		return false
+	}
+	return true
+}
+
+// blobLease is one acquisition.
+type blobLease struct {
+	s    *Store
+	lc   *azlease.BlobClient
+	info lease.Holder // written once by record, before the lease is shared
+}
+
+// record writes the holder record and the next fencing token under the lease.
+func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.Request) error {
+	s := l.s
+	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+	if err != nil {
+		return s.recordErr(ctx, req.Name, err)
+	}
+	var prev uint64
+	if v, ok := metaGet(props.Metadata, metaToken); ok {
+		if prev, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return fmt.Errorf("azblob: acquire %s: blob metadata %s=%q is not a number; refusing to guess the fencing token", req.Name, metaToken, v)
+		}
+	}
+	l.info = lease.Holder{
+		Name:   req.Name,
+		Holder: req.Holder,
+		ID:     req.ID,
+		Token:  prev + 1,
+		Since:  time.Now().UTC().Truncate(time.Millisecond),
+		TTL:    req.TTL,
+	}
+	meta := map[string]*string{
+		metaHolder: to(escapeMeta(req.Holder)),
+		metaToken:  to(strconv.FormatUint(l.info.Token, 10)),
+		metaSince:  to(l.info.Since.Format(time.RFC3339Nano)),
+		metaTTL:    to(strconv.Itoa(int(req.TTL / time.Second))),
+	}
+	_, err = call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
+		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: l.lc.LeaseID()},
+		}})
+	})
+	if err != nil {
+		return s.recordErr(ctx, req.Name, err)
+	}
+	return nil
+}
+
+// recordErr classifies a failure between acquiring and recording: a lease
+// that vanished meanwhile is worth another attempt.
+func (s *Store) recordErr(ctx context.Context, name string, err error) error {
+	op := "acquire " + name + ": write holder record"
+	if bloberror.HasCode(err, leaseGoneCodes...) {
+		return s.classify(ctx, op, err, lease.ErrUnavailable)
+	}
+	return s.classify(ctx, op, err, nil)
+}
+
+// Info returns the holder record written at acquisition.
+func (l *blobLease) Info() lease.Holder { return l.info }
+
+// Renew renews the blob lease for its TTL. It returns an error wrapping
+// lease.ErrLost when Azure says the lease is gone, broken or someone else's.
+func (l *blobLease) Renew(ctx context.Context) error {
+	_, err := call(ctx, l.s, func(ctx context.Context) (azlease.BlobRenewResponse, error) { return l.lc.RenewLease(ctx, nil) })
+	if err != nil {
+		return l.s.classify(ctx, "renew "+l.info.Name, err, lease.ErrLost)
+	}
+	return nil
+}
+
+// Release releases the blob lease. It returns an error wrapping
+// lease.ErrNotHeld when Azure says the lease is not ours.
+func (l *blobLease) Release(ctx context.Context) error {
+	_, err := call(ctx, l.s, func(ctx context.Context) (azlease.BlobReleaseResponse, error) { return l.lc.ReleaseLease(ctx, nil) })
+	if err != nil {
+		return l.s.classify(ctx, "release "+l.info.Name, err, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// holderFrom reads the holder record from blob metadata. Azure may change
+// the case of metadata keys, so lookups ignore case.
+func holderFrom(name string, md map[string]*string) lease.Holder {
+	h := lease.Holder{Name: name}
+	if v, ok := metaGet(md, metaHolder); ok {
+		h.Holder = unescapeMeta(v)
+	}
+	if v, ok := metaGet(md, metaToken); ok {
+		h.Token, _ = strconv.ParseUint(v, 10, 64)
+	}
+	if v, ok := metaGet(md, metaSince); ok {
+		h.Since, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	if v, ok := metaGet(md, metaTTL); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			h.TTL = time.Duration(n) * time.Second
+		}
+	}
+	return h
+}
+
+func metaGet(md map[string]*string, key string) (string, bool) {
+	for k, v := range md {
+		if v != nil && strings.EqualFold(k, key) {
+			return *v, true
+		}
+	}
+	return "", false
+}
+
+// escapeMeta makes a holder label safe as an HTTP header value: '%',
+// spaces, controls and non-ASCII bytes are percent-encoded.
+func escapeMeta(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func unescapeMeta(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// guid writes a 32-hex-digit request ID as the GUID Azure wants as a lease ID.
+func guid(id string) (string, error) {
+	if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return "", fmt.Errorf("%w: azblob: request ID must be 32 hex digits (lease.NewID)", lease.ErrConfig)
+	}
+	id = strings.ToLower(id)
+	return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:], nil
+}
+
+func to[T any](v T) *T { return &v }
