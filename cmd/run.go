@@ -174,6 +174,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		StopSignal: rc.stopSignal,
 		Grace:      timing.Grace,
 		Signals:    sigs,
+		KillNow:    keeper.KillC(),
 		Stdin:      e.stdio.In,
 		Stdout:     e.stdio.Out,
 		Stderr:     e.stdio.Err,

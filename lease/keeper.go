@@ -36,8 +36,11 @@ type Keeper struct {
 	cfg    KeeperConfig
 	clock  Clock
 	log    *slog.Logger
-	ctx    context.Context
+	ctx    context.Context         // leadership: cancelled at the stop point or on loss
 	cancel context.CancelCauseFunc
+	life   context.Context // the keeper's goroutines: cancelled by Stop
+	end    context.CancelFunc
+	killC  chan struct{} // closed at E−K
 	// validUntil is E as a Clock reading; math.MaxInt64 when the lease does not expire.
 	validUntil atomic.Int64
 	// lastSent is the Clock reading at which the last confirmed request was sent.
@@ -52,7 +55,7 @@ type Keeper struct {
 // Context is cancelled with a cause wrapping ErrLost when leadership is lost,
 // and with ctx's cause when ctx is. Stop must be called to end it.
 func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) (*Keeper, error) {
-	k := &Keeper{l: l, cfg: cfg, clock: cfg.Clock, log: cfg.Log}
+	k := &Keeper{l: l, cfg: cfg, clock: cfg.Clock, log: cfg.Log, killC: make(chan struct{})}
 	if k.clock == nil {
 		k.clock = BootClock{}
 	}
@@ -80,6 +83,7 @@ func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) 
 		}
 	}
 	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	k.life, k.end = context.WithCancel(context.WithoutCancel(ctx))
 	next := sentAt + cfg.Timing.RenewEvery
 	k.wg.Add(1)
 	go k.renewLoop(next)
@@ -96,6 +100,12 @@ func (k *Keeper) Context() context.Context { return k.ctx }
 // Done is closed when leadership ends.
 func (k *Keeper) Done() <-chan struct{} { return k.ctx.Done() }
 
+// KillC is closed at E−K: the moment the child's process group must be
+// SIGKILLed so that it is gone by E, the end of the lease's certain validity.
+// It is read on the same suspend-aware clock as every other deadline. It is
+// never closed for a lease that does not expire, or after Stop.
+func (k *Keeper) KillC() <-chan struct{} { return k.killC }
+
 // ValidUntil returns E, the Clock reading until which the lease is certainly
 // ours, and false when the lease does not expire.
 func (k *Keeper) ValidUntil() (time.Duration, bool) {
@@ -107,6 +117,7 @@ func (k *Keeper) ValidUntil() (time.Duration, bool) {
 // release the lease. Stop is idempotent.
 func (k *Keeper) Stop() {
 	k.cancel(errStopped)
+	k.end()
 	k.wg.Wait()
 }
 
@@ -146,22 +157,28 @@ func (k *Keeper) callContext(parent context.Context, ts time.Duration) (context.
 }
 
 // watchdog is the independent timer of DESIGN §3.3: it cancels the context at
-// E−K−G no matter what the renew loop is doing (a call may be hung).
+// E−K−G and closes KillC at E−K, no matter what the renew loop is doing (a
+// call may be hung, or the store may have said the lease is lost).
 func (k *Keeper) watchdog() {
 	defer k.wg.Done()
 	for {
 		at := k.stopAt()
 		if k.clock.Now() >= at {
-			ts := k.lastSent.Load()
-			k.cancel(fmt.Errorf("%w: no renewal confirmed in time (the last confirmed one was sent %v ago; ttl %v)",
-				ErrLost, (k.clock.Now() - time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL))
-			return
+			break
 		}
-		if err := k.clock.SleepUntil(k.ctx, at); err != nil {
+		if err := k.clock.SleepUntil(k.life, at); err != nil {
 			return
 		}
 		// E may have moved while we slept; loop and re-read it.
 	}
+	ts := k.lastSent.Load()
+	k.cancel(fmt.Errorf("%w: no renewal confirmed in time (the last confirmed one was sent %v ago; ttl %v)",
+		ErrLost, (k.clock.Now() - time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL))
+	// E is final now: the renew loop no longer extends it.
+	if err := k.clock.SleepUntil(k.life, time.Duration(k.validUntil.Load())-k.cfg.Timing.KillBound); err != nil {
+		return
+	}
+	close(k.killC)
 }
 
 // renewLoop renews every RenewEvery, retries quickly on transient errors and

@@ -95,17 +95,20 @@ func TestKeeperStopsAtDeadlineWhileRenewHangs(t *testing.T) {
 	r := newRig(t)
 	sent := r.clock.Now()
 	hung := make(chan struct{}, 16)
+	never := make(chan struct{})
 	r.store.OnRenew = func(ctx context.Context, id string) error {
 		hung <- struct{}{}
-		<-ctx.Done() // a call that never answers
-		return ctx.Err()
+		<-never // a client that ignores its deadline: only the watchdog can act
+		return errors.New("released by cleanup")
 	}
 	k := r.keep(t, sent)
+	t.Cleanup(func() { close(never) }) // runs before k.Stop (cleanups are LIFO)
 	r.settle(t, 2)
 	r.clock.Advance(r.cfg.Timing.RenewEvery)
 	<-hung
 	r.settle(t, 1) // only the watchdog sleeps; the renew loop is stuck in the call
-	stopAt := sent + r.validity() - r.stopLead()
+	e := sent + r.validity()
+	stopAt := e - r.stopLead()
 	r.clock.Advance(stopAt - r.clock.Now() - time.Millisecond)
 	r.settle(t, 1)
 	if err := k.Context().Err(); err != nil {
@@ -122,6 +125,22 @@ func TestKeeperStopsAtDeadlineWhileRenewHangs(t *testing.T) {
 	}
 	if r.clock.Now() != stopAt {
 		t.Fatalf("stopped at +%v; want E−K−G = +%v", r.clock.Now()-sent, stopAt-sent)
+	}
+	// SIGKILL time: E−K exactly, on the same clock.
+	killAt := e - r.cfg.Timing.KillBound
+	r.settle(t, 1)
+	r.clock.Advance(killAt - r.clock.Now() - time.Millisecond)
+	r.settle(t, 1)
+	select {
+	case <-k.KillC():
+		t.Fatalf("KillC closed %v before E−K", time.Millisecond)
+	default:
+	}
+	r.clock.Advance(time.Millisecond)
+	select {
+	case <-k.KillC():
+	case <-time.After(10 * time.Second):
+		t.Fatal("KillC not closed at E−K")
 	}
 }
 
@@ -241,6 +260,11 @@ func TestKeeperStopWaits(t *testing.T) {
 	k := r.keep(t, r.clock.Now())
 	r.settle(t, 2)
 	k.Stop()
+	select {
+	case <-k.KillC():
+		t.Fatal("KillC closed by Stop")
+	default:
+	}
 	if n := r.clock.Sleepers(); n != 0 {
 		t.Fatalf("%d keeper goroutines still sleeping after Stop", n)
 	}

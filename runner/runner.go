@@ -99,6 +99,11 @@ type Config struct {
 	// Log receives debug lines for routine events and info/warn lines for
 	// stops and kills. Nil discards them.
 	Log *slog.Logger
+	// KillNow, if not nil, is closed when the group must be SIGKILLed at once
+	// whatever the grace timer says: the lease's kill point E−K, computed on
+	// a clock that counts through suspend. If the stop sequence has not begun,
+	// closing it begins and ends it.
+	KillNow <-chan struct{}
 }
 
 // Result says how the child ended.
@@ -229,6 +234,7 @@ type run struct {
 	stopping  bool
 	killTimer *time.Timer // armed by stop: fires SIGKILL after the grace
 	killC     <-chan time.Time
+	killNow   <-chan struct{} // Config.KillNow until it fired
 }
 
 func newRun(cfg Config) *run {
@@ -242,7 +248,7 @@ func newRun(cfg Config) *run {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &run{cfg: cfg, stdin: orDefault(cfg.Stdin, os.Stdin), log: log}
+	return &run{cfg: cfg, stdin: orDefault(cfg.Stdin, os.Stdin), log: log, killNow: cfg.KillNow}
 }
 
 func orDefault(f, def *os.File) *os.File {
@@ -275,6 +281,8 @@ func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os
 			r.stop()
 		case <-r.killC:
 			r.kill()
+		case <-r.killNow:
+			r.killAtDeadline()
 		case s := <-sigs:
 			sig, ok := s.(syscall.Signal)
 			if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
@@ -304,6 +312,19 @@ func (r *run) stop() {
 }
 
 // kill sends SIGKILL to the group once the grace has run out.
+// killAtDeadline handles KillNow: the lease's kill point has come.
+func (r *run) killAtDeadline() {
+	r.killNow = nil
+	if !r.stopping {
+		r.res.Stopped = true
+		r.stop()
+	}
+	if !r.res.Killed {
+		r.log.Warn("runner: lease kill point reached, killing process group")
+		r.kill()
+	}
+}
+
 func (r *run) kill() {
 	r.killC = nil
 	r.res.Killed = true
@@ -338,6 +359,11 @@ func (r *run) sweep() {
 	defer pollT.Stop()
 	for alive {
 		select {
+		case <-r.killNow:
+			r.killAtDeadline()
+			if confirmC == nil {
+				confirmC = time.After(KillConfirmWait)
+			}
 		case <-r.killC:
 			r.kill()
 			confirmC = time.After(KillConfirmWait)

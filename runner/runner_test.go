@@ -289,3 +289,26 @@ func TestCancelledBeforeStart(t *testing.T) {
 		t.Fatalf("Run: %+v, %v; want nothing started and the cause", res, err)
 	}
 }
+
+// KillNow (the lease's kill point) SIGKILLs the group at once, however long
+// the grace: the grace timer runs on a clock that stops in suspend, the kill
+// point does not.
+func TestKillNowOverridesGrace(t *testing.T) {
+	t.Parallel()
+	args, env := helperArgs(t, "ignoreterm")
+	killNow := make(chan struct{})
+	c := startRun(t, runner.Config{Args: args, Env: env, Grace: time.Hour, KillNow: killNow})
+	fd := c.expectPID("ready ")
+	c.cancel(errors.New("lease lost"))
+	close(killNow)
+	res, err := c.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != 128+9 || !res.Stopped || !res.Killed || !res.GroupGone {
+		t.Fatalf("result %+v; want SIGKILLed (137), stopped, killed, group gone", res)
+	}
+	if !exited(t, fd, 0) {
+		t.Fatal("child still running after Run returned")
+	}
+}
