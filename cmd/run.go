@@ -149,18 +149,30 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	}
 	log.Debug("timing", "ttl", timing.TTL, "renew_every", timing.RenewEvery, "grace", timing.Grace, "call_timeout", timing.CallTimeout)
 
-	acq, o := acquire(ctx, store, rc, timing, sigs, log)
-	if o != nil {
-		return o
+	// Until the child starts, INT, TERM and HUP mean "don't start it".
+	watch := watchSignals(ctx, sigs)
+	defer watch.cancel(nil)
+	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
+		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log})
+	if err != nil {
+		watch.stop()
+		return acquireOutcome(err, rc)
 	}
 	l := acq.Lease
 	info := l.Info()
 	logger := log
 	logger.Info(fmt.Sprintf("lease %s acquired", rc.name), "token", info.Token, "holder", rc.holder)
 
-	keeper, err := lease.Keep(ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
-	if err != nil {
+	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
+	watch.stop()
+	if err == nil && watch.signalled() {
+		keeper.Stop()
+	}
+	if err != nil || watch.signalled() {
 		releaseLease(l, timing, logger)
+		if watch.signalled() {
+			return acquireOutcome(context.Cause(watch.ctx), rc)
+		}
 		return classify(err)
 	}
 	childEnv := append(os.Environ(),
@@ -184,7 +196,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	keeper.Stop()
 
 	// DESIGN §3.8: release only once the whole group is confirmed gone.
-	if runErr == nil && !res.GroupGone {
+	if res.PID != 0 && !res.GroupGone {
 		logger.Warn("processes of the child's group may still run; not releasing the lease, it will expire by itself")
 	} else {
 		releaseLease(l, timing, logger)
@@ -217,43 +229,66 @@ func provisionalCallTimeout(t lease.Timing) time.Duration {
 	return max(r/2, time.Millisecond)
 }
 
-// acquire waits for the lease; INT, TERM and HUP end the wait.
-func acquire(ctx context.Context, store lease.Store, rc runConfig, timing lease.Timing, sigs <-chan os.Signal, log *slog.Logger) (*lease.Acquired, *outcome) {
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watching := make(chan struct{})
-	stopWatching := make(chan struct{})
+// signalWatch turns INT, TERM and HUP into the cancellation of ctx while
+// leaderrun waits for the lease and prepares the child; other signals are
+// dropped, as there is no child yet to forward them to.
+type signalWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func watchSignals(parent context.Context, sigs <-chan os.Signal) *signalWatch {
+	w := &signalWatch{quit: make(chan struct{}), done: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancelCause(parent)
 	go func() {
-		defer close(watching)
+		defer close(w.done)
 		for {
 			select {
-			case <-stopWatching:
+			case <-w.quit:
 				return
 			case s := <-sigs:
 				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP {
-					cancel(signalCause{sig})
+					w.cancel(signalCause{sig})
 					return
 				}
 			}
 		}
 	}()
-	acq, err := lease.Acquire(wctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
-		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log})
-	close(stopWatching)
-	<-watching
+	return w
+}
+
+// stop ends the watching goroutine without cancelling ctx; signals that
+// arrive afterwards stay in the channel for the runner to forward.
+func (w *signalWatch) stop() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	<-w.done
+}
+
+// signalled reports whether a signal cancelled ctx.
+func (w *signalWatch) signalled() bool {
+	var sc signalCause
+	return errors.As(context.Cause(w.ctx), &sc)
+}
+
+// acquireOutcome maps why no child was started.
+func acquireOutcome(err error, rc runConfig) *outcome {
 	var sc signalCause
 	var he *lease.HeldError
 	switch {
-	case err == nil:
-		return acq, nil
 	case errors.As(err, &sc):
-		return nil, done(128+int(sc.sig), slog.LevelWarn,
+		return done(128+int(sc.sig), slog.LevelWarn,
 			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")
 	case errors.As(err, &he):
-		return nil, done(rc.conflictCode, slog.LevelInfo,
+		return done(rc.conflictCode, slog.LevelInfo,
 			fmt.Sprintf("%v; %s not started (exit %d)", err, rc.args[0], rc.conflictCode), "event", "conflict")
 	default:
-		return nil, classify(err)
+		return classify(err)
 	}
 }
 

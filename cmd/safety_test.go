@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,4 +81,37 @@ func processAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// signalOnAcquire is a store that grants the lease just as SIGTERM arrives.
+type signalOnAcquire struct{ *leasetest.MemStore }
+
+func (s signalOnAcquire) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	l, err := s.MemStore.TryAcquire(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	<-ctx.Done() // the signal has been seen; the grant still comes back
+	return l, nil
+}
+
+// A signal that races with a successful acquire must not be swallowed: the
+// child is not started, the lease is released, and leaderrun exits 128+15.
+func TestSignalDuringHandoffStartsNothing(t *testing.T) {
+	s := &leasetest.MemStore{}
+	storeOpeners["sigtest"] = func(context.Context, string, storeOptions) (lease.Store, error) {
+		return signalOnAcquire{s}, nil
+	}
+	marker := filepath.Join(t.TempDir(), "started")
+	code, _, errOut := runCapture(t, "--store", "sigtest://", "--name", "hs", "--", "touch", marker)
+	if code != 128+int(syscall.SIGTERM) || !strings.Contains(errOut, "not started") {
+		t.Fatalf("exit %d, stderr %q; want 143 and 'not started'", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child was started after SIGTERM")
+	}
+	if h, _ := s.Status(context.Background(), "hs"); h != nil {
+		t.Fatalf("lease still held by %+v after the interrupted start", h)
+	}
 }
