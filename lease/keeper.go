@@ -36,7 +36,7 @@ type Keeper struct {
 	cfg    KeeperConfig
 	clock  Clock
 	log    *slog.Logger
-	ctx    context.Context         // leadership: cancelled at the stop point or on loss
+	ctx    context.Context // leadership: cancelled at the stop point or on loss
 	cancel context.CancelCauseFunc
 	life   context.Context // the keeper's goroutines: cancelled by Stop
 	end    context.CancelFunc
