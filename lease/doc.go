@@ -23,9 +23,10 @@
 //     slept fires the moment it wakes. Wall time and store timestamps are
 //     never used for a decision.
 //  3. An independent watchdog goroutine cancels the Keeper's context at
-//     E − K − G, whether or not a renewal call is blocked. The runner then
-//     sends the stop signal to the child's process group and SIGKILL G later,
-//     at E − K; the group is dead by E.
+//     E − K − G, whether or not a renewal call is blocked, and closes KillC at
+//     E − K, on the same boot clock. The runner sends the stop signal to the
+//     child's process group on the first and SIGKILL on the second (or G after
+//     the stop signal, if that comes first); the group is dead by E.
 //  4. Every store call carries a deadline that ends at the stop point at the
 //     latest (Keeper.callContext), and stores configure their clients to
 //     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout).
@@ -34,14 +35,16 @@
 //     once without waiting for E.
 //  6. Timing.Resolve refuses, before anything starts, values for which the
 //     scheduled renewal plus one retry cannot fit before the stop point:
-//     L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout. Defaults adapt to L
+//     L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout + FirstRetry. Defaults adapt to L
 //     (renew-every L/3, call timeout renew-every/2, grace shrunk to fit); only
 //     values the user gave are refused, with a message saying what would fit.
 //  7. Keep starts a child only with runway: if E − now ≤ K + G + renew-every
 //     after acquiring, it renews first and refuses if that does not help.
 //  8. The caller releases only after the runner confirmed the whole process
 //     group gone; the release is conditional on our token. If the group
-//     cannot be confirmed gone, the lease is not released and runs out.
+//     cannot be confirmed gone, the lease is not released and runs out (on
+//     the file store the kernel drops the lock when leaderrun exits anyway,
+//     so there leftovers that survive SIGKILL can overlap the next holder).
 //  9. Every acquisition carries a fresh 128-bit random ID (NewID). Renew and
 //     release succeed only while the store holds that ID; a vanished lease is
 //     never re-created by a renewal. Acquire reuses one ID across the retries

@@ -123,6 +123,10 @@ func (k *Keeper) Stop() {
 
 var errStopped = errors.New("lease: keeper stopped")
 
+// FirstRetry is how long the keeper waits before retrying a failed renewal
+// (doubling after each further failure); Timing.Resolve counts it.
+const FirstRetry = 50 * time.Millisecond
+
 func (k *Keeper) runway() time.Duration {
 	return time.Duration(k.validUntil.Load()) - k.clock.Now()
 }
@@ -220,7 +224,7 @@ func (k *Keeper) renewLoop(next time.Duration) {
 			return
 		default:
 			// Unknown outcome: E stays put; retry soon (DESIGN §3.5).
-			backoff = min(max(2*backoff, 50*time.Millisecond), t.RenewEvery/4, time.Second)
+			backoff = min(max(2*backoff, FirstRetry), t.RenewEvery/4, time.Second)
 			next = k.clock.Now() + backoff
 			k.log.Warn("lease renewal failed; retrying", "err", err, "retry_in", backoff,
 				"stop_in", (k.stopAt() - k.clock.Now()).Round(time.Millisecond))

@@ -16,6 +16,9 @@ const (
 	DefaultKillBound = 250 * time.Millisecond
 	// DefaultRho is ρ: the bound on how much faster our clock may run than the store's.
 	DefaultRho = 0.01
+	// MaxTTL bounds --ttl: the TTL is how long a crashed holder blocks the
+	// others, and renewals keep a long job's lease alive anyway.
+	MaxTTL = 24 * time.Hour
 )
 
 // Timing holds the timing knobs of one run. Fields a user did not set are
@@ -65,6 +68,9 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	if t.TTL < 0 || t.RenewEvery < 0 || t.Grace < 0 || t.CallTimeout < 0 {
 		return t, fmt.Errorf("%w: durations must not be negative", ErrUnsafeTiming)
 	}
+	if t.TTL > MaxTTL {
+		return t, fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)
+	}
 	if lim.Expires {
 		if err := t.checkStoreTTL(lim); err != nil {
 			return t, err
@@ -72,6 +78,9 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	}
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
+		if t.RenewEvery <= 0 {
+			return t, fmt.Errorf("%w: --ttl %v is too short", ErrUnsafeTiming, t.TTL)
+		}
 	}
 	if t.RenewEvery <= 0 {
 		return t, fmt.Errorf("%w: --renew-every must be positive", ErrUnsafeTiming)
@@ -90,8 +99,9 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 		return t, nil
 	}
 	// DESIGN §3.6: the scheduled renewal plus one retry must fit before the
-	// stop point: L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout.
-	room := t.Validity(lim) - t.KillBound - t.RenewEvery - 2*t.CallTimeout
+	// stop point: L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout (+ the
+	// keeper's FirstRetry delay between the two).
+	room := t.Validity(lim) - t.KillBound - t.RenewEvery - 2*t.CallTimeout - FirstRetry
 	if !t.Explicit.Grace && t.Grace > room {
 		t.Grace = max(room, 0).Truncate(time.Millisecond)
 	}
@@ -116,20 +126,20 @@ func (t Timing) unsafe(lim Limits) error {
 	v := t.Validity(lim)
 	stop := v - t.KillBound - t.Grace
 	msg := fmt.Sprintf("with --ttl %v the child must be stopped %v after each renewal is sent "+
-		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout)",
+		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout + 50ms)",
 		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery.Round(time.Millisecond), t.CallTimeout.Round(time.Millisecond))
 	var fixes []string
-	if maxR := (stop - 2*t.CallTimeout); t.Explicit.CallTimeout && maxR > 0 {
+	if maxR := (stop - FirstRetry - 2*t.CallTimeout); t.Explicit.CallTimeout && maxR > 0 {
 		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", maxR.Truncate(time.Millisecond)))
-	} else if !t.Explicit.CallTimeout && stop > 0 {
-		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", (stop/2).Truncate(time.Millisecond)))
+	} else if !t.Explicit.CallTimeout && stop-FirstRetry > 0 {
+		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", ((stop-FirstRetry)/2).Truncate(time.Millisecond)))
 	}
-	if maxG := v - t.KillBound - t.RenewEvery - 2*t.CallTimeout; maxG >= 0 {
+	if maxG := v - t.KillBound - t.RenewEvery - 2*t.CallTimeout - FirstRetry; maxG >= 0 {
 		fixes = append(fixes, fmt.Sprintf("--grace ≤ %v", maxG.Truncate(time.Millisecond)))
 	}
 	// The TTL that would fit the other values as given. Values the user did
 	// not give scale with the TTL (renew-every = L/3, call timeout = R/2).
-	coef, fixed := 1-t.Rho, float64(lim.Epsilon+t.KillBound+t.Grace)
+	coef, fixed := 1-t.Rho, float64(lim.Epsilon+t.KillBound+t.Grace+FirstRetry)
 	switch {
 	case !t.Explicit.RenewEvery && !t.Explicit.CallTimeout:
 		coef -= 2.0 / 3

@@ -32,7 +32,7 @@ func TestTimingResolve(t *testing.T) {
 				t.Fatalf("grace %v; want shrunk below 3s but positive", got.Grace)
 			}
 			// the shrunk grace satisfies the rule exactly
-			if got.Validity(redis)-got.KillBound-got.Grace < got.RenewEvery+2*got.CallTimeout {
+			if got.Validity(redis)-got.KillBound-got.Grace < got.RenewEvery+2*got.CallTimeout+lease.FirstRetry {
 				t.Fatalf("resolved timing %+v violates the rule", got)
 			}
 		}},
@@ -47,6 +47,8 @@ func TestTimingResolve(t *testing.T) {
 		{name: "azure 15s ok with defaults", in: lease.Timing{TTL: 15 * time.Second}, lim: azure},
 		{name: "negative refused", in: lease.Timing{Grace: -time.Second, Explicit: explicit{Grace: true}}, lim: redis, wantErr: lease.ErrUnsafeTiming},
 		{name: "file store takes any positive timing", in: lease.Timing{TTL: time.Second, Grace: time.Minute, Explicit: explicit{Grace: true}}, lim: file},
+		{name: "ttl over a day refused", in: lease.Timing{TTL: 25 * time.Hour}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"24h"}},
+		{name: "nanosecond ttl says ttl", in: lease.Timing{TTL: time.Nanosecond}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"--ttl 1ns is too short"}},
 		{name: "zero renew-every refused", in: lease.Timing{RenewEvery: 0, Explicit: explicit{RenewEvery: true}}, lim: file, wantErr: lease.ErrUnsafeTiming},
 	}
 	for _, tc := range tests {

@@ -192,8 +192,11 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 			return nil, err
 		}
 		l, retry, err := s.tryOnce(path, req)
-		if !retry || attempt == 5 {
+		if !retry {
 			return l, err
+		}
+		if attempt == 5 {
+			return nil, fmt.Errorf("%w: lock file %s keeps being replaced", lease.ErrUnavailable, path)
 		}
 	}
 }
@@ -269,14 +272,18 @@ func (s *Store) openErr(err error) error {
 }
 
 // Status reads the holder record of name, or nil when nobody holds the lock.
-// It never takes the lock itself, so it cannot make an acquirer fail: a
-// record a holder marked free on release is trusted, and a record that says
-// held (its holder may have crashed) is checked against /proc/locks.
+// A record its holder marked free on release is trusted. A record that says
+// held (its holder may have crashed instead) is checked with a shared,
+// non-blocking probe of the lock, released at once; only if the holder
+// crashed can that probe, in the microsecond it holds the lock, make a
+// concurrent acquirer see the lease as held. (Reading /proc/locks instead
+// stalls every flock on the machine for milliseconds.)
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.Path(name))
+	path := s.Path(name)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -288,38 +295,12 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	if err != nil || !r.Held {
 		return nil, err
 	}
-	if held, err := isLocked(f); err != nil || !held {
+	if free, err := s.looksFree(path); err != nil || free {
 		return nil, err
 	}
 	h := r.holder()
 	h.Name, h.ID = name, ""
 	return &h, nil
-}
-
-// isLocked reports whether anyone holds a flock on f's inode, by reading
-// /proc/locks. That read is slow (the kernel waits for an RCU grace period
-// and holds up every flock meanwhile), so only Status uses it. Lines look like "1: FLOCK  ADVISORY  WRITE 2541 fd:01:2361462 0 EOF";
-// blocked waiters ("1: -> FLOCK ...") are skipped.
-func isLocked(f *os.File) (bool, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return false, err
-	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	data, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return false, fmt.Errorf("%w: reading /proc/locks: %w", lease.ErrUnavailable, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 6 || fields[1] != "FLOCK" {
-			continue
-		}
-		if fields[5] == want {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // Wait blocks until a descriptor opened for writing on the lock file closes
@@ -344,12 +325,13 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	if free, _ := s.looksFree(path); free {
 		return nil
 	}
+	// The fallback deadline is set once, before cancellation can move it into
+	// the past, so a cancel is never overwritten.
+	_ = in.SetReadDeadline(time.Now().Add(jitter(PollInterval)))
 	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	deadline := time.Now().Add(jitter(PollInterval))
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
-		_ = in.SetReadDeadline(deadline)
 		n, err := in.Read(buf)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -366,9 +348,11 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	}
 }
 
-// settle waits up to ~50ms for the lock on path to be dropped after an event.
+// settle waits up to ~200ms for the lock on path to be dropped after an
+// event: a dying holder's kernel closes its write descriptor (the event) and
+// its lock descriptor (the release) in separate steps.
 func (s *Store) settle(ctx context.Context, path string) error {
-	for d := 100 * time.Microsecond; d < 50*time.Millisecond; d *= 2 {
+	for d := 100 * time.Microsecond; d < 200*time.Millisecond; d *= 2 {
 		if free, err := s.looksFree(path); free || err != nil {
 			return nil
 		}
