@@ -48,6 +48,13 @@ const PollInterval = time.Second
 // Store is a directory of lock files. Its methods are safe for concurrent use.
 type Store struct {
 	dir string
+
+	// notify is the directory's inotify instance, made on the first Wait
+	// and kept until Close: closing one waits for an SRCU grace period in the
+	// kernel (10ms and more), which must not sit between a release and the
+	// waiter's acquisition. notifyMu is held by the Wait reading it.
+	notifyMu sync.Mutex
+	notify   *os.File
 }
 
 // DefaultDir returns the per-user default directory,
@@ -110,8 +117,35 @@ func (s *Store) Path(name string) string {
 // Limits: file leases do not expire; they end with the holder's process.
 func (s *Store) Limits() lease.Limits { return lease.Limits{Expires: false} }
 
-// Close does nothing; it exists for lease.Store.
-func (s *Store) Close() error { return nil }
+// Close releases the inotify instance of waits, if any.
+func (s *Store) Close() error {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if s.notify != nil {
+		err := s.notify.Close()
+		s.notify = nil
+		return err
+	}
+	return nil
+}
+
+// watcher returns the store's inotify instance watching the directory,
+// making it on first use; s.notifyMu must be held.
+func (s *Store) watcher() (*os.File, error) {
+	if s.notify != nil {
+		return s.notify, nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.InotifyAddWatch(fd, s.dir, unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	s.notify = os.NewFile(uintptr(fd), "inotify")
+	return s.notify, nil
+}
 
 // record is the lock file's content.
 type record struct {
@@ -312,15 +346,19 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	}
 	path := s.Path(name)
 	base := filepath.Base(path)
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	// One Wait at a time reads the shared instance; a concurrent Wait on the
+	// same Store (not leaderrun's case) falls back to polling.
+	if !s.notifyMu.TryLock() {
+		return sleep(ctx, jitter(PollInterval/4))
+	}
+	defer s.notifyMu.Unlock()
+	in, err := s.watcher()
 	if err != nil {
 		return sleep(ctx, jitter(PollInterval))
 	}
-	in := os.NewFile(uintptr(fd), "inotify")
-	defer in.Close()
-	if _, err := unix.InotifyAddWatch(fd, s.dir, unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
-		return sleep(ctx, jitter(PollInterval))
-	}
+	// Events queued while nobody waited are stale: drop them. The check
+	// below covers a release that happened in the meantime.
+	drain(in)
 	// The holder may have gone between the caller's attempt and the watch.
 	if free, _ := s.looksFree(path); free {
 		return nil
@@ -329,6 +367,8 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	// the past, so a cancel is never overwritten.
 	_ = in.SetReadDeadline(time.Now().Add(jitter(PollInterval)))
 	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
+	// A callback still running after stop can only leave a past deadline
+	// for the next Wait: a spurious wake-up, never a missed one.
 	defer stop()
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
@@ -381,6 +421,17 @@ func (s *Store) looksFree(path string) (bool, error) {
 	}
 	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	return true, nil
+}
+
+// drain discards queued events without blocking.
+func drain(in *os.File) {
+	_ = in.SetReadDeadline(time.Unix(1, 0))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := in.Read(buf); err != nil {
+			return
+		}
+	}
 }
 
 func eventFor(buf []byte, base string) bool {
