@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // lrBin is the leaderrun binary built once by TestMain: the black-box tests
@@ -40,20 +42,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireEnv returns an integration server address from the environment
-// (set by scripts/test.sh). A missing server skips the test locally and
-// fails it in CI, where a skipped integration test is a failure.
-func requireEnv(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: run the tests with scripts/test.sh", name)
-		}
-		t.Skipf("%s is not set; scripts/test.sh starts the server", name)
-	}
-	return v
-}
+// requireEnv returns an integration server address; see leasetest.RequireEnv.
+func requireEnv(t *testing.T, name string) string { return leasetest.RequireEnv(t, name) }
 
 // lr is one leaderrun process under test.
 type lr struct {

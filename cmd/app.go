@@ -120,6 +120,24 @@ func run(ctx context.Context, args []string, e env) int {
 		log = l
 		return nil
 	}
+	// nameCommand declares a subcommand that takes exactly one lease NAME.
+	nameCommand := func(name, usage string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
+		return &cli.Command{
+			Name:         name,
+			Usage:        usage,
+			ArgsUsage:    "NAME",
+			Flags:        append(flags, commonFlags()...),
+			Before:       setup,
+			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 || hasDash {
+					return usagef("%s takes exactly one lease NAME", name)
+				}
+				result = do(ctx, c, c.Args().First(), e, log)
+				return nil
+			},
+		}
+	}
 	app := &cli.App{
 		Name:                   "leaderrun",
 		Usage:                  "run a command under a distributed lease: exactly one instance at a time",
@@ -150,44 +168,15 @@ func run(ctx context.Context, args []string, e env) int {
 			result = runCommand(ctx, c, cmdArgs, e, log)
 			return nil
 		},
-		Commands: []*cli.Command{{
-			Name:      "status",
-			Usage:     "show who holds a lease (exit 0 held, 3 free, 125 error)",
-			ArgsUsage: "NAME",
-			Flags: append([]cli.Flag{
+		Commands: []*cli.Command{
+			nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print a JSON object"},
-			}, commonFlags()...),
-			Before: setup,
-			OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-				return usageError{err}
-			},
-			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 || hasDash {
-					return usagef("status takes exactly one lease NAME")
-				}
-				result = statusCommand(ctx, c, c.Args().First(), e, log)
-				return nil
-			},
-		}, {
-			Name:      "watch",
-			Usage:     "print a line each time the holder of a lease changes, until interrupted",
-			ArgsUsage: "NAME",
-			Flags: append([]cli.Flag{
+			}, statusCommand),
+			nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object per change"},
 				&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look"},
-			}, commonFlags()...),
-			Before: setup,
-			OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-				return usageError{err}
-			},
-			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 || hasDash {
-					return usagef("watch takes exactly one lease NAME")
-				}
-				result = watchCommand(ctx, c, c.Args().First(), e, log)
-				return nil
-			},
-		}},
+			}, watchCommand),
+		},
 	}
 	err := app.RunContext(ctx, args)
 	if err == nil && result == nil {

@@ -33,13 +33,7 @@ const envAzurite = "LEADERRUN_TEST_AZURITE"
 // except under CI, where a skipped integration test is a failure.
 func azurite(t *testing.T) string {
 	t.Helper()
-	ep := os.Getenv(envAzurite)
-	if ep == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set (start one with scripts/azurite.sh start DIR)", envAzurite)
-		}
-		t.Skipf("%s is not set (start one with scripts/azurite.sh start DIR)", envAzurite)
-	}
+	ep := leasetest.RequireEnv(t, envAzurite)
 	return strings.TrimRight(ep, "/")
 }
 

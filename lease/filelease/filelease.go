@@ -481,6 +481,12 @@ func (l *fileLease) Renew(ctx context.Context) error {
 	if l.lockf == nil {
 		return fmt.Errorf("%w: already released", lease.ErrNotHeld)
 	}
+	return l.owned()
+}
+
+// owned checks that the path still names our locked inode and that the
+// record still carries our ID; l.mu must be held.
+func (l *fileLease) owned() error {
 	same, err := sameFile(l.lockf, l.path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", lease.ErrUnavailable, err)
@@ -510,16 +516,8 @@ func (l *fileLease) Release(ctx context.Context) error {
 		l.rw.Close()
 		l.lockf, l.rw = nil, nil
 	}()
-	same, err := sameFile(l.lockf, l.path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", lease.ErrUnavailable, err)
-	}
-	if !same {
-		return fmt.Errorf("%w: lock file %s was replaced or removed", lease.ErrLost, l.path)
-	}
-	r, err := readRecord(l.rw)
-	if err != nil || r.ID != l.rec.ID {
-		return fmt.Errorf("%w: lock file %s was rewritten by someone else", lease.ErrLost, l.path)
+	if err := l.owned(); err != nil {
+		return err
 	}
 	free := l.rec
 	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now()

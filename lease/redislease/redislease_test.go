@@ -19,19 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// need returns the env var's value; a missing one skips the test, except in
-// CI, where a skipped integration test is a failure.
-func need(t *testing.T, key string) string {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set (start servers with scripts/redis.sh); integration tests must run in CI", key)
-		}
-		t.Skipf("%s is not set; run under scripts/redis.sh with -- go test ./lease/redislease/", key)
-	}
-	return v
-}
+// need returns an integration server address (see leasetest.RequireEnv).
+func need(t *testing.T, key string) string { return leasetest.RequireEnv(t, key) }
 
 // private starts a redis-server for this test only (so it can be frozen,
 // killed or reconfigured) and returns its address and PID.
