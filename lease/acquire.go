@@ -115,7 +115,11 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			sleep := backoff/2 + rand.N(backoff/2+1)
-			log.Warn("store unavailable; retrying", "lease", req.Name, "err", err, "retry_in", sleep.Round(time.Millisecond))
+			level := slog.LevelDebug
+			if backoff == 100*time.Millisecond { // the first failure of a run of them
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", err, "retry_in", sleep.Round(time.Millisecond))
 			if err := clock.SleepUntil(waitCtx, clock.Now()+sleep); err != nil {
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)

@@ -117,9 +117,11 @@ var libraryLog sync.Once
 
 // Open connects to the Redis named by raw (see the README for the URL forms)
 // and checks that it answers PING with the given credentials. Errors wrap
-// lease.ErrConfig (bad URL, refused credentials, unusable TLS files) or
-// lease.ErrUnavailable (cannot reach the server within CallTimeout or ctx);
-// none contains the password.
+// lease.ErrConfig (bad URL, refused credentials, unusable TLS files); none
+// contains the password. A server that cannot be reached yet is not an
+// error here: the store is returned and its calls report ErrUnavailable
+// until the server answers, so a waiting instance (a standby booting before
+// Redis) keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -165,8 +167,13 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	if err := s.client.Ping(cctx).Err(); err != nil {
+		err = s.classify("open "+c.display, err)
+		if errors.Is(err, lease.ErrUnavailable) && ctx.Err() == nil {
+			s.log.Debug("redis not reachable yet", "err", err)
+			return s, nil
+		}
 		_ = s.Close()
-		return nil, s.classify("open "+c.display, err)
+		return nil, err
 	}
 	return s, nil
 }
