@@ -40,3 +40,10 @@ go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x . | tee "$out/ha
 echo "== 3. peak RSS supervising sleep 5"
 /usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5
 awk '{printf "   max RSS %.1f MiB (target <= 12 MiB)\n", $1/1024}' "$out/rss.txt"
+
+# Redis store (its own server, stopped by PID): scripts/bench-redis.sh. A
+# failure there is reported but does not fail the file-store numbers above.
+if [ -x scripts/bench-redis.sh ]; then
+	echo "== 4. Redis store (scripts/bench-redis.sh)"
+	scripts/bench-redis.sh || echo "   scripts/bench-redis.sh failed (exit $?)"
+fi
