@@ -24,7 +24,10 @@ const (
 	noTTLPoll = 2 * time.Second
 	// healthEvery is how long the subscription may stay silent before it is
 	// pinged; an unanswered ping means a dead connection, which is re-made.
-	healthEvery = 15 * time.Second
+	// While it is dead waiters still wake by TTL, so this only bounds how long
+	// a clean release may go unnoticed; it is long so that idle waiters cost
+	// the server almost nothing.
+	healthEvery = 60 * time.Second
 	// maxResubscribe caps the backoff between subscription attempts.
 	maxResubscribe = 5 * time.Second
 )
@@ -42,28 +45,47 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
+	w := s.watch(name)
 	var wake <-chan struct{}
-	if w := s.watch(name); w != nil {
-		wake = w.await(ctx, s.callTimeout)
+	var seq uint64
+	if w != nil {
+		wake, seq = w.await(ctx, s.callTimeout)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d, err := s.pttl(ctx, name)
-	switch {
-	case err != nil:
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		s.log.Debug("cannot read the lease's PTTL; polling", "name", name, "err", err)
-		d = noTTLPoll
-		if held != nil && held.By.Remaining > 0 && held.By.Remaining < d {
+	// A release between the caller's failed attempt and now is either seen
+	// by the sequence number (the subscription was up since the previous
+	// Wait) or by reading PTTL (first Wait, or the subscription is new).
+	var d time.Duration
+	if w != nil && wake != nil && w.seenBefore(seq) {
+		if held == nil || held.By.Remaining <= 0 {
+			d = noTTLPoll
+		} else {
 			d = held.By.Remaining
 		}
-	case d == -2*time.Millisecond: // no record: free now
-		return nil
-	case d < 0: // a record without TTL: not ours to expire
-		d = noTTLPoll
+	} else {
+		var err error
+		d, err = s.pttl(ctx, name)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Debug("cannot read the lease's PTTL; polling", "name", name, "err", err)
+			d = noTTLPoll
+			if held != nil && held.By.Remaining > 0 && held.By.Remaining < d {
+				d = held.By.Remaining
+			}
+		case d == -2*time.Millisecond: // no record: free now
+			return nil
+		case d < 0: // a record without TTL: not ours to expire
+			d = noTTLPoll
+		}
+	}
+	if w != nil {
+		// A release after await closes wake, which the select below sees.
+		defer w.remember()
 	}
 	d += jitter(d)
 	t := time.NewTimer(d)
@@ -134,21 +156,26 @@ type watcher struct {
 	failed bool          // the last attempt failed before it was up: do not make waiters wait for it
 	wake   chan struct{} // closed on a release message; then replaced
 	closed bool
+	// seq counts release messages and (re)subscriptions; lastSeen is seq
+	// when the last Wait returned, valid if remembered.
+	seq        uint64
+	lastSeen   uint64
+	remembered bool
 }
 
-// await returns the channel that the next release message closes, once the
-// subscription is confirmed; it waits for that at most timeout (or ctx) and
-// returns nil when the subscription is not up, so the caller relies on PTTL.
-func (w *watcher) await(ctx context.Context, timeout time.Duration) <-chan struct{} {
+// await returns the channel that the next release message closes, and the
+// sequence number of the last one, once the subscription is confirmed; it
+// waits for that at most timeout (or ctx) and returns a nil channel when the
+// subscription is not up, so the caller relies on PTTL.
+func (w *watcher) await(ctx context.Context, timeout time.Duration) (<-chan struct{}, uint64) {
 	w.mu.Lock()
 	if w.up {
-		ch := w.wake
-		w.mu.Unlock()
-		return ch
+		defer w.mu.Unlock()
+		return w.wake, w.seq
 	}
 	if w.failed {
 		w.mu.Unlock()
-		return nil
+		return nil, 0
 	}
 	upCh := w.upCh
 	w.mu.Unlock()
@@ -157,16 +184,31 @@ func (w *watcher) await(ctx context.Context, timeout time.Duration) <-chan struc
 	select {
 	case <-upCh:
 	case <-t.C:
-		return nil
+		return nil, 0
 	case <-ctx.Done():
-		return nil
+		return nil, 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.up {
-		return nil
+		return nil, 0
 	}
-	return w.wake
+	return w.wake, w.seq
+}
+
+// seenBefore reports whether a previous Wait already saw sequence number
+// seq with the subscription up: then nothing was missed since it returned.
+func (w *watcher) seenBefore(seq uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.remembered && w.lastSeen == seq
+}
+
+// remember records the current sequence number at the end of a Wait.
+func (w *watcher) remember() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastSeen, w.remembered = w.seq, w.up
 }
 
 // run subscribes, serves messages until the subscription fails, and starts
@@ -249,6 +291,7 @@ func (w *watcher) markUp() {
 	w.failed = false
 	if !w.up {
 		w.up = true
+		w.seq++ // messages may have been lost while it was down
 		close(w.upCh)
 	}
 }
@@ -261,6 +304,7 @@ func (w *watcher) drop(ps *redis.PubSub) {
 	}
 	if w.up {
 		w.up = false
+		w.remembered = false
 		w.upCh = make(chan struct{})
 	} else {
 		w.failed = true
@@ -270,6 +314,7 @@ func (w *watcher) drop(ps *redis.PubSub) {
 func (w *watcher) notify() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.seq++
 	close(w.wake)
 	w.wake = make(chan struct{})
 }
