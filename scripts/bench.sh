@@ -40,3 +40,4 @@ go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x . | tee "$out/ha
 echo "== 3. peak RSS supervising sleep 5"
 /usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5
 awk '{printf "   max RSS %.1f MiB (target <= 12 MiB)\n", $1/1024}' "$out/rss.txt"
+if [ -x scripts/bench-azure.sh ]; then echo "== 4. azure (scripts/bench-azure.sh, private Azurite)"; scripts/bench-azure.sh || echo "   scripts/bench-azure.sh failed; the results above stand" >&2; fi
