@@ -47,3 +47,6 @@ if [ -x scripts/bench-redis.sh ]; then
 	echo "== 4. Redis store (scripts/bench-redis.sh)"
 	scripts/bench-redis.sh || echo "   scripts/bench-redis.sh failed (exit $?)"
 fi
+
+# Azure store (its own Azurite, stopped by PID): scripts/bench-azure.sh.
+if [ -x scripts/bench-azure.sh ]; then echo "== 4. azure (scripts/bench-azure.sh, private Azurite)"; scripts/bench-azure.sh || echo "   scripts/bench-azure.sh failed; the results above stand" >&2; fi

@@ -1,0 +1,637 @@
+package main
+
+// Black-box tests of the Azure Blob store against a real Azurite (started by
+// scripts/test.sh, or scripts/azurite.sh start DIR; see LEADERRUN_TEST_AZURITE).
+// Azure leases last 15s to 60s, so the slow tests run in parallel; each test
+// uses its own container, and the one that kills the server starts its own.
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Azurite's published development account and key.
+const (
+	azAccount = "devstoreaccount1"
+	azDevKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+	// azTTL is the TTL every test here asks for, Azure's minimum.
+	azTTL = 15 * time.Second
+)
+
+// azEnv is the environment of every leaderrun run against Azurite: the
+// account key (bloblease uses AZURE_STORAGE_KEY for the URL's account), with
+// any ambient Azure credential that would take precedence blanked out.
+func azEnv(key string) []string {
+	return []string{
+		"AZURE_STORAGE_KEY=" + key,
+		"AZURE_STORAGE_CONNECTION_STRING=",
+		"AZURE_STORAGE_ACCOUNT=",
+		"AZURE_STORAGE_SAS_TOKEN=",
+	}
+}
+
+// azContainer returns a container name no other test uses.
+func azContainer() string { return "lre2e-" + lease.NewID()[:16] }
+
+// azShared returns the shared Azurite endpoint
+// (http://127.0.0.1:PORT/devstoreaccount1) and a --store URL for a fresh
+// container on it; query ("poll=200ms") is appended when not empty.
+func azShared(t *testing.T, query string) (endpoint, store string) {
+	t.Helper()
+	endpoint = strings.TrimRight(requireEnv(t, "LEADERRUN_TEST_AZURITE"), "/")
+	return endpoint, azStoreURL(endpoint, azContainer(), query)
+}
+
+func azStoreURL(endpoint, container, query string) string {
+	u := "azblob+" + endpoint + "/" + container
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// azPrivate starts an Azurite only this test uses (so it may kill it) and
+// stops it in t.Cleanup. It returns the endpoint and the server's PID.
+func azPrivate(t *testing.T) (string, int) {
+	t.Helper()
+	requireEnv(t, "LEADERRUN_TEST_AZURITE") // same skip rule as the shared server
+	dir := t.TempDir()
+	script, err := filepath.Abs(filepath.Join("scripts", "azurite.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
+		t.Fatalf("azurite.sh start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("azurite.sh stop: %v\n%s", err, out)
+		}
+	})
+	f, err := os.Open(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ep string
+	pid := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case "LEADERRUN_TEST_AZURITE":
+			ep = v
+		case "LEADERRUN_TEST_AZURITE_PID":
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if ep == "" || pid == 0 {
+		t.Fatalf("azurite.sh wrote no endpoint or PID in %s/env", dir)
+	}
+	return strings.TrimRight(ep, "/"), pid
+}
+
+// azBreak breaks the lease on NAME.lease with break period 0, as an operator
+// would with `az storage blob lease break`.
+func azBreak(t *testing.T, endpoint, container, name string) {
+	t.Helper()
+	cred, err := blob.NewSharedKeyCredential(azAccount, azDevKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := blob.NewClientWithSharedKeyCredential(endpoint+"/"+container+"/"+name+".lease", cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := azlease.NewBlobClient(bc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	if _, err := lc.BreakLease(ctxTimeout(t, 10*time.Second), &azlease.BlobBreakOptions{BreakPeriod: &zero}); err != nil {
+		t.Fatalf("BreakLease: %v", err)
+	}
+}
+
+// azRenewals returns the wall times at which the renewals leaderrun
+// confirmed (-v --log-format json, event "renewed") were sent.
+func azRenewals(t *testing.T, p *lr) []time.Time {
+	t.Helper()
+	var sent []time.Time
+	for _, l := range p.stderrLines() {
+		var m struct{ Event, Sent string }
+		if json.Unmarshal([]byte(l), &m) != nil || m.Event != "renewed" {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m.Sent)
+		if err != nil {
+			t.Fatalf("renewed event with bad sent %q: %v", m.Sent, err)
+		}
+		sent = append(sent, ts)
+	}
+	return sent
+}
+
+// azLast decodes leaderrun's final stderr line (--log-format json).
+func azLast(t *testing.T, p *lr) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(p.lastLine()), &m); err != nil {
+		t.Fatalf("final stderr line %q is not JSON: %v", p.lastLine(), err)
+	}
+	return m
+}
+
+// azWaitStderr waits until leaderrun's stderr contains s.
+func azWaitStderr(t *testing.T, p *lr, s string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(p.stderr.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr never said %q within %v: %s", s, within, p.stderr.String())
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("leaderrun exited before saying %q: %s", s, p.stderr.String())
+		case <-time.After(5 * time.Millisecond): // polling stderr: there is no event for it
+		}
+	}
+}
+
+// azDeathTime polls /proc until pid is gone and returns when it noticed.
+func azDeathTime(t *testing.T, pid int, within time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after %v", pid, within)
+		}
+		time.Sleep(time.Millisecond) // polling /proc: no event for another process's death
+	}
+	return time.Now()
+}
+
+// 5 instances race on a container and blob that do not exist yet, all
+// waiting: the create races are harmless, every instance runs once, never
+// two at a time, tokens strictly increase.
+func TestAzureManyInstancesNoOverlap(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	marks := filepath.Join(t.TempDir(), "marks")
+	const n = 5
+	ps := make([]*lr, n)
+	for i := range ps {
+		ps[i] = start(t, env, append([]string{"--name", "crowd", "--"}, markChild(marks, "sleep 0.05")...)...)
+	}
+	for i, p := range ps {
+		if c := p.wait(); c != 0 {
+			t.Fatalf("instance %d exited %d: %s", i, c, p.stderr.String())
+		}
+		if s := p.stderr.String(); strings.Contains(s, "panic") || strings.Contains(s, "goroutine ") {
+			t.Fatalf("instance %d crashed: %s", i, s)
+		}
+	}
+	if runs := checkMarks(t, marks); runs != n {
+		t.Fatalf("%d runs; want %d", runs, n)
+	}
+}
+
+// --wait 0 against a held lease: exit 75, one line naming the holder, the
+// child never starts.
+func TestAzureNoWaitConflict(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "")
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	leader, _ := holdLease(t, env, "busy", "--holder", "az-leader")
+	marker := filepath.Join(t.TempDir(), "started")
+	code, stderr := runLR(t, env, "--wait", "0", "--name", "busy", "--", "touch", marker)
+	if code != 75 {
+		t.Fatalf("exit %d; want 75 (stderr: %s)", code, stderr)
+	}
+	if !strings.Contains(stderr, "az-leader") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("want one stderr line naming the holder, got %q", stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a conflicting instance started its child")
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+}
+
+// An operator breaks the lease (break period 0) under a running leader: the
+// next renewal is refused, the child is stopped at once (not at the TTL) and
+// leaderrun exits 124 saying leadership was lost.
+func TestAzureBrokenLeaseStopsChild(t *testing.T) {
+	t.Parallel()
+	ep, store := azShared(t, "")
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	// --ttl 15s --renew-every 1s passes validation: the child starts.
+	leader, child := holdLease(t, env, "victim", "--ttl", "15s", "--renew-every", "1s", "--log-format", "json")
+	u, _ := url.Parse(strings.TrimPrefix(store, "azblob+"))
+	container := filepath.Base(u.Path)
+	broke := time.Now()
+	azBreak(t, ep, container, "victim")
+	code := leader.wait()
+	took := time.Since(broke)
+	if code != 124 {
+		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
+	}
+	last := azLast(t, leader)
+	if last["event"] != "lost" || last["exit_code"] != float64(124) || !strings.Contains(fmt.Sprint(last["msg"]), "lost") {
+		t.Fatalf("final line %v; want event lost, exit_code 124", last)
+	}
+	waitGone(t, child, time.Second)
+	// One renew interval (1s) plus the stop (sleep dies on TERM), not the TTL.
+	if took > 5*time.Second {
+		t.Fatalf("the child was stopped %v after the break; want about one renew interval", took)
+	}
+	t.Logf("measure: break-to-exit-ms=%d", took.Milliseconds())
+}
+
+// Azurite is SIGKILLed under a running leader whose child ignores SIGTERM:
+// renewals fail with "connection refused" (not "lost"), so only leaderrun's
+// own deadline can stop the child, and it must be dead before the lease could
+// expire on the server: before sent+TTL of the last confirmed renewal.
+//
+// Expected margin, with L=15s, ρ=1%, ε=1s (Azure), K=250ms: the local
+// validity is E = sent + L·0.99 − ε = sent + 13.85s; the stop signal goes at
+// E−K−G and SIGKILL at E−K = sent + 13.6s. The child ignores TERM, so it dies
+// at SIGKILL: margin = L − 13.6s = L·ρ + ε + K ≈ 1.4s, less the kill latency
+// (a few ms). A child that obeys TERM would die G earlier (margin ≈ 1.4s + G).
+// --renew-every 2s --grace 1s fits: 13.85 − 0.25 − 1 = 12.6s ≥ 2s + 2×1s + 50ms.
+func TestAzureStoreKilledStopsChildBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	ep, azPID := azPrivate(t)
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+azStoreURL(ep, azContainer(), ""))
+	leader := start(t, env, "-v", "--log-format", "json", "--name", "doomed", "--ttl", "15s", "--renew-every", "2s", "--grace", "1s",
+		"--", "sh", "-c", `trap "" TERM; echo "ready $$"; exec sleep 300`) // SIG_IGN survives exec
+	f := strings.Fields(leader.line())
+	if len(f) != 2 || f[0] != "ready" {
+		t.Fatalf("child said %q", f)
+	}
+	child, _ := strconv.Atoi(f[1])
+	azWaitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
+	if err := syscall.Kill(azPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	died := azDeathTime(t, child, 30*time.Second)
+	if code := leader.wait(); code != 124 {
+		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
+	}
+	if last := azLast(t, leader); last["event"] != "lost" || last["exit_code"] != float64(124) {
+		t.Fatalf("final line %v; want event lost, exit_code 124", last)
+	}
+	sent := azRenewals(t, leader)
+	if len(sent) == 0 {
+		t.Fatalf("no renewed event: %s", leader.stderr.String())
+	}
+	lastSent := sent[len(sent)-1]
+	expiry := lastSent.Add(azTTL) // the server cannot expire the lease earlier
+	margin := expiry.Sub(died)
+	if margin <= 0 {
+		t.Fatalf("the child died at %v, %v AFTER the lease could have expired (last renewal sent %v)",
+			died.Format(time.RFC3339Nano), -margin, lastSent.Format(time.RFC3339Nano))
+	}
+	t.Logf("Azurite killed %v after the last renewal was sent; child dead %v after it (SIGKILL due at 13.6s)",
+		killed.Sub(lastSent).Round(time.Millisecond), died.Sub(lastSent).Round(time.Millisecond))
+	t.Logf("measure: kill-margin-ms=%d (expected ≈ 1400)", margin.Milliseconds())
+}
+
+// The leader is SIGKILLed (no release): its lease runs out on the server and
+// the waiter takes over, never before the TTL counted from the leader's last
+// renewal, and about one poll after it.
+func TestAzureLeaderKilledFailover(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	leader, child := holdLease(t, env, "crash", "-v", "--log-format", "json", "--renew-every", "1s")
+	azWaitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
+	waiter := start(t, env, "--name", "crash", "--", "date", "+%s%N")
+	azWaitStderr(t, waiter, "waiting", 10*time.Second)
+	_ = leader.cmd.Process.Kill()
+	killed := time.Now()
+	leader.wait()
+	waitGone(t, child, time.Second)
+	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Unix(0, ns)
+	if c := waiter.wait(); c != 0 {
+		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
+	}
+	sent := azRenewals(t, leader)
+	if len(sent) == 0 {
+		t.Fatal("no renewed event from the leader")
+	}
+	after := started.Sub(sent[len(sent)-1])
+	if after < azTTL {
+		t.Fatalf("the waiter's child started %v after the dead leader's last renewal was sent; the lease was still valid (ttl %v)", after, azTTL)
+	}
+	t.Logf("measure: failover-after-kill-ms=%d failover-after-last-renewal-ms=%d (ttl 15000 + poll 200-400ms)",
+		started.Sub(killed).Milliseconds(), after.Milliseconds())
+}
+
+// A clean exit hands the lease over to a waiting instance, with the default
+// poll interval and with ?poll=200ms; the delay is from the leader's child
+// being told to exit to the waiter's child running.
+func TestAzureCleanHandover(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, query string
+		bound       time.Duration
+	}{
+		{"default-poll", "", 2*time.Second + time.Second}, // poll 1s + up to 1s of jitter, and slack
+		{"poll-200ms", "poll=200ms", 400*time.Millisecond + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, store := azShared(t, tc.query)
+			env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+			d := azHandoverOnce(t, env)
+			if d > tc.bound {
+				t.Errorf("handover took %v; want at most %v", d, tc.bound)
+			}
+			t.Logf("measure: handover-ms=%d", d.Milliseconds())
+		})
+	}
+}
+
+// azHandoverOnce runs a leader whose child waits for stdin to close and a
+// waiter whose child prints the time, and returns the handover delay.
+func azHandoverOnce(t *testing.T, env []string) time.Duration {
+	t.Helper()
+	leader := exec.Command(lrBin, "--name", "handover", "--", "sh", "-c", "echo ready; read x || :")
+	leader.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	var lerr lockedBuffer
+	leader.Stderr = &lerr
+	in, _ := leader.StdinPipe()
+	out, _ := leader.StdoutPipe()
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = leader.Process.Kill(); _ = leader.Wait() }()
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("leader's child said %q, %v (stderr %s)", l, err, lerr.String())
+	}
+	waiter := start(t, env, "--name", "handover", "--", "date", "+%s%N")
+	azWaitStderr(t, waiter, "waiting", 10*time.Second)
+	t0 := time.Now()
+	in.Close() // the leader's child reads EOF and exits
+	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Wait(); err != nil {
+		t.Fatalf("leader: %v (stderr %s)", err, lerr.String())
+	}
+	if c := waiter.wait(); c != 0 {
+		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
+	}
+	return time.Unix(0, ns).Sub(t0)
+}
+
+// An Azure TTL that is not a whole number of seconds from 15s to 60s is
+// refused locally: exit 125, one line about --ttl, no child, and no
+// connection to the store (the URL points at a listener that counts them).
+func TestAzureInvalidTTL(t *testing.T) {
+	t.Parallel()
+	requireEnv(t, "LEADERRUN_TEST_AZURITE")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	store := "azblob+http://" + ln.Addr().String() + "/" + azAccount + "/lrttl"
+	marker := filepath.Join(t.TempDir(), "started")
+	for _, ttl := range []string{"10s", "14s", "61s", "15500ms", "1m0s500ms"} {
+		t0 := time.Now()
+		code, stderr := runLR(t, azEnv(azDevKey), "--store", store, "--ttl", ttl, "--", "touch", marker)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "--ttl") {
+			t.Errorf("--ttl %s: exit %d, stderr %q; want 125 and one line about --ttl", ttl, code, stderr)
+		}
+		for _, net := range []string{"dial", "refused", "unavailable", "no answer", "HTTP"} {
+			if strings.Contains(lines[0], net) {
+				t.Errorf("--ttl %s: the message is about the network (%q), not the TTL: %q", ttl, net, lines[0])
+			}
+		}
+		if took := time.Since(t0); took > 5*time.Second {
+			t.Errorf("--ttl %s: took %v to refuse", ttl, took)
+		}
+		t.Logf("--ttl %s: %s", ttl, lines[0])
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child was started")
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connection(s) to the store; want none", n)
+	}
+}
+
+// azSecretForms returns the forms in which secret might leak: itself, URL-
+// escaped, and long enough pieces of it.
+func azSecretForms(secret string) []string {
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	if len(secret) >= 24 {
+		forms = append(forms, secret[:12], secret[len(secret)-12:], secret[len(secret)/2-6:len(secret)/2+6])
+	}
+	return forms
+}
+
+func azAssertNoSecret(t *testing.T, what, out string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		for _, f := range azSecretForms(s) {
+			if strings.Contains(out, f) {
+				t.Errorf("%s shows the secret (%q): %s", what, f, out)
+			}
+		}
+	}
+}
+
+// azStatus runs `leaderrun status ARGS` and returns its exit code, stdout and stderr.
+func azStatus(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(lrBin, append([]string{"status"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// Keys and SAS signatures never appear in stderr or status output: a wrong
+// key (refused: exit 125, one line), the right key at -v in text and json, a
+// working account SAS in the URL, and a forged one.
+func TestAzureSecretsNotShown(t *testing.T) {
+	t.Parallel()
+	ep, _ := azShared(t, "")
+	wrongKey := base64.StdEncoding.EncodeToString([]byte("not-the-devstoreaccount1-key-but-valid-base64!"))
+	marker := filepath.Join(t.TempDir(), "started")
+
+	t.Run("wrong key", func(t *testing.T) {
+		t.Parallel()
+		store := azStoreURL(ep, azContainer(), "")
+		for _, format := range []string{"text", "json"} {
+			code, stderr := runLR(t, azEnv(wrongKey), "--store", store, "--log-format", format, "--", "touch", marker)
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			if code != 125 || len(lines) != 1 || !strings.Contains(stderr, "403") {
+				t.Errorf("%s: exit %d, stderr %q; want 125 and one line saying access was denied (403)", format, code, stderr)
+			}
+			azAssertNoSecret(t, format+" stderr", stderr, wrongKey, azDevKey)
+			code, _, stderr = azStatus(t, azEnv(wrongKey), "--store", store, "x")
+			if code != 125 {
+				t.Errorf("status with a wrong key: exit %d; want 125 (%s)", code, stderr)
+			}
+			azAssertNoSecret(t, "status stderr", stderr, wrongKey, azDevKey)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the child was started")
+		}
+	})
+
+	t.Run("right key verbose", func(t *testing.T) {
+		t.Parallel()
+		store := azStoreURL(ep, azContainer(), "")
+		for _, format := range []string{"text", "json"} {
+			code, stderr := runLR(t, azEnv(azDevKey), "-v", "--store", store, "--log-format", format, "--name", "k", "--", "true")
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", format, code, stderr)
+			}
+			azAssertNoSecret(t, format+" stderr", stderr, azDevKey)
+		}
+		leader, _ := holdLease(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "k")
+		for _, args := range [][]string{{"--store", store, "k"}, {"--json", "--store", store, "k"}} {
+			code, out, stderr := azStatus(t, azEnv(azDevKey), args...)
+			if code != 0 {
+				t.Fatalf("status %v: exit %d: %s%s", args, code, out, stderr)
+			}
+			azAssertNoSecret(t, "status output", out+stderr, azDevKey)
+		}
+		_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+		leader.wait()
+	})
+
+	t.Run("account SAS", func(t *testing.T) {
+		t.Parallel()
+		cred, err := blob.NewSharedKeyCredential(azAccount, azDevKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perms := sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true, List: true}
+		qp, err := sas.AccountSignatureValues{
+			Protocol:      sas.ProtocolHTTPSandHTTP,
+			ExpiryTime:    time.Now().Add(time.Hour).UTC(),
+			Permissions:   perms.String(),
+			ResourceTypes: (&sas.AccountResourceTypes{Service: true, Container: true, Object: true}).String(),
+		}.SignWithSharedKey(cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := qp.Signature()
+		store := azStoreURL(ep, azContainer(), qp.Encode())
+		noKey := azEnv("") // the SAS is the only credential
+		for _, format := range []string{"text", "json"} {
+			code, stderr := runLR(t, noKey, "-v", "--store", store, "--log-format", format, "--name", "s", "--", "true")
+			if code != 0 {
+				t.Fatalf("%s with an account SAS: exit %d: %s", format, code, stderr)
+			}
+			if !strings.Contains(stderr, "SAS token from the store URL") {
+				t.Errorf("%s: -v does not say the URL's SAS is used: %s", format, stderr)
+			}
+			azAssertNoSecret(t, format+" stderr", stderr, sig)
+		}
+		leader, _ := holdLease(t, append(noKey, "LEADERRUN_STORE="+store), "s")
+		for _, args := range [][]string{{"--store", store, "s"}, {"--json", "--store", store, "s"}} {
+			code, out, stderr := azStatus(t, noKey, args...)
+			if code != 0 {
+				t.Fatalf("status %v: exit %d: %s%s", args, code, out, stderr)
+			}
+			azAssertNoSecret(t, "status output", out+stderr, sig)
+		}
+		_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+		leader.wait()
+
+		// A forged signature: refused with one line that does not quote it.
+		forged := base64.StdEncoding.EncodeToString([]byte("forged-signature-forged-signature"))
+		bad := strings.Replace(qp.Encode(), "sig="+url.QueryEscape(sig), "sig="+url.QueryEscape(forged), 1)
+		if bad == qp.Encode() {
+			t.Fatalf("could not find sig= in %s", qp.Encode())
+		}
+		code, stderr := runLR(t, noKey, "--store", azStoreURL(ep, azContainer(), bad), "--", "touch", marker)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != 125 || len(lines) != 1 {
+			t.Errorf("forged SAS: exit %d, stderr %q; want 125 and one line", code, stderr)
+		}
+		azAssertNoSecret(t, "forged SAS stderr", stderr, forged, sig)
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the child was started")
+		}
+	})
+}
+
+// status --json: holder and token while held (exit 0), free (exit 3) before
+// the container exists and after the leader released it.
+func TestAzureStatus(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "")
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	if code, m := statusJSON(t, env, "st"); code != 3 || m["held"] != false {
+		t.Fatalf("status of a lease in a missing container: %d %v; want 3 and held=false", code, m)
+	}
+	leader, _ := holdLease(t, env, "st", "--holder", "web-2:4411")
+	code, m := statusJSON(t, env, "st")
+	if code != 0 || m["held"] != true || m["holder"] != "web-2:4411" || m["token"] != float64(1) || m["since"] == nil {
+		t.Fatalf("status while held: %d %v; want 0, holder web-2:4411, token 1", code, m)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+	if code, m := statusJSON(t, env, "st"); code != 3 || m["held"] != false {
+		t.Fatalf("status after release: %d %v; want 3 and held=false", code, m)
+	}
+	// The next holder gets the next token.
+	leader, _ = holdLease(t, env, "st", "--holder", "web-3")
+	if code, m := statusJSON(t, env, "st"); code != 0 || m["holder"] != "web-3" || m["token"] != float64(2) {
+		t.Fatalf("status of the second holder: %d %v; want holder web-3, token 2", code, m)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+}
