@@ -49,4 +49,4 @@ if [ -x scripts/bench-redis.sh ]; then
 fi
 
 # Azure store (its own Azurite, stopped by PID): scripts/bench-azure.sh.
-if [ -x scripts/bench-azure.sh ]; then echo "== 4. azure (scripts/bench-azure.sh, private Azurite)"; scripts/bench-azure.sh || echo "   scripts/bench-azure.sh failed; the results above stand" >&2; fi
+if [ -x scripts/bench-azure.sh ]; then echo "== 5. Azure store (scripts/bench-azure.sh)"; scripts/bench-azure.sh || echo "   scripts/bench-azure.sh failed; the results above stand" >&2; fi

@@ -46,7 +46,7 @@
 // other TTL before contacting Azure. Every call is bounded by
 // Options.CallTimeout (and the caller's context): the SDK retries once, with a
 // per-try timeout of half the call timeout. Wait polls the blob's lease state
-// every PollInterval plus up to as much again of jitter.
+// every PollInterval on average, jittered ±25% so waiters spread out.
 //
 // # What is not guaranteed
 //
@@ -322,7 +322,9 @@ func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) err
 func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) error {
 	bc := s.blob(name)
 	for {
-		t := time.NewTimer(s.poll + rand.N(s.poll))
+		// ±25% around the interval: the mean stays the configured poll, so a
+		// clean handover takes about one poll, not one and a half.
+		t := time.NewTimer(s.poll*3/4 + rand.N(s.poll/2+1))
 		select {
 		case <-ctx.Done():
 			t.Stop()
