@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -131,88 +130,13 @@ func azBreak(t *testing.T, endpoint, container, name string) {
 	}
 }
 
-// azRenewals returns the wall times at which the renewals leaderrun
-// confirmed (-v --log-format json, event "renewed") were sent.
-func azRenewals(t *testing.T, p *lr) []time.Time {
-	t.Helper()
-	var sent []time.Time
-	for _, l := range p.stderrLines() {
-		var m struct{ Event, Sent string }
-		if json.Unmarshal([]byte(l), &m) != nil || m.Event != "renewed" {
-			continue
-		}
-		ts, err := time.Parse(time.RFC3339Nano, m.Sent)
-		if err != nil {
-			t.Fatalf("renewed event with bad sent %q: %v", m.Sent, err)
-		}
-		sent = append(sent, ts)
-	}
-	return sent
-}
-
-// azLast decodes leaderrun's final stderr line (--log-format json).
-func azLast(t *testing.T, p *lr) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(p.lastLine()), &m); err != nil {
-		t.Fatalf("final stderr line %q is not JSON: %v", p.lastLine(), err)
-	}
-	return m
-}
-
-// azWaitStderr waits until leaderrun's stderr contains s.
-func azWaitStderr(t *testing.T, p *lr, s string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(p.stderr.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stderr never said %q within %v: %s", s, within, p.stderr.String())
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("leaderrun exited before saying %q: %s", s, p.stderr.String())
-		case <-time.After(5 * time.Millisecond): // polling stderr: there is no event for it
-		}
-	}
-}
-
-// azDeathTime polls /proc until pid is gone and returns when it noticed.
-func azDeathTime(t *testing.T, pid int, within time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive after %v", pid, within)
-		}
-		time.Sleep(time.Millisecond) // polling /proc: no event for another process's death
-	}
-	return time.Now()
-}
-
 // 5 instances race on a container and blob that do not exist yet, all
 // waiting: the create races are harmless, every instance runs once, never
 // two at a time, tokens strictly increase.
 func TestAzureManyInstancesNoOverlap(t *testing.T) {
 	t.Parallel()
 	_, store := azShared(t, "poll=200ms")
-	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-	marks := filepath.Join(t.TempDir(), "marks")
-	const n = 5
-	ps := make([]*lr, n)
-	for i := range ps {
-		ps[i] = start(t, env, append([]string{"--name", "crowd", "--"}, markChild(marks, "sleep 0.05")...)...)
-	}
-	for i, p := range ps {
-		if c := p.wait(); c != 0 {
-			t.Fatalf("instance %d exited %d: %s", i, c, p.stderr.String())
-		}
-		if s := p.stderr.String(); strings.Contains(s, "panic") || strings.Contains(s, "goroutine ") {
-			t.Fatalf("instance %d crashed: %s", i, s)
-		}
-	}
-	if runs := checkMarks(t, marks); runs != n {
-		t.Fatalf("%d runs; want %d", runs, n)
-	}
+	runCrowd(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "crowd", 5, "sleep 0.05")
 }
 
 // --wait 0 against a held lease: exit 75, one line naming the holder, the
@@ -255,7 +179,7 @@ func TestAzureBrokenLeaseStopsChild(t *testing.T) {
 	if code != 124 {
 		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
 	}
-	last := azLast(t, leader)
+	last := lastJSON(t, leader)
 	if last["event"] != "lost" || last["exit_code"] != float64(124) || !strings.Contains(fmt.Sprint(last["msg"]), "lost") {
 		t.Fatalf("final line %v; want event lost, exit_code 124", last)
 	}
@@ -289,19 +213,19 @@ func TestAzureStoreKilledStopsChildBeforeExpiry(t *testing.T) {
 		t.Fatalf("child said %q", f)
 	}
 	child, _ := strconv.Atoi(f[1])
-	azWaitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
+	waitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
 	if err := syscall.Kill(azPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	died := azDeathTime(t, child, 30*time.Second)
+	died := waitGone(t, child, 30*time.Second)
 	if code := leader.wait(); code != 124 {
 		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
 	}
-	if last := azLast(t, leader); last["event"] != "lost" || last["exit_code"] != float64(124) {
+	if last := lastJSON(t, leader); last["event"] != "lost" || last["exit_code"] != float64(124) {
 		t.Fatalf("final line %v; want event lost, exit_code 124", last)
 	}
-	sent := azRenewals(t, leader)
+	sent := renewalsSent(t, leader)
 	if len(sent) == 0 {
 		t.Fatalf("no renewed event: %s", leader.stderr.String())
 	}
@@ -325,9 +249,9 @@ func TestAzureLeaderKilledFailover(t *testing.T) {
 	_, store := azShared(t, "poll=200ms")
 	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
 	leader, child := holdLease(t, env, "crash", "-v", "--log-format", "json", "--renew-every", "1s")
-	azWaitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
+	waitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
 	waiter := start(t, env, "--name", "crash", "--", "date", "+%s%N")
-	azWaitStderr(t, waiter, "waiting", 10*time.Second)
+	waitStderr(t, waiter, "waiting", 10*time.Second)
 	_ = leader.cmd.Process.Kill()
 	killed := time.Now()
 	leader.wait()
@@ -340,7 +264,7 @@ func TestAzureLeaderKilledFailover(t *testing.T) {
 	if c := waiter.wait(); c != 0 {
 		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
 	}
-	sent := azRenewals(t, leader)
+	sent := renewalsSent(t, leader)
 	if len(sent) == 0 {
 		t.Fatal("no renewed event from the leader")
 	}
@@ -395,7 +319,7 @@ func azHandoverOnce(t *testing.T, env []string) time.Duration {
 		t.Fatalf("leader's child said %q, %v (stderr %s)", l, err, lerr.String())
 	}
 	waiter := start(t, env, "--name", "handover", "--", "date", "+%s%N")
-	azWaitStderr(t, waiter, "waiting", 10*time.Second)
+	waitStderr(t, waiter, "waiting", 10*time.Second)
 	t0 := time.Now()
 	in.Close() // the leader's child reads EOF and exits
 	ns, err := strconv.ParseInt(waiter.line(), 10, 64)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,30 +15,7 @@ import (
 // 20 instances started at once on one name, all waiting: every one runs,
 // never two at a time, and tokens strictly increase in run order.
 func TestFileManyInstancesNoOverlap(t *testing.T) {
-	store := fileStore(t)
-	marks := filepath.Join(t.TempDir(), "marks")
-	const n = 20
-	var wg sync.WaitGroup
-	codes := make([]int, n)
-	stderrs := make([]string, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p := start(t, []string{"LEADERRUN_STORE=" + store}, append([]string{"--name", "crowd", "--"}, markChild(marks, "sleep 0.02")...)...)
-			codes[i] = p.wait()
-			stderrs[i] = p.stderr.String()
-		}(i)
-	}
-	wg.Wait()
-	for i, c := range codes {
-		if c != 0 {
-			t.Fatalf("instance %d exited %d: %s", i, c, stderrs[i])
-		}
-	}
-	if runs := checkMarks(t, marks); runs != n {
-		t.Fatalf("%d runs; want %d", runs, n)
-	}
+	runCrowd(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "crowd", 20, "sleep 0.02")
 }
 
 // holdLease starts a leader whose child prints "ready PID" and then sleeps
@@ -135,13 +111,7 @@ func TestFileSignalWhileWaiting(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "started")
 	waiter := start(t, env, "--name", "queue", "--", "touch", marker)
 	// The waiter announces that it waits; then it gets SIGTERM.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(waiter.stderr.String(), "waiting") {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiter never said it was waiting: %q", waiter.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling the waiter's stderr
-	}
+	waitStderr(t, waiter, "waiting", 30*time.Second)
 	_ = waiter.cmd.Process.Signal(syscall.SIGTERM)
 	if code := waiter.wait(); code != 143 {
 		t.Fatalf("waiter exit %d; want 143 (stderr: %s)", code, waiter.stderr.String())

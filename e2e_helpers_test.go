@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -80,10 +81,29 @@ func fileStore(t *testing.T) string { return "file://" + t.TempDir() }
 // child's stdout is readable line by line with line().
 func start(t *testing.T, env []string, args ...string) *lr {
 	t.Helper()
+	p, _ := launch(t, env, false, args...)
+	return p
+}
+
+// startStdin is start with a pipe on leaderrun's (and so the child's) stdin.
+func startStdin(t *testing.T, env []string, args ...string) (*lr, io.WriteCloser) {
+	t.Helper()
+	return launch(t, env, true, args...)
+}
+
+func launch(t *testing.T, env []string, withStdin bool, args ...string) (*lr, io.WriteCloser) {
+	t.Helper()
 	p := &lr{t: t, done: make(chan struct{})}
 	p.cmd = exec.Command(lrBin, args...)
 	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	p.cmd.Stderr = &p.stderr
+	var in io.WriteCloser
+	if withStdin {
+		var err error
+		if in, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +113,7 @@ func start(t *testing.T, env []string, args ...string) *lr {
 		t.Fatal(err)
 	}
 	go func() {
-		// Drain stdout only after the test stopped reading lines is not
-		// needed: Wait closes the pipe once the process exits.
+		// Wait closes the stdout pipe once the process exits.
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
@@ -106,7 +125,30 @@ func start(t *testing.T, env []string, args ...string) *lr {
 			<-p.done
 		}
 	})
-	return p
+	return p, in
+}
+
+// runCrowd starts n instances at once on one lease name, each running a
+// child that marks its start and end around work, and checks that all exit
+// 0 without crashing, none overlapped, and tokens strictly increased.
+func runCrowd(t *testing.T, env []string, name string, n int, work string) {
+	t.Helper()
+	marks := filepath.Join(t.TempDir(), "marks")
+	ps := make([]*lr, n)
+	for i := range ps {
+		ps[i] = start(t, env, append([]string{"--name", name, "--"}, markChild(marks, work)...)...)
+	}
+	for i, p := range ps {
+		if c := p.wait(); c != 0 {
+			t.Fatalf("instance %d exited %d: %s", i, c, p.stderr.String())
+		}
+		if s := p.stderr.String(); strings.Contains(s, "panic") || strings.Contains(s, "goroutine ") {
+			t.Fatalf("instance %d crashed: %s", i, s)
+		}
+	}
+	if runs := checkMarks(t, marks); runs != n {
+		t.Fatalf("%d runs; want %d", runs, n)
+	}
 }
 
 // line reads one line the child printed on stdout.
@@ -183,16 +225,76 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// waitGone waits until pid no longer runs.
-func waitGone(t *testing.T, pid int, within time.Duration) {
+// waitGone waits until pid no longer runs and returns when it noticed.
+func waitGone(t *testing.T, pid int, within time.Duration) time.Time {
+	t.Helper()
+	select {
+	case at := <-deathWatch(pid):
+		return at
+	case <-time.After(within):
+		t.Fatalf("process %d still alive after %v", pid, within)
+		return time.Time{}
+	}
+}
+
+// deathWatch polls /proc for pid every millisecond (there is no event for
+// the death of a process that is not our child) and sends the wall time at
+// which it was first seen gone or a zombie. The goroutine ends with pid.
+func deathWatch(pid int) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		for alive(pid) {
+			time.Sleep(time.Millisecond)
+		}
+		ch <- time.Now()
+	}()
+	return ch
+}
+
+// waitStderr waits until leaderrun's stderr contains s.
+func waitStderr(t *testing.T, p *lr, s string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive after %v", pid, within)
+	for !strings.Contains(p.stderr.String(), s) {
+		select {
+		case <-p.done:
+			t.Fatalf("leaderrun exited before saying %q: %s", s, p.stderr.String())
+		default:
 		}
-		time.Sleep(5 * time.Millisecond) // polling /proc: there is no event for another process's death
+		if time.Now().After(deadline) {
+			t.Fatalf("leaderrun did not say %q in %v: %s", s, within, p.stderr.String())
+		}
+		time.Sleep(2 * time.Millisecond) // polling stderr: there is no event for it
 	}
+}
+
+// renewalsSent returns the send times of the renewals leaderrun confirmed
+// (the "sent" of each "renewed" event; needs -v --log-format json).
+func renewalsSent(t *testing.T, p *lr) []time.Time {
+	t.Helper()
+	var sent []time.Time
+	for _, l := range p.stderrLines() {
+		var m struct{ Event, Sent string }
+		if json.Unmarshal([]byte(l), &m) != nil || m.Event != "renewed" {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m.Sent)
+		if err != nil {
+			t.Fatalf("renewed event with a bad sent time: %q", l)
+		}
+		sent = append(sent, ts)
+	}
+	return sent
+}
+
+// lastJSON decodes leaderrun's final stderr line (--log-format json).
+func lastJSON(t *testing.T, p *lr) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(p.lastLine()), &m); err != nil {
+		t.Fatalf("final stderr line %q is not JSON: %v", p.lastLine(), err)
+	}
+	return m
 }
 
 // markChild is a shell child that appends "start PID TOKEN" and "end PID" to

@@ -6,17 +6,13 @@ package main
 // start a private server with scripts/redis.sh and stop it by PID.
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,96 +78,12 @@ func redisE2ECLI(t *testing.T, addr string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// redisE2EWaitStderr waits until p's stderr contains s (leaderrun has no
-// other way to tell that it reached a state, e.g. "waiting").
-func redisE2EWaitStderr(t *testing.T, p *lr, s string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(p.stderr.String(), s) {
-		select {
-		case <-p.done:
-			t.Fatalf("leaderrun exited before saying %q: %s", s, p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaderrun did not say %q in %v: %s", s, within, p.stderr.String())
-		}
-		time.Sleep(2 * time.Millisecond) // polling leaderrun's stderr
-	}
-}
-
-// redisE2EDeathWatch polls /proc for pid every millisecond from a goroutine
-// and returns a channel that yields the wall time at which it was first seen
-// gone (or a zombie).
-func redisE2EDeathWatch(pid int) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	go func() {
-		for alive(pid) {
-			time.Sleep(time.Millisecond) // no event exists for another process's death
-		}
-		ch <- time.Now()
-	}()
-	return ch
-}
-
-// redisE2ERenewals returns the "sent" times of every "renewed" JSON event.
-func redisE2ERenewals(t *testing.T, stderr string) []time.Time {
-	t.Helper()
-	var sent []time.Time
-	for _, l := range strings.Split(stderr, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) != nil || m["event"] != "renewed" {
-			continue
-		}
-		s, _ := m["sent"].(string)
-		ts, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatalf("renewed event with a bad sent time: %q", l)
-		}
-		sent = append(sent, ts)
-	}
-	return sent
-}
-
-// redisE2ELast decodes leaderrun's final JSON stderr line.
-func redisE2ELast(t *testing.T, p *lr) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(p.lastLine()), &m); err != nil {
-		t.Fatalf("final stderr line %q is not JSON: %v", p.lastLine(), err)
-	}
-	return m
-}
-
 // 20 instances started at once on one name, all waiting: every one runs,
 // never two at a time, tokens strictly increase in run order.
 func TestRedisManyInstancesNoOverlap(t *testing.T) {
 	t.Parallel()
 	_, env := redisE2EShared(t)
-	name := redisE2EName(t, "crowd")
-	marks := filepath.Join(t.TempDir(), "marks")
-	const n = 20
-	var wg sync.WaitGroup
-	codes := make([]int, n)
-	stderrs := make([]string, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p := start(t, env, append([]string{"--name", name, "--"}, markChild(marks, "sleep 0.02")...)...)
-			codes[i] = p.wait()
-			stderrs[i] = p.stderr.String()
-		}(i)
-	}
-	wg.Wait()
-	for i, c := range codes {
-		if c != 0 {
-			t.Fatalf("instance %d exited %d: %s", i, c, stderrs[i])
-		}
-	}
-	if runs := checkMarks(t, marks); runs != n {
-		t.Fatalf("%d runs; want %d", runs, n)
-	}
+	runCrowd(t, env, redisE2EName(t, "crowd"), 20, "sleep 0.02")
 }
 
 // --wait 0 against a held lease: exit 75, the child never starts.
@@ -236,8 +148,8 @@ func redisE2EServerFault(t *testing.T, sig syscall.Signal, ignoreTerm bool) {
 		t.Fatalf("child said %q", f)
 	}
 	child, _ := strconv.Atoi(f[1])
-	redisE2EWaitStderr(t, p, `"event":"renewed"`, 5*time.Second)
-	died := redisE2EDeathWatch(child)
+	waitStderr(t, p, `"event":"renewed"`, 5*time.Second)
+	died := deathWatch(child)
 	if err := syscall.Kill(serverPID, sig); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +163,7 @@ func redisE2EServerFault(t *testing.T, sig syscall.Signal, ignoreTerm bool) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("child %d still alive after leaderrun exited", child)
 	}
-	sent := redisE2ERenewals(t, p.stderr.String())
+	sent := renewalsSent(t, p)
 	last := sent[len(sent)-1]
 	if last.After(faultAt) {
 		t.Fatalf("a renewal sent after the fault (%v > %v) was confirmed", last, faultAt)
@@ -265,7 +177,7 @@ func redisE2EServerFault(t *testing.T, sig syscall.Signal, ignoreTerm bool) {
 	if b, _ := os.ReadFile(got); !strings.Contains(string(b), "TERM") {
 		t.Fatalf("the child never got the stop signal (SIGTERM)")
 	}
-	m := redisE2ELast(t, p)
+	m := lastJSON(t, p)
 	if m["event"] != "lost" || m["exit_code"] != float64(124) {
 		t.Fatalf("final line %v; want event lost, exit_code 124", m)
 	}
@@ -317,7 +229,7 @@ func TestRedisKeyBrokenStopsChild(t *testing.T) {
 				t.Fatalf("leaderrun took %v to stop the child; want ≤ %v (one renew interval + stop)", took, limit)
 			}
 			t.Logf("%s: stopped and exited %v after the change", tc.name, took.Round(time.Millisecond))
-			m := redisE2ELast(t, p)
+			m := lastJSON(t, p)
 			if m["event"] != "lost" || m["exit_code"] != float64(124) || !strings.Contains(fmt.Sprint(m["msg"]), "lost") {
 				t.Fatalf("final line %v; want event lost, exit_code 124", m)
 			}
@@ -330,37 +242,6 @@ func TestRedisKeyBrokenStopsChild(t *testing.T) {
 			}
 		})
 	}
-}
-
-// redisE2EStartStdin is start() with a pipe on leaderrun's stdin.
-func redisE2EStartStdin(t *testing.T, env []string, args ...string) (*lr, io.WriteCloser) {
-	t.Helper()
-	p := &lr{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(lrBin, args...)
-	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	p.cmd.Stderr = &p.stderr
-	in, err := p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdout = bufio.NewReader(out)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p, in
 }
 
 // A clean exit wakes a waiting instance through the release notification
@@ -377,12 +258,12 @@ func TestRedisCleanHandoverFast(t *testing.T) {
 	name := redisE2EName(t, "hand")
 	var lat []time.Duration
 	for i := 0; i < 5; i++ {
-		leader, stdin := redisE2EStartStdin(t, env, "--name", name, "--", "sh", "-c", "echo ready; read x; exit 0")
+		leader, stdin := startStdin(t, env, "--name", name, "--", "sh", "-c", "echo ready; read x; exit 0")
 		if l := leader.line(); l != "ready" {
 			t.Fatalf("leader's child said %q", l)
 		}
 		waiter := start(t, env, "--name", name, "--wait", "60s", "--", "date", "+%s%N")
-		redisE2EWaitStderr(t, waiter, "waiting", 30*time.Second)
+		waitStderr(t, waiter, "waiting", 30*time.Second)
 		t0 := time.Now()
 		stdin.Close() // the leader's child reads EOF and exits
 		ns, err := strconv.ParseInt(waiter.line(), 10, 64)
@@ -418,7 +299,7 @@ func TestRedisLeaderKilledFailover(t *testing.T) {
 	name := redisE2EName(t, "crash")
 	leader, child := holdLease(t, env, name, "--ttl", ttl.String())
 	waiter := start(t, env, "--name", name, "--ttl", ttl.String(), "--wait", "60s", "--", "date", "+%s%N")
-	redisE2EWaitStderr(t, waiter, "waiting", 30*time.Second)
+	waitStderr(t, waiter, "waiting", 30*time.Second)
 	t0 := time.Now()
 	_ = leader.cmd.Process.Kill()
 	leader.wait()
