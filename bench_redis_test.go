@@ -1,11 +1,10 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -32,46 +31,14 @@ func BenchmarkRedisHandover(b *testing.B) {
 // instance must notice the record's TTL ran out. Reported as a multiple of
 // the TTL (2s), from the kill to the moment the next child runs.
 func BenchmarkRedisFailover(b *testing.B) {
-	env := redisBenchEnv(b)
 	const ttl = 2 * time.Second
-	var ratios []float64
-	for i := 0; i < b.N; i++ {
-		name := "failover-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
-		leader := exec.Command(lrBin, "--name", name, "--ttl", ttl.String(), "--", "sh", "-c", "echo ready; exec sleep 60")
-		leader.Env = append(os.Environ(), env...)
-		lout, _ := leader.StdoutPipe()
-		if err := leader.Start(); err != nil {
-			b.Fatal(err)
-		}
-		buf := make([]byte, 6)
-		if _, err := lout.Read(buf); err != nil {
-			b.Fatal(err)
-		}
-		waiter := exec.Command(lrBin, "--name", name, "--ttl", ttl.String(), "--", "date", "+%s%N")
-		waiter.Env = append(os.Environ(), env...)
-		wout, _ := waiter.StdoutPipe()
-		werr := &lockedBuffer{}
-		waiter.Stderr = werr
-		if err := waiter.Start(); err != nil {
-			b.Fatal(err)
-		}
-		for !strings.Contains(werr.String(), "waiting") {
-			time.Sleep(time.Millisecond) // polling the waiter's stderr until it waits
-		}
-		t0 := time.Now()
+	lat := benchTakeover(b, redisBenchEnv(b), []string{"--ttl", ttl.String()}, func(leader *exec.Cmd, _ io.Closer) {
 		_ = leader.Process.Kill()
 		_ = leader.Wait()
-		line := make([]byte, 64)
-		n, err := wout.Read(line)
-		if err != nil {
-			b.Fatal(err, werr.String())
-		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(string(line[:n])), 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ratios = append(ratios, float64(time.Unix(0, ns).Sub(t0))/float64(ttl))
-		_ = waiter.Wait()
+	})
+	ratios := make([]float64, len(lat))
+	for i, d := range lat {
+		ratios[i] = float64(d) / float64(ttl)
 	}
 	sort.Float64s(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "failover-xTTL-p50")
