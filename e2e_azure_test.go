@@ -26,6 +26,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // Azurite's published development account and key.
@@ -73,39 +74,11 @@ func azStoreURL(endpoint, container, query string) string {
 func azPrivate(t *testing.T) (string, int) {
 	t.Helper()
 	requireEnv(t, "LEADERRUN_TEST_AZURITE") // same skip rule as the shared server
-	dir := t.TempDir()
-	script, err := filepath.Abs(filepath.Join("scripts", "azurite.sh"))
-	if err != nil {
-		t.Fatal(err)
+	env := leasetest.StartServer(t, t.TempDir(), "scripts/azurite.sh")
+	if env["LEADERRUN_TEST_AZURITE"] == "" {
+		t.Fatalf("azurite.sh wrote no endpoint: %v", env)
 	}
-	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
-		t.Fatalf("azurite.sh start: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("azurite.sh stop: %v\n%s", err, out)
-		}
-	})
-	f, err := os.Open(filepath.Join(dir, "env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ep string
-	pid := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		switch k {
-		case "LEADERRUN_TEST_AZURITE":
-			ep = v
-		case "LEADERRUN_TEST_AZURITE_PID":
-			pid, _ = strconv.Atoi(v)
-		}
-	}
-	if ep == "" || pid == 0 {
-		t.Fatalf("azurite.sh wrote no endpoint or PID in %s/env", dir)
-	}
-	return strings.TrimRight(ep, "/"), pid
+	return strings.TrimRight(env["LEADERRUN_TEST_AZURITE"], "/"), leasetest.ServerPID(t, env, "LEADERRUN_TEST_AZURITE_PID")
 }
 
 // azBreak breaks the lease on NAME.lease with break period 0, as an operator

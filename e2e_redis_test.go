@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // redisE2EName is a lease name unique to this test and process, so tests on
@@ -36,33 +38,11 @@ func redisE2EShared(t *testing.T) (addr string, env []string) {
 func redisE2EPrivate(t *testing.T) (addr string, pid int) {
 	t.Helper()
 	requireEnv(t, "LEADERRUN_TEST_REDIS") // the same prerequisites as the shared server
-	dir := t.TempDir()
-	out, err := exec.Command("scripts/redis.sh", "start", dir, "single").CombinedOutput()
-	if err != nil {
-		t.Fatalf("scripts/redis.sh start: %v: %s", err, out)
+	env := leasetest.StartServer(t, t.TempDir(), "scripts/redis.sh", "single")
+	if env["LEADERRUN_TEST_REDIS"] == "" {
+		t.Fatalf("scripts/redis.sh wrote no address: %v", env)
 	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("scripts/redis.sh", "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("scripts/redis.sh stop: %v: %s", err, out)
-		}
-	})
-	b, err := os.ReadFile(filepath.Join(dir, "env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(l, "=")
-		switch k {
-		case "LEADERRUN_TEST_REDIS":
-			addr = v
-		case "LEADERRUN_TEST_REDIS_PID":
-			pid, _ = strconv.Atoi(v)
-		}
-	}
-	if addr == "" || pid <= 0 {
-		t.Fatalf("scripts/redis.sh wrote no address or PID: %q", b)
-	}
-	return addr, pid
+	return env["LEADERRUN_TEST_REDIS"], leasetest.ServerPID(t, env, "LEADERRUN_TEST_REDIS_PID")
 }
 
 // redisE2ECLI runs redis-cli against addr and returns its trimmed output.

@@ -1,16 +1,12 @@
 package bloblease
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,40 +38,11 @@ func azurite(t *testing.T) string {
 func privateAzurite(t *testing.T) (string, int) {
 	t.Helper()
 	azurite(t) // same skip rule
-	dir := t.TempDir()
-	script, err := filepath.Abs("../../scripts/azurite.sh")
-	if err != nil {
-		t.Fatal(err)
+	env := leasetest.StartServer(t, t.TempDir(), "../../scripts/azurite.sh")
+	if env[envAzurite] == "" {
+		t.Fatalf("azurite.sh wrote no endpoint: %v", env)
 	}
-	out, err := exec.Command(script, "start", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("azurite.sh start: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("azurite.sh stop: %v\n%s", err, out)
-		}
-	})
-	f, err := os.Open(filepath.Join(dir, "env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ep string
-	pid := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		switch k {
-		case envAzurite:
-			ep = v
-		case envAzurite + "_PID":
-			pid, _ = strconv.Atoi(v)
-		}
-	}
-	if ep == "" || pid == 0 {
-		t.Fatalf("azurite.sh wrote no endpoint or PID in %s/env", dir)
-	}
-	return ep, pid
+	return env[envAzurite], leasetest.ServerPID(t, env, envAzurite+"_PID")
 }
 
 // freshContainer returns a container name no other test uses.

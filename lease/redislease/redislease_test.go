@@ -1,13 +1,10 @@
 package redislease_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,42 +26,11 @@ func private(t *testing.T) (addr string, pid int) {
 	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("CI") == "" {
 		t.Skip("redis-server not installed")
 	}
-	dir := t.TempDir()
-	script, err := filepath.Abs("../../scripts/redis.sh")
-	if err != nil {
-		t.Fatal(err)
+	env := leasetest.StartServer(t, t.TempDir(), "../../scripts/redis.sh")
+	if env["LEADERRUN_TEST_REDIS"] == "" {
+		t.Fatalf("redis.sh wrote no address: %v", env)
 	}
-	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
-		t.Fatalf("redis.sh start: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("redis.sh stop: %v\n%s", err, out)
-		}
-	})
-	env := readEnv(t, filepath.Join(dir, "env"))
-	pid, err = strconv.Atoi(env["LEADERRUN_TEST_REDIS_PID"])
-	if err != nil || env["LEADERRUN_TEST_REDIS"] == "" {
-		t.Fatalf("bad env file: %v", env)
-	}
-	return env["LEADERRUN_TEST_REDIS"], pid
-}
-
-func readEnv(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			env[k] = v
-		}
-	}
-	return env
+	return env["LEADERRUN_TEST_REDIS"], leasetest.ServerPID(t, env, "LEADERRUN_TEST_REDIS_PID")
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
@@ -28,12 +29,7 @@ func TestTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ca := writeCerts(t, filepath.Join(dir, "tls"))
-	script, _ := filepath.Abs("../../scripts/redis.sh")
-	if out, err := exec.Command(script, "start", dir, "tls").CombinedOutput(); err != nil {
-		t.Fatalf("redis.sh start tls: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command(script, "stop", dir).Run() })
-	addr := readEnv(t, filepath.Join(dir, "env"))["LEADERRUN_TEST_REDIS_TLS"]
+	addr := leasetest.StartServer(t, dir, "../../scripts/redis.sh", "tls")["LEADERRUN_TEST_REDIS_TLS"]
 
 	s := open(t, "rediss://"+addr+"/0?ca="+ca, redislease.Options{CallTimeout: time.Second})
 	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "tls", Holder: "a", ID: lease.NewID(), TTL: time.Second})
