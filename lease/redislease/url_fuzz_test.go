@@ -1,0 +1,130 @@
+package redislease
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// secretLike reports whether s is worth checking for in output: long enough
+// that it cannot appear by chance in a fixed message, and alphanumeric, so
+// swapping it for another string of the same kind keeps the URL's shape.
+func secretLike(s string) bool {
+	if len(s) < 8 || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzParseURL feeds parseURL a URL with a password in a credential
+// position (":PASSWORD@") amid arbitrary text, for every scheme. It must
+// never panic, every error must wrap lease.ErrConfig, and no error, no
+// display string may contain the password (issue 13 item 3). The env
+// password (REDISCLI_AUTH) is checked the same way.
+func FuzzParseURL(f *testing.F) {
+	seeds := [][3]string{
+		{"redis://u", "S3cr3tPassw0rd", "127.0.0.1:6379/0"},
+		{"redis:/", "S3cr3tPassw0rd", "127.0.0.1:6379"},
+		{"redis::/", "S3cr3tPassw0rd", "h"},
+		{"redis", "S3cr3tPassw0rd", "h"},
+		{"redis//u", "S3cr3tPassw0rd", "h"},
+		{"rediss://u", "S3cr3tPassw0rd", "h:6380?servername=x"},
+		{"redis+sentinel://", "S3cr3tPassw0rd", "s1,s2:26379/mymaster/2"},
+		{"redis+cluster://u", "S3cr3tPassw0rd", "h1:7000,h2:7001"},
+		{"unix://u", "S3cr3tPassw0rd", "/tmp/redis.sock?db=1"},
+		{"redis://u", "S3cr3tPassw0rd", "h:99999"},
+		{"redis://u", "S3cr3tPassw0rd", "h/x?db=1"},
+		{"redis://u", "S3cr3tPassw0rd", "h?S3cr3t=1"},
+		{"redis://u", "S3cr3tPassw0rd", "h:6379/notadb"},
+		{"REDIS+CLUSTER://", "S3cr3tPassw0rd", "h/0"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1], s[2], "")
+	}
+	f.Add("redis://", "S3cr3tPassw0rd", "h:6379", "Env0Passw0rdX")
+	f.Fuzz(func(t *testing.T, before, pass, after, envPass string) {
+		if !secretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
+			return
+		}
+		getenv := func(k string) string {
+			if k == EnvPassword || k == EnvSentinelPassword {
+				return envPass
+			}
+			return ""
+		}
+		raw := before + ":" + pass + "@" + after
+		c, err := parseURL(raw, getenv)
+		out := ""
+		if err != nil {
+			if !errors.Is(err, lease.ErrConfig) {
+				t.Fatalf("parseURL(%q) error %v does not wrap lease.ErrConfig", raw, err)
+			}
+			out = err.Error()
+		} else {
+			out = c.display
+			for _, s := range []string{c.opts.Password, c.opts.SentinelPassword} {
+				if s != "" && !contains(c.secrets, s) {
+					t.Fatalf("parseURL(%q): password %q missing from secrets", raw, s)
+				}
+			}
+		}
+		// A fixed part of the message might spell the string by chance:
+		// the same URL with another password of the same shape tells.
+		other := strings.Repeat("Q", len(pass))
+		_, err2 := parseURL(before+":"+other+"@"+after, getenv)
+		fixed := err2 != nil && strings.Contains(err2.Error(), pass)
+		if strings.Contains(out, pass) && !fixed {
+			t.Fatalf("parseURL(%q): output %q contains the password", raw, out)
+		}
+		if secretLike(envPass) && strings.Contains(out, envPass) && !strings.Contains(raw, envPass) {
+			t.Fatalf("parseURL(%q): output %q contains the environment password", raw, out)
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzHolderOf checks the decoder of the Redis holder record: any value
+// (a foreign or corrupt key included) decodes without panicking, and a
+// record written the way acquire.lua writes it reads back field for field.
+func FuzzHolderOf(f *testing.F) {
+	f.Add(`{"holder":"h:1","id":"0123456789abcdef0123456789abcdef","token":7,"since":"2026-01-02T03:04:05.123456Z","ttl_ms":3000}`, int64(2500), "h:1", uint64(7), int64(3000))
+	f.Add(`{"holder":"h","token":1e+15}`, int64(-2), "host:42", uint64(999999999999999), int64(15000))
+	f.Add(`not json`, int64(-1), "", uint64(0), int64(0))
+	f.Add(`{"holder":"\u001b[31mred","token":-1}`, int64(0), "a\x1b[31m", uint64(1<<53), int64(1))
+	f.Fuzz(func(t *testing.T, raw string, pttl int64, holder string, token uint64, ttlMS int64) {
+		h := holderOf("job", raw, pttl)
+		if h.Name != "job" {
+			t.Fatalf("holderOf(%q) lost the name: %+v", raw, h)
+		}
+		if pttl > 0 && h.Remaining != time.Duration(pttl)*time.Millisecond || pttl <= 0 && h.Remaining != 0 {
+			t.Fatalf("holderOf(_, %d) Remaining = %v", pttl, h.Remaining)
+		}
+		since := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+		b, err := json.Marshal(record{Holder: holder, ID: "0123456789abcdef0123456789abcdef", Token: token, Since: since.Format(time.RFC3339Nano), TTLms: ttlMS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := holderOf("job", string(b), 0)
+		want := strings.ToValidUTF8(holder, "\uFFFD")
+		if got.Holder != want || got.Token != token || !got.Since.Equal(since) || got.TTL != time.Duration(ttlMS)*time.Millisecond {
+			t.Fatalf("holderOf(%s) = %+v, want holder %q token %d since %v ttl %dms", b, got, want, token, since, ttlMS)
+		}
+	})
+}
