@@ -8,8 +8,10 @@
 #                                    LEADERRUN_TEST_AZURITE_PID=PID
 #   scripts/azurite.sh stop DIR    stop the instance recorded in DIR/env, by its PID only
 #
-# The instance keeps everything in memory, so nothing survives a stop. It serves the
-# well-known development account devstoreaccount1 with its published key.
+# The instance keeps everything in memory, so nothing survives a stop; with
+# AZURITE_LOCATION=DIR set, it keeps its data in DIR instead (scripts/chaos.sh restarts
+# it with its data). It serves the well-known development account devstoreaccount1
+# with its published key.
 set -euo pipefail
 
 AZURITE_VERSION=3.37.0
@@ -52,10 +54,12 @@ start() {
 	local dir=$1 port pid i
 	mkdir -p "$dir"
 	install
+	local persist=(--inMemoryPersistence)
+	[ -n "${AZURITE_LOCATION:-}" ] && persist=(--location "$AZURITE_LOCATION")
 	for attempt in 1 2 3; do
 		port=$(free_port)
 		AZURITE_SKIP_API_VERSION_CHECK=true "$bin" --blobHost 127.0.0.1 --blobPort "$port" \
-			--inMemoryPersistence --skipApiVersionCheck --loose --silent \
+			"${persist[@]}" --skipApiVersionCheck --loose --silent \
 			>"$dir/azurite.log" 2>&1 </dev/null &
 		pid=$!
 		for i in $(seq 1 100); do

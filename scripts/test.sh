@@ -7,6 +7,10 @@
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
+#
+# The whole suite (no args) ends with a chaos run of 60 s per store
+# (scripts/chaos.sh --store file|redis|azurite 60s, about 3.5 minutes in all);
+# LEADERRUN_CHAOS_DURATION=5m changes the length, =0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
@@ -47,3 +51,20 @@ echo "== go test -race"
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(./...)
 go test -race -count=1 -timeout 9m "${args[@]}"
+
+chaos=${LEADERRUN_CHAOS_DURATION:-60s}
+if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
+	echo "== chaos: $chaos per store"
+	mkdir -p "$work/chaosbin"
+	go build -o "$work/chaosbin/leaderrun" .
+	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
+	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
+	failed=()
+	for store in file redis azurite; do
+		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$chaos" || failed+=("$store")
+	done
+	if [ ${#failed[@]} -gt 0 ]; then
+		echo "chaos run failed on: ${failed[*]}" >&2
+		exit 1
+	fi
+fi
