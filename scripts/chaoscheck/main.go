@@ -145,6 +145,7 @@ type Report struct {
 	OverlapList         []Overlap      `json:"overlap_list,omitempty"`
 	Orphans             int            `json:"orphans"`
 	TokenViolations     int            `json:"token_violations"`
+	TokenResets         int            `json:"token_resets"`
 	TokenViolationList  []string       `json:"token_violation_list,omitempty"`
 	WritesAccepted      int            `json:"writes_accepted"`
 	WritesRejected      int            `json:"writes_rejected"`
@@ -191,7 +192,8 @@ func check(dir string) (*Report, error) {
 	r := &Report{Store: m.Store, Duration: m.Duration, TTL: time.Duration(ttl).String(), Contenders: m.Contenders,
 		Faults: map[string]int{}, WrapperExits: map[string]int{}}
 
-	runs := map[int]*run{} // by child PID (children of one run never share a PID: no reuse within a run is assumed, and checked)
+	runs := map[int]*run{}    // by child PID: the latest run with that PID, while reading runs.log
+	byPID := map[int][]*run{} // every run with that PID (PIDs are reused in a long run), by start
 	var order []*run
 	err = readLines(filepath.Join(dir, "runs.log"), func(rec record) error {
 		switch rec.Ev {
@@ -202,6 +204,7 @@ func check(dir string) (*Report, error) {
 			}
 			x := &run{PID: rec.PID, Wrapper: rec.Wrapper, Contender: rec.Contender, Token: rec.Token, Start: rec.T, Last: rec.T, firstWrite: -1}
 			runs[rec.PID] = x
+			byPID[rec.PID] = append(byPID[rec.PID], x)
 			order = append(order, x)
 		case "end":
 			x := runs[rec.PID]
@@ -218,12 +221,19 @@ func check(dir string) (*Report, error) {
 	}
 
 	var writes []record
+	var writer []*run // writer[i] made writes[i]
 	err = readLines(filepath.Join(dir, "fence.log"), func(rec record) error {
 		if rec.Ev != "write" {
 			return nil
 		}
-		x := runs[rec.PID]
-		if x == nil || rec.T < x.Start {
+		// The run of that PID (and leaderrun) that started last before the write.
+		var x *run
+		for _, c := range byPID[rec.PID] {
+			if c.Start <= rec.T && (rec.Wrapper == 0 || c.Wrapper == rec.Wrapper) {
+				x = c
+			}
+		}
+		if x == nil {
 			return fmt.Errorf("fence write by child %d before its start record", rec.PID)
 		}
 		x.Last = max(x.Last, rec.T)
@@ -231,6 +241,7 @@ func check(dir string) (*Report, error) {
 			x.firstWrite = len(writes)
 		}
 		writes = append(writes, rec)
+		writer = append(writer, x)
 		return nil
 	})
 	if err != nil {
@@ -386,8 +397,12 @@ func check(dir string) (*Report, error) {
 
 	// Token order: every child's token is above every earlier child's.
 	var high uint64
-	var highRun *run
+	var highRun, prev *run
 	for _, x := range order {
+		if prev != nil && x.Token <= prev.Token {
+			r.TokenResets++ // the sequence itself went back (violations count every run until it recovers)
+		}
+		prev = x
 		if highRun != nil && x.Token <= high {
 			r.TokenViolations++
 			msg := fmt.Sprintf("token went back at %v: %s started after %s; %s",
@@ -411,7 +426,7 @@ func check(dir string) (*Report, error) {
 	// already written (the resource then knew of a newer leader).
 	var newest *run
 	for i, w := range writes {
-		x := runs[w.PID]
+		x := writer[i]
 		stale := newest != nil && newest != x && newest.Start > x.Start
 		switch {
 		case w.OK && stale:
@@ -478,7 +493,7 @@ func (r *Report) print(w io.Writer) {
 	fmt.Fprintf(w, "  overlaps             %d: %d after a leaderrun pause > TTL, %d after the store lost the lease, %d unexplained (longest %s)\n",
 		r.Overlaps, r.OverlapsPause, r.OverlapsLost, r.OverlapsUnexplained, r.LongestOverlap)
 	fmt.Fprintf(w, "  orphans              %d\n", r.Orphans)
-	fmt.Fprintf(w, "  token violations     %d\n", r.TokenViolations)
+	fmt.Fprintf(w, "  token violations     %d runs not above every earlier token (the sequence went back %d times)\n", r.TokenViolations, r.TokenResets)
 	fmt.Fprintf(w, "  fenced writes        %d accepted, %d rejected (%d stale writes rejected, %d of the newest leader rejected); %d stale writes accepted\n",
 		r.WritesAccepted, r.WritesRejected, r.StaleRejected, r.NewestRejected, r.StaleAccepted)
 	for _, o := range r.OverlapList {

@@ -87,7 +87,7 @@ func TestCheck(t *testing.T) {
 		{
 			name: "token goes back",
 			logs: twoRuns(5, 1, 400*ms, 410*ms),
-			want: map[string]int{"token_violations": 1, "newest_leader_writes_rejected": 2},
+			want: map[string]int{"token_violations": 1, "token_resets": 1, "newest_leader_writes_rejected": 2},
 			fail: "token went back",
 		},
 		{
