@@ -61,6 +61,10 @@ func FuzzOpenStore(f *testing.F) {
 			}
 		}
 		raw := before + ":" + pass + "@" + after
+		other := strings.Repeat("Q", len(pass))
+		if other == pass {
+			other = strings.Repeat("Z", len(pass))
+		}
 		_, err := openStore(context.Background(), raw, storeOptions{})
 		scheme, _, hasSep := strings.Cut(raw, "://")
 		_, registered := saved[strings.ToLower(scheme)]
@@ -78,11 +82,15 @@ func FuzzOpenStore(f *testing.F) {
 			if !errors.Is(err, lease.ErrConfig) {
 				t.Fatalf("openStore(%q) error %v does not wrap lease.ErrConfig", raw, err)
 			}
-			if strings.Contains(err.Error(), pass) {
+			// Another part of the message (an escaped character) might
+			// spell the string by chance: the same URL with another
+			// password of the same shape tells.
+			_, err2 := openStore(context.Background(), before+":"+other+"@"+after, storeOptions{})
+			if strings.Contains(err.Error(), pass) && (err2 == nil || !strings.Contains(err2.Error(), pass)) {
 				t.Fatalf("openStore(%q): error %q contains the password", raw, err)
 			}
 		}
-		if r := redactURL(raw); strings.Contains(r, pass) {
+		if r := redactURL(raw); strings.Contains(r, pass) && !strings.Contains(redactURL(before+":"+other+"@"+after), pass) {
 			t.Fatalf("redactURL(%q) = %q contains the password", raw, r)
 		}
 	})
