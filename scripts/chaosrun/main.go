@@ -310,8 +310,12 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 
 func (d *driver) close() { d.store.close() }
 
-func (d *driver) fault(kind string, extra map[string]any) {
-	rec := map[string]any{"ev": "fault", "kind": kind, "t": now()}
+func (d *driver) fault(kind string, extra map[string]any) { d.faultAt(now(), kind, extra) }
+
+// faultAt logs a fault stamped t: taken before the signal is sent, logged
+// once it was (a signal to a process that just exited is no fault).
+func (d *driver) faultAt(t int64, kind string, extra map[string]any) {
+	rec := map[string]any{"ev": "fault", "kind": kind, "t": t}
 	for k, v := range extra {
 		rec[k] = v
 	}
@@ -502,8 +506,12 @@ func (d *driver) kill(ctx context.Context, kind string, rng *rand.Rand) error {
 	if p == nil {
 		return nil // nobody to kill: no fault
 	}
-	d.fault(kind, map[string]any{"pid": pid})
-	return p.Signal(syscall.SIGKILL)
+	t := now()
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return nil // it exited meanwhile
+	}
+	d.faultAt(t, kind, map[string]any{"pid": pid})
+	return nil
 }
 
 // pause SIGSTOPs the holder's leaderrun (not its child) for dur.
@@ -515,10 +523,14 @@ func (d *driver) pause(ctx context.Context, kind string, dur time.Duration) erro
 	d.mu.Lock()
 	d.stopped[pid] = true
 	d.mu.Unlock()
-	d.fault(kind, map[string]any{"pid": pid, "phase": "stop", "planned_ns": int64(dur)})
+	t := now()
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		return err
+		d.mu.Lock()
+		delete(d.stopped, pid)
+		d.mu.Unlock()
+		return nil // it exited meanwhile
 	}
+	d.faultAt(t, kind, map[string]any{"pid": pid, "phase": "stop", "planned_ns": int64(dur)})
 	time.Sleep(dur) // not ctx: a pause always ends with SIGCONT
 	err := p.Signal(syscall.SIGCONT)
 	d.fault(kind, map[string]any{"pid": pid, "phase": "cont"})
