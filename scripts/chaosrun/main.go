@@ -531,7 +531,7 @@ func (d *driver) pause(ctx context.Context, kind string, dur time.Duration) erro
 		return nil // it exited meanwhile
 	}
 	d.faultAt(t, kind, map[string]any{"pid": pid, "phase": "stop", "planned_ns": int64(dur)})
-	time.Sleep(dur) // not ctx: a pause always ends with SIGCONT
+	sleepCtx(ctx, dur) // cut short at the end of the run; the log has the real length
 	err := p.Signal(syscall.SIGCONT)
 	d.fault(kind, map[string]any{"pid": pid, "phase": "cont"})
 	d.mu.Lock()

@@ -51,12 +51,12 @@ func waitGoneFor(pid int, d time.Duration) error {
 }
 
 // serverPause SIGSTOPs a store server for dur, logging stop and cont.
-func serverPause(d *driver, pid int, dur time.Duration) error {
+func serverPause(ctx context.Context, d *driver, pid int, dur time.Duration) error {
 	d.fault("store_pause", map[string]any{"pid": pid, "phase": "stop", "planned_ns": int64(dur)})
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	time.Sleep(dur)
+	sleepCtx(ctx, dur) // cut short at the end of the run; the log has the real length
 	err := syscall.Kill(pid, syscall.SIGCONT)
 	d.fault("store_pause", map[string]any{"pid": pid, "phase": "cont"})
 	return err
@@ -129,7 +129,7 @@ func (r *redisFaults) inject(ctx context.Context, kind string, rng *rand.Rand) e
 		}
 		r.paused = true
 		defer func() { r.paused = false }()
-		return serverPause(r.d, r.pid, time.Duration(300+rng.IntN(int(2*r.d.c.ttl/time.Millisecond)))*time.Millisecond)
+		return serverPause(ctx, r.d, r.pid, time.Duration(300+rng.IntN(int(2*r.d.c.ttl/time.Millisecond)))*time.Millisecond)
 	case "key_delete":
 		r.d.fault(kind, nil)
 		return r.client.Del(ctx, "leaderrun:{"+r.d.c.name+"}").Err()
@@ -276,7 +276,7 @@ func (a *azuriteFaults) inject(ctx context.Context, kind string, rng *rand.Rand)
 		}
 		a.paused = true
 		defer func() { a.paused = false }()
-		return serverPause(a.d, a.pid, time.Duration(500+rng.IntN(int(2*a.d.c.ttl/time.Millisecond)))*time.Millisecond)
+		return serverPause(ctx, a.d, a.pid, time.Duration(500+rng.IntN(int(2*a.d.c.ttl/time.Millisecond)))*time.Millisecond)
 	case "lease_break":
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
