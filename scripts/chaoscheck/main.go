@@ -23,7 +23,8 @@
 //     it), and the older child was gone within TTL+1 s of the SIGCONT;
 //   - lost: the store lost the lease under the older child's leaderrun (key
 //     deleted, lock file replaced or deleted, blob lease broken, server
-//     restarted without its data) after the older child started and before
+//     restarted without its data or SIGKILLed with unsaved data) after the
+//     older child started and before
 //     the newer one did, and the older child was gone within TTL+1 s of it
 //     (the holder learns at its next renewal).
 //
@@ -353,7 +354,10 @@ func check(dir string) (*Report, error) {
 	}
 
 	// Overlaps and their causes.
-	lost := map[string]bool{"key_delete": true, "lockfile_replace": true, "lockfile_delete": true, "lease_break": true, "store_restart_empty": true}
+	// store_restart_persist_sigkill: Azurite did not stop on SIGTERM in time
+	// and was SIGKILLed; it autosaves every 5 s, so recent writes are lost.
+	lost := map[string]bool{"key_delete": true, "lockfile_replace": true, "lockfile_delete": true, "lease_break": true,
+		"store_restart_empty": true, "store_restart_persist_sigkill": true}
 	const slack = int64(time.Second)
 	var longest int64
 	for j, b := range order {
