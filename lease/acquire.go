@@ -21,8 +21,38 @@ type AcquireOptions struct {
 	CallTimeout time.Duration
 	// Clock is the deadline clock; nil means BootClock.
 	Clock Clock
-	// Log receives waiting events; nil discards them.
+	// Log receives the store-unavailable retries, and the waiting events
+	// when OnWait is nil; nil discards them.
 	Log *slog.Logger
+	// OnWait, if not nil, is called on Acquire's goroutine when Acquire
+	// starts to wait for a held lease, each time the holder changes, and
+	// every RemindEvery while it waits; it must not block. Nil means an info
+	// line on Log when the wait starts and when the holder changes.
+	OnWait func(WaitEvent)
+	// RemindEvery is the interval of WaitReminder events; 0 means none.
+	RemindEvery time.Duration
+}
+
+// WaitKind says what a WaitEvent reports.
+type WaitKind int
+
+const (
+	// WaitStarted: the lease was found held and Acquire starts waiting.
+	WaitStarted WaitKind = iota + 1
+	// WaitHolderChanged: the lease is now held by another acquisition.
+	WaitHolderChanged
+	// WaitReminder: Acquire is still waiting (every RemindEvery).
+	WaitReminder
+)
+
+// WaitEvent is what Acquire reports to AcquireOptions.OnWait.
+type WaitEvent struct {
+	// Kind says what happened.
+	Kind WaitKind
+	// By is the holder as the store last reported it.
+	By Holder
+	// Waited is how long Acquire has waited so far.
+	Waited time.Duration
 }
 
 // Acquired is a lease just taken, with the Clock reading at which the request
@@ -30,6 +60,9 @@ type AcquireOptions struct {
 type Acquired struct {
 	Lease  Lease
 	SentAt time.Duration
+	// Waited is how long Acquire waited (for a holder or for the store)
+	// before the attempt that won; 0 when the first attempt won.
+	Waited time.Duration
 }
 
 // Acquire takes the lease req.Name from s, waiting as o says. A missing
@@ -58,9 +91,20 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 	}
 	defer cancel()
 
+	onWait := o.OnWait
+	if onWait == nil {
+		onWait = func(ev WaitEvent) {
+			if ev.Kind != WaitReminder {
+				log.Info((&HeldError{By: ev.By}).Error()+"; waiting", "lease", req.Name)
+			}
+		}
+	}
 	var (
 		lastHolder string
-		backoff    time.Duration
+		waited     bool
+		// nextReminder is when the next WaitReminder is due (clock reading).
+		nextReminder time.Duration
+		backoff      time.Duration
 		// firstUnknown is when the earliest attempt whose outcome we never
 		// learnt was sent: if it in fact succeeded, the store's TTL started
 		// then, so validity must count from there. -1: none since the last
@@ -83,7 +127,11 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			if firstUnknown >= 0 {
 				sent = min(sent, firstUnknown)
 			}
-			return &Acquired{Lease: l, SentAt: sent}, nil
+			a := &Acquired{Lease: l, SentAt: sent}
+			if waited {
+				a.Waited = clock.Now() - waitedSince
+			}
+			return a, nil
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case errors.As(err, &held):
@@ -93,20 +141,42 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				return nil, err
 			}
 			if who := held.By.Holder + "/" + fmt.Sprint(held.By.Token); who != lastHolder {
+				kind := WaitHolderChanged
+				if lastHolder == "" {
+					kind = WaitStarted
+					nextReminder = clock.Now() + o.RemindEvery
+				}
 				lastHolder = who
-				log.Info(held.Error()+"; waiting", "lease", req.Name)
+				onWait(WaitEvent{Kind: kind, By: held.By, Waited: clock.Now() - waitedSince})
 			}
-			if err := s.Wait(waitCtx, req.Name, held); err != nil {
+			waited = true
+			// A reminder bounds the store's wait: when it is due, Wait
+			// returns early and the loop tries again, which also refreshes
+			// the holder it reports.
+			remindCtx, remindCancel := waitCtx, context.CancelFunc(func() {})
+			if o.RemindEvery > 0 {
+				remindCtx, remindCancel = context.WithTimeout(waitCtx, max(nextReminder-clock.Now(), 0))
+			}
+			err := s.Wait(remindCtx, req.Name, held)
+			remindCancel()
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
 				if waitCtx.Err() != nil {
 					return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
 				}
-				return nil, err
+				if remindCtx.Err() == nil {
+					return nil, err
+				}
+			}
+			if o.RemindEvery > 0 && clock.Now() >= nextReminder {
+				nextReminder = clock.Now() + o.RemindEvery
+				onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: clock.Now() - waitedSince})
 			}
 		case errors.Is(err, ErrUnavailable):
 			lastErr = err
+			waited = true
 			if firstUnknown < 0 {
 				firstUnknown = sent
 			}
@@ -124,7 +194,7 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
-				return nil, fmt.Errorf("gave up after %v of store errors: %w", (clock.Now() - waitedSince).Round(time.Millisecond), lastErr)
+				return nil, fmt.Errorf("%w (gave up after %v of retries)", lastErr, (clock.Now() - waitedSince).Round(time.Millisecond))
 			}
 		default:
 			return nil, err
