@@ -121,6 +121,12 @@ type Result struct {
 	// Killed is true when SIGKILL was sent to the group after the grace, either
 	// in the stop sequence or to clear leftovers.
 	Killed bool
+	// KillPoint is true when that SIGKILL came from Config.KillNow (the
+	// lease's kill point) rather than from the grace timer.
+	KillPoint bool
+	// KillAfter is the time from the stop signal to that SIGKILL; zero when
+	// both were sent at once (the kill point came before any stop signal).
+	KillAfter time.Duration
 	// GroupGone is true when the whole process group was confirmed gone before
 	// Run returned. When false, processes of the group may still run.
 	GroupGone bool
@@ -235,6 +241,7 @@ type run struct {
 	killTimer *time.Timer // armed by stop: fires SIGKILL after the grace
 	killC     <-chan time.Time
 	killNow   <-chan struct{} // Config.KillNow until it fired
+	stopAt    time.Time       // when the stop signal was sent
 }
 
 func newRun(cfg Config) *run {
@@ -299,6 +306,7 @@ func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os
 // stop sends the stop signal to the group and arms the SIGKILL timer.
 func (r *run) stop() {
 	r.stopping = true
+	r.stopAt = time.Now()
 	if err := signalGroup(r.pgid, r.cfg.StopSignal); err != nil {
 		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
 	}
@@ -315,20 +323,28 @@ func (r *run) stop() {
 // killAtDeadline handles KillNow: the lease's kill point has come.
 func (r *run) killAtDeadline() {
 	r.killNow = nil
-	if !r.stopping {
+	atOnce := !r.stopping
+	if atOnce {
 		r.res.Stopped = true
 		r.stop()
 	}
 	if !r.res.Killed {
 		r.log.Warn("runner: lease kill point reached, killing process group")
+		r.res.KillPoint = true
 		r.kill()
+		if atOnce {
+			r.res.KillAfter = 0
+		}
 	}
 }
 
 func (r *run) kill() {
 	r.killC = nil
 	r.res.Killed = true
-	r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
+	r.res.KillAfter = time.Since(r.stopAt)
+	if !r.res.KillPoint {
+		r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
+	}
 	if err := signalGroup(r.pgid, syscall.SIGKILL); err != nil {
 		r.log.Warn("runner: send SIGKILL", "err", err)
 	}
