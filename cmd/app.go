@@ -37,8 +37,10 @@ jobs exactly one runs it at a time; the others wait (or give up at once with
 the background; if a renewal cannot be confirmed in time, COMMAND's whole
 process group is stopped before the lease can expire (exit 124).
 
-COMMAND gets LEADERRUN_NAME, LEADERRUN_HOLDER and LEADERRUN_TOKEN (a fencing
-token that strictly increases with every acquisition) in its environment.
+COMMAND gets LEADERRUN_LEASE, LEADERRUN_LEASE_HOLDER and LEADERRUN_LEASE_TOKEN
+(a fencing token that strictly increases with every acquisition; also as
+LEADERRUN_TOKEN, deprecated) in its environment, without the credentials the
+store read (see --pass-env).
 
 Examples:
    # cron on many hosts: run the nightly job once, skip quietly if it runs elsewhere
@@ -85,6 +87,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, Usage: "bound on one store call (default: renew-every/2)"},
 		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
 		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, Usage: "human label for this instance, shown by status (default: hostname:pid)"},
+		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
 		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit code when the lease is held and --wait ran out (cron users: 0)"},
 	}, commonFlags()...)
 }

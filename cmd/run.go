@@ -30,13 +30,20 @@ type runConfig struct {
 	stopSignal   syscall.Signal
 	conflictCode int
 	storeURL     string
+	passEnv      map[string]bool
 }
 
 // parseRun validates every flag before anything starts (STYLE habit 7).
 func parseRun(c *cli.Context, args []string, getenv func(string) string) (runConfig, error) {
 	rc := runConfig{args: args, storeURL: c.String("store"), conflictCode: c.Int("conflict-exit-code")}
+	if args[0] == "" {
+		return rc, done(ExitNotFound, slog.LevelError, "the command name after -- is empty: nothing to run", "event", "not_found")
+	}
 	rc.name = c.String("name")
 	if rc.name == "" {
+		if isLauncher(args[0]) {
+			return rc, usagef("%s is a shell, interpreter or wrapper: as the default lease name it would make every job it runs share one lease; give --name", filepath.Base(args[0]))
+		}
 		rc.name = filepath.Base(args[0])
 	}
 	if err := lease.ValidateName(rc.name); err != nil {
@@ -65,6 +72,12 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	}
 	if len(rc.holder) > 200 || strings.ContainsAny(rc.holder, "\n\r") {
 		return rc, usagef("--holder must be one line of at most 200 bytes")
+	}
+	if err := checkPrintable(rc.holder); err != nil {
+		return rc, usagef("--holder %q: %v", rc.holder, err)
+	}
+	if rc.passEnv, err = parsePassEnv(c.StringSlice("pass-env")); err != nil {
+		return rc, err
 	}
 	t := lease.Timing{TTL: c.Duration("ttl"), RenewEvery: c.Duration("renew-every"), Grace: c.Duration("grace"), CallTimeout: c.Duration("call-timeout")}
 	t.Explicit.RenewEvery = c.IsSet("renew-every")
@@ -117,6 +130,7 @@ func (s signalCause) Error() string { return "got " + unix.SignalName(s.sig) }
 // runCommand acquires the lease, runs the child under a keeper and returns
 // how it ended.
 func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) *outcome {
+	keepStderrFromKilling()
 	rc, err := parseRun(c, args, e.getenv)
 	if err != nil {
 		return classify(err)
@@ -131,7 +145,8 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	signal.Notify(sigs, runner.ForwardedSignals...)
 	defer signal.Stop(sigs)
 
-	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: e.getenv, Log: log})
+	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
+	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
 	if err != nil {
 		return classify(err)
 	}
@@ -148,12 +163,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	log.Debug("timing", "ttl", timing.TTL, "renew_every", timing.RenewEvery, "grace", timing.Grace, "call_timeout", timing.CallTimeout)
+	reportShrunkGrace(log, rc.timing, timing)
 
-	// Until the child starts, INT, TERM and HUP mean "don't start it".
+	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	watch := watchSignals(ctx, sigs)
 	defer watch.cancel(nil)
 	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
-		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log})
+		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log,
+			OnWait: waitReporter(log, rc.name, rc.wait), RemindEvery: remindEvery})
 	if err != nil {
 		watch.stop()
 		return acquireOutcome(err, rc)
@@ -161,7 +178,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	l := acq.Lease
 	info := l.Info()
 	logger := log
-	logger.Info(fmt.Sprintf("lease %s acquired", rc.name), "token", info.Token, "holder", rc.holder)
+	logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
 
 	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
 	watch.stop()
@@ -175,11 +192,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		}
 		return classify(err)
 	}
-	childEnv := append(os.Environ(),
-		"LEADERRUN_NAME="+rc.name,
-		"LEADERRUN_HOLDER="+rc.holder,
-		"LEADERRUN_TOKEN="+strconv.FormatUint(info.Token, 10),
-	)
+	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
 	res, runErr := runner.Run(keeper.Context(), runner.Config{
 		Args:       args,
 		Env:        childEnv,
@@ -205,12 +218,8 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(runErr)
 	}
 	if res.Stopped && errors.Is(cause, lease.ErrLost) {
-		how := unix.SignalName(rc.stopSignal)
-		if res.Killed {
-			how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
-		}
 		return done(ExitLost, slog.LevelError,
-			fmt.Sprintf("leadership of lease %s lost (%v); stopped %s with %s; exit %d", rc.name, cause, args[0], how, ExitLost),
+			fmt.Sprintf("leadership of lease %s lost%s; %s; exit %d", rc.name, lostWhy(cause), stopText(args[0], rc.stopSignal, res), ExitLost),
 			"event", "lost", "lease", rc.name)
 	}
 	return childOutcome(args[0], res)
@@ -229,7 +238,7 @@ func provisionalCallTimeout(t lease.Timing) time.Duration {
 	return max(r/2, time.Millisecond)
 }
 
-// signalWatch turns INT, TERM and HUP into the cancellation of ctx while
+// signalWatch turns INT, TERM, HUP and QUIT into the cancellation of ctx while
 // leaderrun waits for the lease and prepares the child; other signals are
 // dropped, as there is no child yet to forward them to.
 type signalWatch struct {
@@ -249,7 +258,8 @@ func watchSignals(parent context.Context, sigs <-chan os.Signal) *signalWatch {
 			case <-w.quit:
 				return
 			case s := <-sigs:
-				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+				// QUIT too: Ctrl-\ must not be ignored while nothing runs yet.
+				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP || sig == syscall.SIGQUIT {
 					w.cancel(signalCause{sig})
 					return
 				}
