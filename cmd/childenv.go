@@ -140,6 +140,8 @@ func urlCarriesCredential(raw string) bool {
 		if p, ok := u.User.Password(); ok && p != "" {
 			return true
 		}
+	} else if strings.Contains(raw, "@") {
+		return true // a user info that did not parse as one: redis:/:pw@host
 	}
 	for k := range u.Query() {
 		if strings.EqualFold(k, "sig") {

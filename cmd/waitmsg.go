@@ -9,8 +9,9 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// remindEvery is how often a waiting leaderrun says it still waits (at -v).
-const remindEvery = time.Minute
+// remindEvery is how often a waiting leaderrun says it still waits (at -v);
+// tests shorten it.
+var remindEvery = time.Minute
 
 // waitReporter words lease.Acquire's waiting events for the user
 // (issue 12 item 13): the first line says how long leaderrun will wait and
