@@ -188,13 +188,14 @@ func TestStdoutIsTheChilds(t *testing.T) {
 	}
 }
 
-// The child's environment carries the lease name, holder and token.
+// The child's environment carries the lease name, holder and token, and
+// not leaderrun's own configuration variables for them.
 func TestChildEnvironment(t *testing.T) {
-	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_NAME $LEADERRUN_HOLDER $LEADERRUN_TOKEN"`)
+	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_LEASE $LEADERRUN_LEASE_HOLDER $LEADERRUN_LEASE_TOKEN ${LEADERRUN_NAME-unset} ${LEADERRUN_HOLDER-unset}"`)
 	cmd.Env = append(os.Environ(), "LEADERRUN_STORE="+fileStore(t))
 	out, err := cmd.Output()
-	if err != nil || string(out) != "envjob me 1\n" {
-		t.Fatalf("child saw %q, %v; want \"envjob me 1\"", out, err)
+	if err != nil || string(out) != "envjob me 1 unset unset\n" {
+		t.Fatalf("child saw %q, %v; want \"envjob me 1 unset unset\"", out, err)
 	}
 }
 
@@ -259,7 +260,7 @@ func TestBadInput(t *testing.T) {
 
 // --log-format json: every stderr line is a JSON object; the last says how it ended.
 func TestJSONLogs(t *testing.T) {
-	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--log-format", "json", "--", "sh", "-c", "exit 7")
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--log-format", "json", "--name", "json", "--", "sh", "-c", "exit 7")
 	if code != 7 {
 		t.Fatalf("exit %d", code)
 	}
