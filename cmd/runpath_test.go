@@ -503,3 +503,34 @@ func TestURLCarriesCredential(t *testing.T) {
 		}
 	}
 }
+
+// flakyStore fails its first attempts as an unreachable Redis would.
+type flakyStore struct {
+	*leasetest.MemStore
+	fails atomic.Int32
+}
+
+func (s *flakyStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	if s.fails.Add(-1) >= 0 {
+		return nil, fmt.Errorf("redislease: acquire %s: %w: dial tcp 127.0.0.1:1: connect: connection refused", req.Name, lease.ErrUnavailable)
+	}
+	return s.MemStore.TryAcquire(ctx, req)
+}
+
+// Retries of an unreachable store read without package chains: one warning
+// for the run of failures (the rest at -v), then "acquired after".
+func TestStoreUnavailableRetryLines(t *testing.T) {
+	s := &flakyStore{MemStore: &leasetest.MemStore{}}
+	s.fails.Store(2)
+	useStore(t, "flaky", s)
+	code, _, errOut := runCapture(t, "--store", "flaky://", "--name", "f", "--", "true")
+	if code != 0 {
+		t.Fatalf("exit %d (stderr %q)", code, errOut)
+	}
+	if n := strings.Count(errOut, "store unavailable: acquire f: dial tcp 127.0.0.1:1: connect: connection refused; retrying in "); n != 1 {
+		t.Errorf("%d retry warnings; want 1 at the default level:\n%s", n, errOut)
+	}
+	if strings.Contains(errOut, "lease: ") || strings.Contains(errOut, "redislease") || !strings.Contains(errOut, "lease f acquired after ") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+}

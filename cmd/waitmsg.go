@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -31,6 +32,12 @@ func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.
 			log.Info(fmt.Sprintf("lease %s is now %s; still waiting", name, by), "event", "holder_changed")
 		case lease.WaitReminder:
 			log.Debug(fmt.Sprintf("still waiting for lease %s after %s (%s)", name, humanDuration(ev.Waited), by), "event", "still_waiting")
+		case lease.WaitStoreUnavailable:
+			level := slog.LevelDebug
+			if ev.First {
+				level = slog.LevelWarn
+			}
+			log.Log(context.Background(), level, fmt.Sprintf("%s; retrying in %s until it answers", readable(ev.Err), humanDuration(ev.RetryIn)), "event", "store_unavailable_retry")
 		}
 	}
 }

@@ -25,9 +25,11 @@ type AcquireOptions struct {
 	// when OnWait is nil; nil discards them.
 	Log *slog.Logger
 	// OnWait, if not nil, is called on Acquire's goroutine when Acquire
-	// starts to wait for a held lease, each time the holder changes, and
-	// every RemindEvery while it waits; it must not block. Nil means an info
-	// line on Log when the wait starts and when the holder changes.
+	// starts to wait for a held lease, each time the holder changes, every
+	// RemindEvery while it waits, and for each transient store failure; it
+	// must not block. Nil means lines on Log: info when the wait starts and
+	// when the holder changes, warn for the first of a run of store failures
+	// (debug for the others).
 	OnWait func(WaitEvent)
 	// RemindEvery is the interval of WaitReminder events; 0 means none.
 	RemindEvery time.Duration
@@ -43,6 +45,9 @@ const (
 	WaitHolderChanged
 	// WaitReminder: Acquire is still waiting (every RemindEvery).
 	WaitReminder
+	// WaitStoreUnavailable: an attempt failed with a transient store error
+	// (Err); Acquire retries after RetryIn.
+	WaitStoreUnavailable
 )
 
 // WaitEvent is what Acquire reports to AcquireOptions.OnWait.
@@ -53,6 +58,12 @@ type WaitEvent struct {
 	By Holder
 	// Waited is how long Acquire has waited so far.
 	Waited time.Duration
+	// Err is the store's error (WaitStoreUnavailable only).
+	Err error
+	// RetryIn is the delay before the next attempt (WaitStoreUnavailable).
+	RetryIn time.Duration
+	// First is true for the first WaitStoreUnavailable of a run of failures.
+	First bool
 }
 
 // Acquired is a lease just taken, with the Clock reading at which the request
@@ -94,8 +105,15 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 	onWait := o.OnWait
 	if onWait == nil {
 		onWait = func(ev WaitEvent) {
-			if ev.Kind != WaitReminder {
+			switch ev.Kind {
+			case WaitStarted, WaitHolderChanged:
 				log.Info((&HeldError{By: ev.By}).Error()+"; waiting", "lease", req.Name)
+			case WaitStoreUnavailable:
+				level := slog.LevelDebug
+				if ev.First {
+					level = slog.LevelWarn
+				}
+				log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", ev.Err, "retry_in", ev.RetryIn.Round(time.Millisecond))
 			}
 		}
 	}
@@ -185,11 +203,8 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			sleep := backoff/2 + rand.N(backoff/2+1)
-			level := slog.LevelDebug
-			if backoff == 100*time.Millisecond { // the first failure of a run of them
-				level = slog.LevelWarn
-			}
-			log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", err, "retry_in", sleep.Round(time.Millisecond))
+			onWait(WaitEvent{Kind: WaitStoreUnavailable, Err: err, RetryIn: sleep, Waited: clock.Now() - waitedSince,
+				First: backoff == 100*time.Millisecond}) // the first failure of a run of them
 			if err := clock.SleepUntil(waitCtx, clock.Now()+sleep); err != nil {
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
