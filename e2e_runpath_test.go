@@ -178,3 +178,57 @@ func TestChildTokenNames(t *testing.T) {
 		t.Fatalf("child saw %q; want %q (stderr %s)", out, want, stderr.String())
 	}
 }
+
+// Issue 13 item 4 against a real Redis with an ACL user: the password
+// leaderrun used does not reach the child, unless --pass-env keeps it.
+func TestRedisCredentialsNotPassedOn(t *testing.T) {
+	addr, _ := redisE2EPrivate(t)
+	const pw = "s3cr3t-pw-7c1e"
+	if got := redisE2ECLI(t, addr, "ACL", "SETUSER", "job", "on", ">"+pw, "~*", "&*", "+@all"); !strings.HasSuffix(got, "OK") {
+		t.Fatalf("ACL SETUSER: %s", got)
+	}
+	childEnv := func(t *testing.T, env []string, args ...string) map[string]string {
+		t.Helper()
+		cmd := exec.Command(lrBin, append(args, "--name", "creds", "--", "env")...)
+		cmd.Env = append(os.Environ(), append([]string{"NO_COLOR=1", "REDISCLI_AUTH=", "LEADERRUN_PASS_ENV="}, env...)...)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, stderr.String())
+		}
+		if strings.Contains(stderr.String(), pw) {
+			t.Fatalf("stderr shows the password: %s", stderr.String())
+		}
+		got := map[string]string{}
+		for _, l := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	t.Run("REDISCLI_AUTH", func(t *testing.T) {
+		got := childEnv(t, []string{"LEADERRUN_STORE=redis://job@" + addr, "REDISCLI_AUTH=" + pw})
+		if v, ok := got["REDISCLI_AUTH"]; ok && v != "" {
+			t.Fatalf("child got REDISCLI_AUTH=%q", v)
+		}
+		if got["LEADERRUN_STORE"] != "redis://job@"+addr || got["LEADERRUN_LEASE"] != "creds" {
+			t.Fatalf("child env lost the store URL or the lease: %v", got)
+		}
+		got = childEnv(t, []string{"LEADERRUN_STORE=redis://job@" + addr, "REDISCLI_AUTH=" + pw}, "--pass-env", "REDISCLI_AUTH")
+		if got["REDISCLI_AUTH"] != pw {
+			t.Fatalf("--pass-env REDISCLI_AUTH: child got %q", got["REDISCLI_AUTH"])
+		}
+	})
+	t.Run("password in LEADERRUN_STORE", func(t *testing.T) {
+		got := childEnv(t, []string{"LEADERRUN_STORE=redis://job:" + pw + "@" + addr})
+		if v, ok := got["LEADERRUN_STORE"]; ok {
+			t.Fatalf("child got LEADERRUN_STORE=%q", v)
+		}
+		got = childEnv(t, []string{"LEADERRUN_STORE=redis://job:" + pw + "@" + addr, "LEADERRUN_PASS_ENV=LEADERRUN_STORE"})
+		if got["LEADERRUN_STORE"] == "" {
+			t.Fatal("LEADERRUN_PASS_ENV=LEADERRUN_STORE did not keep it")
+		}
+	})
+}
