@@ -232,3 +232,28 @@ func TestRedisCredentialsNotPassedOn(t *testing.T) {
 		}
 	})
 }
+
+// Issue 13 item 14: Ctrl-\ (SIGQUIT) while waiting ends the wait like INT:
+// exit 131, nothing started, the holder untouched.
+func TestFileQuitWhileWaiting(t *testing.T) {
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	leader, _ := holdLease(t, env, "quit", "--holder", "first")
+	marker := t.TempDir() + "/started"
+	waiter := start(t, env, "--name", "quit", "--", "touch", marker)
+	waitStderr(t, waiter, "waiting for lease quit", 30*time.Second)
+	_ = waiter.cmd.Process.Signal(syscall.SIGQUIT)
+	if code := waiter.wait(); code != 128+int(syscall.SIGQUIT) {
+		t.Fatalf("waiter exit %d; want 131 (stderr: %s)", code, waiter.stderr.String())
+	}
+	if strings.Contains(waiter.stderr.String(), "goroutine ") {
+		t.Fatalf("SIGQUIT dumped goroutines: %s", waiter.stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the interrupted waiter started its child")
+	}
+	if code, out := statusJSON(t, env, "quit"); code != 0 || out["holder"] != "first" {
+		t.Fatalf("status after the waiter left: %d %v", code, out)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+}
