@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // Stdio is the standard streams leaderrun and its child use.
@@ -85,13 +87,18 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, Usage: "bound on one store call (default: renew-every/2)"},
 		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
 		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, Usage: "human label for this instance, shown by status (default: hostname:pid)"},
+		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
 		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit code when the lease is held and --wait ran out (cron users: 0)"},
 	}, commonFlags()...)
 }
 
 // Main runs leaderrun with args (args[0] is the program name) and returns its
-// exit code. It never calls os.Exit.
+// exit code. It never calls os.Exit. When the process was started as
+// leaderrun's guard (runner.IsGuard), Main is the guard instead.
 func Main(ctx context.Context, args []string, stdio Stdio) int {
+	if runner.IsGuard() {
+		return runner.GuardMain()
+	}
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 

@@ -30,6 +30,7 @@ type runConfig struct {
 	stopSignal   syscall.Signal
 	conflictCode int
 	storeURL     string
+	contain      string
 }
 
 // parseRun validates every flag before anything starts (STYLE habit 7).
@@ -51,6 +52,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	}
 	if c.Bool("no-wait") {
 		rc.wait = 0
+	}
+	if rc.contain, err = parseContain(c.String("contain")); err != nil {
+		return rc, err
 	}
 	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
 		return rc, err
@@ -163,24 +167,37 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	logger := log
 	logger.Info(fmt.Sprintf("lease %s acquired", rc.name), "token", info.Token, "holder", rc.holder)
 
-	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
+	// The guard (and the child's cgroup) come before the child: from here on
+	// the child's tree is enforced even if leaderrun dies or freezes.
+	prot, err := protect(l, rc.contain, rc.stopSignal, timing, logger)
+	if err != nil {
+		watch.stop()
+		releaseLease(l, timing, logger)
+		return classify(err)
+	}
+	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
 	watch.stop()
 	if err == nil && watch.signalled() {
 		keeper.Stop()
 	}
 	if err != nil || watch.signalled() {
 		releaseLease(l, timing, logger)
+		prot.finish(true, logger)
 		if watch.signalled() {
 			return acquireOutcome(context.Cause(watch.ctx), rc)
 		}
 		return classify(err)
+	}
+	if e, ok := keeper.ValidUntil(); ok {
+		prot.guard.Until(e)
 	}
 	childEnv := append(os.Environ(),
 		"LEADERRUN_NAME="+rc.name,
 		"LEADERRUN_HOLDER="+rc.holder,
 		"LEADERRUN_TOKEN="+strconv.FormatUint(info.Token, 10),
 	)
-	res, runErr := runner.Run(keeper.Context(), runner.Config{
+	runCtx, unwatch := prot.watch(keeper.Context())
+	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       args,
 		Env:        childEnv,
 		StopSignal: rc.stopSignal,
@@ -191,26 +208,49 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Stdout:     e.stdio.Out,
 		Stderr:     e.stdio.Err,
 		Log:        logger,
+		Cgroup:     prot.cg,
+		Guard:      prot.guard,
 	})
-	cause := context.Cause(keeper.Context())
+	cause := context.Cause(runCtx)
+	unwatch()
+	// Leadership must have been held for the child's whole run: a stop point
+	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
+	// even if the child then ended by itself.
+	if cause == nil && keeper.PastStopPoint() {
+		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
+	}
 	keeper.Stop()
 
-	// DESIGN §3.8: release only once the whole group is confirmed gone.
-	if res.PID != 0 && !res.GroupGone {
-		logger.Warn("processes of the child's group may still run; not releasing the lease, it will expire by itself")
+	// DESIGN §3.8: release only once the whole tree is confirmed gone.
+	treeGone := res.PID == 0 || res.GroupGone
+	if !treeGone {
+		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
 	} else {
 		releaseLease(l, timing, logger)
 	}
+	prot.finish(treeGone, logger)
 	if runErr != nil {
 		return classify(runErr)
 	}
-	if res.Stopped && errors.Is(cause, lease.ErrLost) {
-		how := unix.SignalName(rc.stopSignal)
-		if res.Killed {
-			how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
+	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
+		how := ""
+		switch {
+		case res.Stopped:
+			how = "stopped " + args[0] + " with " + unix.SignalName(rc.stopSignal)
+			if res.Killed {
+				how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
+			}
+		case res.Signal != 0:
+			how = fmt.Sprintf("%s was killed by %s", args[0], unix.SignalName(res.Signal))
+		default:
+			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
+		}
+		what := "leadership of lease " + rc.name + " lost"
+		if !res.Stopped {
+			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
 		return done(ExitLost, slog.LevelError,
-			fmt.Sprintf("leadership of lease %s lost (%v); stopped %s with %s; exit %d", rc.name, cause, args[0], how, ExitLost),
+			fmt.Sprintf("%s (%v); %s; exit %d", what, cause, how, ExitLost),
 			"event", "lost", "lease", rc.name)
 	}
 	return childOutcome(args[0], res)

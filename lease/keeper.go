@@ -25,6 +25,10 @@ type KeeperConfig struct {
 	Clock Clock
 	// Log receives renewal events; nil discards them.
 	Log *slog.Logger
+	// OnExtend, if not nil, is called with the new E (a Clock reading) each
+	// time a confirmed renewal moves it; leaderrun hands it to the guard
+	// process. It runs on the renew loop and must not block.
+	OnExtend func(validUntil time.Duration)
 }
 
 // Keeper renews a lease in the background and cancels its context the moment
@@ -139,10 +143,27 @@ func (k *Keeper) extend(ts time.Duration) {
 	e := int64(ts + k.cfg.Timing.Validity(k.cfg.Limits))
 	for {
 		old := k.validUntil.Load()
-		if e <= old || k.validUntil.CompareAndSwap(old, e) {
+		if e <= old {
+			return
+		}
+		if k.validUntil.CompareAndSwap(old, e) {
+			if k.cfg.OnExtend != nil {
+				k.cfg.OnExtend(time.Duration(e))
+			}
 			return
 		}
 	}
+}
+
+// PastStopPoint reports whether the stop point E−K−G has passed on the
+// keeper's clock without a renewal moving it: from then on, leadership can
+// no longer be vouched for, whatever the child did meanwhile. Always false
+// for a lease that does not expire.
+func (k *Keeper) PastStopPoint() bool {
+	if !k.cfg.Limits.Expires {
+		return false
+	}
+	return k.clock.Now() >= k.stopAt()
 }
 
 // stopAt is the Clock reading at which the child must get its stop signal.
