@@ -11,3 +11,6 @@ func (g *Guard) Abandon() {
 	_ = g.cmd.Wait()
 	g.wg.Wait()
 }
+
+// Armed is closed once Arm has sent the child's group to the guard.
+func (g *Guard) Armed() <-chan struct{} { return g.armed }

@@ -46,6 +46,8 @@ type Guard struct {
 	wake     chan struct{} // has room for one: a new E is pending
 	quit     chan struct{}
 	died     chan struct{} // closed when the guard's end closes before Disarm
+	armed    chan struct{} // closed once the child's group was sent (tests)
+	armOnce  sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -90,7 +92,7 @@ func StartGuard() (*Guard, error) {
 		return nil, fmt.Errorf("runner: start the guard: %w", err)
 	}
 	g := &Guard{cmd: cmd, conn: c.(*net.UnixConn), wake: make(chan struct{}, 1),
-		quit: make(chan struct{}), died: make(chan struct{})}
+		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{})}
 	g.wg.Add(2)
 	go g.send()
 	go g.watch()
@@ -124,8 +126,15 @@ func (g *Guard) Timing(stop syscall.Signal, grace, killBound time.Duration) erro
 func (g *Guard) Cgroup(c *Cgroup) error { return g.msg("cgroup "+c.Path(), nil) }
 
 // Arm tells the guard the child's process group; Run calls it the moment the
-// child has started.
-func (g *Guard) Arm(pgid int) error { return g.msg("pgid "+strconv.Itoa(pgid), nil) }
+// child has started. Until then only Pdeathsig covers the child, so in the
+// instant between the child's exec and this message a SIGKILL of leaderrun
+// leaves grandchildren forked in that instant running, unless the child runs
+// in a cgroup (which the guard knows before the child starts).
+func (g *Guard) Arm(pgid int) error {
+	err := g.msg("pgid "+strconv.Itoa(pgid), nil)
+	g.armOnce.Do(func() { close(g.armed) })
+	return err
+}
 
 // Until hands the guard E, the boot-clock reading until which the lease is
 // certainly ours, after a confirmed acquisition or renewal. It never blocks:

@@ -36,6 +36,7 @@ func TestGuardKillsTreeWhenOwnerGoes(t *testing.T) {
 	g := startGuard(t)
 	c := startRun(t, runner.Config{Args: []string{"sh", "-c", treeScript}, Guard: g, Grace: time.Hour})
 	kids := []int{c.expectPID("kid "), c.expectPID("kid "), c.expectPID("ready ")}
+	<-g.Armed() // see Guard.Arm for the instant before it
 	g.Abandon()
 	for _, fd := range kids {
 		if !exited(t, fd, 5*time.Second) {
@@ -75,6 +76,7 @@ func TestGuardHoldsLockUntilTreeGone(t *testing.T) {
 	}
 	c := startRun(t, runner.Config{Args: []string{"sh", "-c", treeScript}, Guard: g, Grace: time.Hour})
 	kids := []int{c.expectPID("kid "), c.expectPID("kid "), c.expectPID("ready ")}
+	<-g.Armed() // see Guard.Arm for the instant before it
 	g.Abandon()
 	// Abandon returns once the guard exited, and the guard exits only after
 	// the tree is gone: the lock must be free and every process gone now.
