@@ -246,7 +246,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
 		}
 		what := "leadership of lease " + rc.name + " lost"
-		if !res.Stopped {
+		if errors.Is(cause, runner.ErrGuardDied) {
+			what = "lease " + rc.name + " given up"
+		} else if !res.Stopped {
 			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
 		return done(ExitLost, slog.LevelError,

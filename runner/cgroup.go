@@ -44,6 +44,9 @@ func NewCgroup() (*Cgroup, error) {
 		return nil, err
 	}
 	parent := filepath.Join(mnt, own)
+	if err := delegated(parent); err != nil {
+		return nil, err
+	}
 	var dir string
 	for i := 0; ; i++ {
 		dir = filepath.Join(parent, fmt.Sprintf("leaderrun-%d-%d", os.Getpid(), i))
@@ -168,6 +171,23 @@ func (c *Cgroup) Remove() error {
 		return nil
 	}
 	return err
+}
+
+// delegated refuses the cgroup of a systemd unit that was not given
+// Delegate=yes: systemd owns such a cgroup and may move or remove sub-cgroups
+// it did not make. systemd marks delegated cgroups with a "delegate" xattr.
+func delegated(dir string) error {
+	base := filepath.Base(dir)
+	if !strings.HasSuffix(base, ".service") && !strings.HasSuffix(base, ".scope") {
+		return nil
+	}
+	buf := make([]byte, 8)
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		if n, err := unix.Getxattr(dir, attr, buf); err == nil && string(buf[:n]) == "1" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is a systemd unit's cgroup without Delegate=yes", ErrNoCgroup, dir)
 }
 
 // cgroup2Mount finds where the unified (v2) hierarchy is mounted: not always

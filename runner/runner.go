@@ -28,11 +28,17 @@
 // foreground back when the child exits and, if the child died by a signal or
 // was stopped, restores the terminal settings it found.
 //
+// Before the child starts, the caller may start a Guard: a second process
+// that knows the child's process group (or cgroup) and the lease's deadlines
+// and enforces them should leaderrun die or freeze (see Guard). Where a cgroup
+// v2 subtree is writable, the child may be started inside a Cgroup of its own,
+// so that descendants that leave the process group are stopped too.
+//
 // What is not guaranteed:
-//   - A descendant that leaves the group (setsid, setpgid) escapes every
-//     signal and kill, and Pdeathsig covers only the direct child: if
-//     leaderrun is SIGKILLed, grandchildren survive unless they react to the
-//     child's death.
+//   - Without a cgroup, a descendant that leaves the group (setsid, setpgid)
+//     escapes every signal and kill; and in the instant between the child's
+//     exec and Guard.Arm, a SIGKILL of leaderrun leaves only Pdeathsig, which
+//     covers the direct child only.
 //   - Pdeathsig is cleared when the child execs a set-user-ID or
 //     capability-carrying binary.
 //   - Ctrl-Z stops the child's foreground group, not leaderrun; leaderrun keeps
