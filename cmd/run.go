@@ -237,7 +237,8 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		switch {
 		case res.Stopped:
 			how = "stopped " + args[0] + " with " + unix.SignalName(rc.stopSignal)
-			if res.Killed {
+			// The guard's SIGKILL at the kill point may land first.
+			if res.Killed || res.Signal == syscall.SIGKILL && rc.stopSignal != syscall.SIGKILL {
 				how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
 			}
 		case res.Signal != 0:

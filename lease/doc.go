@@ -43,8 +43,8 @@
 //  8. The caller releases only after the runner confirmed the child's whole
 //     tree gone (its cgroup empty, or its process group); the release is
 //     conditional on our token. If the tree cannot be confirmed gone, the
-//     lease is not released and runs out; on the file store the guard (item
-//     11) keeps the lock until the tree is gone or 30 s after SIGKILL.
+//     lease is not released and runs out; on the file store the guard (see
+//     item 11) keeps the lock until the tree is gone or 30 s after SIGKILL.
 //  9. Every acquisition carries a fresh 128-bit random ID (NewID). Renew and
 //     release succeed only while the store holds that ID; a vanished lease is
 //     never re-created by a renewal. Acquire reuses one ID across the retries
