@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -355,4 +357,70 @@ func TestGuardGoneAfterCleanRuns(t *testing.T) {
 			t.Fatalf("run %d: guard %d outlived leaderrun", i, gpid)
 		}
 	}
+}
+
+// As a user who may not create cgroups: --contain cgroup is refused before
+// anything starts (125, no child), and auto falls back to the process group
+// and says so at -v.
+func TestGuardContainUnprivileged(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run leaderrun as another user")
+	}
+	dir := t.TempDir()
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "started")
+	run := func(contain string) *lr {
+		p := launchAs(t, 65534, "-v", "--store", "file://"+dir, "--contain", contain, "--name", "unpriv", "--", "touch", marker)
+		return p
+	}
+	p := run("cgroup")
+	if c := p.wait(); c != 125 {
+		t.Fatalf("--contain cgroup as uid 65534: exit %d; want 125: %s", c, p.stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child ran although --contain cgroup was refused")
+	}
+	if n := len(p.stderrLines()); n != 1 {
+		t.Fatalf("want one line, got %d: %s", n, p.stderr.String())
+	}
+	p = run("auto")
+	if c := p.wait(); c != 0 {
+		t.Fatalf("--contain auto as uid 65534: exit %d: %s", c, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "process group only") {
+		t.Fatalf("-v does not say the run fell back to the process group: %s", p.stderr.String())
+	}
+}
+
+// launchAs is launch for another user (root only).
+func launchAs(t *testing.T, uid int, args ...string) *lr {
+	t.Helper()
+	p := &lr{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(lrBin, args...)
+	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	p.cmd.Stderr = &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
 }

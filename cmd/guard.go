@@ -30,6 +30,20 @@ func parseContain(s string) (string, error) {
 	return "", usagef("--contain %q: want auto, cgroup or group", s)
 }
 
+// checkContain refuses --contain cgroup before any lease is taken when no
+// cgroup can be made here, so a misconfigured job fails without touching the
+// store.
+func checkContain(mode string) error {
+	if mode != containCgroup {
+		return nil
+	}
+	cg, err := runner.NewCgroup()
+	if err != nil {
+		return fmt.Errorf("%w: --contain cgroup: %w", lease.ErrConfig, err)
+	}
+	return cg.Remove()
+}
+
 // lockFiler is a lease whose hold is a local lock descriptor (the file
 // store): the guard keeps a duplicate of it until the child's tree is gone.
 type lockFiler interface{ LockFile() *os.File }

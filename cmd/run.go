@@ -129,6 +129,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if _, err := runner.Resolve(args[0]); err != nil {
 		return classify(err)
 	}
+	if err := checkContain(rc.contain); err != nil {
+		return classify(err)
+	}
 	// Catch the forwarded signals for the whole run: while waiting, INT, TERM
 	// and HUP end the wait; once the child runs, the runner forwards them.
 	sigs := make(chan os.Signal, 16)
