@@ -422,6 +422,11 @@ func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env, p.cmd.Dir = env, dir
 	p.cmd.Stderr = &p.stderr
+	// A group of its own, so that cleanup can kill a leaderrun started
+	// through sh together with the sh; leaderrun's death takes its child
+	// (PR_SET_PDEATHSIG), which closes the output pipes Wait waits for.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.WaitDelay = 10 * time.Second
 	var in io.WriteCloser
 	var err error
 	if withStdin {
@@ -445,7 +450,7 @@ func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...
 		select {
 		case <-p.done:
 		default:
-			_ = p.cmd.Process.Kill()
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
 	})
