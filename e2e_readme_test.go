@@ -1,7 +1,8 @@
 package main
 
 // TestReadmeExamples runs every code block of README.md, so the examples
-// cannot rot. Each block is either output (fence info `text` or `json`, or a
+// cannot rot. Each block is either output (fence info `text`, `console` or
+// `json`, or a
 // `<!-- readme-test: not-run: REASON -->` line before it) or is preceded by
 // `<!-- readme-test: ID -->`, where ID names a check in readmeChecks below.
 // A block without either fails the test, so a new example is covered by
@@ -54,7 +55,7 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 
 // readmeOutputInfos are fence info strings of blocks that show output or
 // data rather than something to run.
-var readmeOutputInfos = []string{"text", "json"}
+var readmeOutputInfos = []string{"text", "console", "json"}
 
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
