@@ -2,9 +2,9 @@ package main
 
 // TestReadmeExamples runs every code block of README.md, so the examples
 // cannot rot. Each block is either output (fence info `text`, `console` or
-// `json`, or a
-// `<!-- readme-test: not-run: REASON -->` line before it) or is preceded by
-// `<!-- readme-test: ID -->`, where ID names a check in readmeChecks below.
+// `json`, or a `<!-- readme-test: not-run: REASON -->` line before it) or is
+// preceded by `<!-- readme-test: ID -->`, where ID names a check in
+// readmeChecks below.
 // A block without either fails the test, so a new example is covered by
 // default. A check runs the block's own text, with only these substitutions:
 //
