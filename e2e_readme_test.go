@@ -788,11 +788,21 @@ func readmeSystemd(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 			t.Errorf("Restart=%s every RestartSec=%v reaches the start limit (%d starts in %v)", r, restartSec, burst, interval)
 		}
 	}
-	success := []int{0}
-	for _, f := range strings.Fields(strings.Join(u["Service"]["SuccessExitStatus"], " ")) {
-		if n, err := strconv.Atoi(f); err == nil {
-			success = append(success, n)
+	codes := func(key string) []int {
+		var c []int
+		for _, f := range strings.Fields(strings.Join(u["Service"][key], " ")) {
+			if n, err := strconv.Atoi(f); err == nil {
+				c = append(c, n)
+			}
 		}
+		return c
+	}
+	success := append([]int{0}, codes("SuccessExitStatus")...)
+	// A lost lease (exit 124) must put the host back into standby.
+	restart := u.one("Service", "Restart", "no")
+	if !(restart == "always" || restart == "on-failure" && !slices.Contains(success, 124)) ||
+		slices.Contains(codes("RestartPreventExitStatus"), 124) {
+		t.Errorf("Restart=%s: a unit whose lease was lost (exit 124) is not restarted into standby", restart)
 	}
 
 	execs := u["Service"]["ExecStart"]
