@@ -4,7 +4,7 @@ package main
 // cannot rot. Each block is either output (fence info `text`, `console` or
 // `json`, or a `<!-- readme-test: not-run: REASON -->` line before it) or is
 // preceded by `<!-- readme-test: ID -->`, where ID names a check in
-// readmeChecks below.
+// readmeChecks below (or is `exit N`, see readmeExitRE).
 // A block without either fails the test, so a new example is covered by
 // default. A check runs the block's own text, with only these substitutions:
 //
@@ -53,6 +53,11 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 	"ci":         readmeCI,
 }
 
+// readmeExitRE is the marker of a shell block that needs no check of its
+// own: `<!-- readme-test: exit N -->` runs each of its commands in turn, as
+// the other checks do, and expects each to exit N.
+var readmeExitRE = regexp.MustCompile(`^exit (\d+)$`)
+
 // readmeOutputInfos are fence info strings of blocks that show output or
 // data rather than something to run.
 var readmeOutputInfos = []string{"text", "console", "json"}
@@ -78,16 +83,18 @@ func TestReadmeExamples(t *testing.T) {
 			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e_readme_test.go, or fence it as ```text if it is output", b.line, b.info)
 			continue
 		}
-		check, ok := readmeChecks[b.marker]
-		if !ok {
+		name, check := b.marker, readmeChecks[b.marker]
+		if m := readmeExitRE.FindStringSubmatch(b.marker); m != nil && (b.info == "sh" || b.info == "bash") {
+			want, _ := strconv.Atoi(m[1])
+			name, check = fmt.Sprintf("line%d_exit%d", b.line, want), readmeExit(want)
+		} else if check == nil {
 			t.Errorf("README.md:%d: readme-test %q: no such check in e2e_readme_test.go", b.line, b.marker)
 			continue
-		}
-		if seen[b.marker]++; seen[b.marker] > 1 {
+		} else if seen[b.marker]++; seen[b.marker] > 1 {
 			t.Errorf("README.md:%d: readme-test %q used twice", b.line, b.marker)
 			continue
 		}
-		t.Run(b.marker, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			check(t, fx, b)
 			if !t.Failed() {
 				b.allTaken(t)
@@ -506,6 +513,18 @@ func afterDashDash(t *testing.T, words []string) []string {
 		t.Fatalf("%q has no -- COMMAND", words)
 	}
 	return words[i+1:]
+}
+
+// readmeExit is the check of an `exit N` block.
+func readmeExit(want int) func(*testing.T, *readmeFixture, *readmeBlock) {
+	return func(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+		for b.next < len(b.cmds) {
+			c := b.take(t, "")
+			if code, out, stderr := shOut(t, fx.shellEnv(), fx.work, fx.subst(t, c.text)); code != want {
+				t.Fatalf("README.md:%d: %q: exit %d; want %d (stdout %q, stderr %q)", c.line, c.text, code, want, out, stderr)
+			}
+		}
+	}
 }
 
 // Quick start: `go run . -- echo hello` works in the source tree and prints
