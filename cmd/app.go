@@ -203,7 +203,7 @@ func run(ctx context.Context, args []string, e env) int {
 		if log.Handler() == slog.DiscardHandler {
 			// The failure came before the flags were read: honour the log
 			// format anyway when it can be told from the arguments.
-			log, _ = newLogger(e.stdio.Err, guessLogFormat(args, scopes, e.getenv), slog.LevelInfo, e.getenv)
+			log, _ = newLogger(e.stdio.Err, guessLogFormat(args, hasDash, scopes, e.getenv), slog.LevelInfo, e.getenv)
 		}
 		log.Log(ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
 		return result.code

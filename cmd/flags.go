@@ -232,6 +232,9 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 		return parsed{}, usagef("%s takes a lease NAME, not a command after --", sub)
 	}
 	out := append([]string{sub}, flags...)
+	if slices.Contains(flags, "--help") {
+		positional = nil // urfave would take NAME for a help topic
+	}
 	if len(positional) > 0 {
 		out = append(append(out, "--"), positional...)
 	}
@@ -487,8 +490,10 @@ func waitNonZero(s string) bool {
 
 // guessLogFormat finds the log format for an error found before the flags
 // could be parsed: the last valid --log-format among the flags of args, else
-// LEADERRUN_LOG_FORMAT, else text.
-func guessLogFormat(args []string, scopes []scope, getenv func(string) string) string {
+// LEADERRUN_LOG_FORMAT, else text. args is what came before "--" (hasDash)
+// or the whole command line; without "--", the run form's command starts at
+// the first word that is not a flag or its value.
+func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(string) string) string {
 	valid := func(s string) bool { return s == "json" || s == "text" }
 	union := map[string]flagInfo{}
 	for _, s := range scopes {
@@ -500,7 +505,7 @@ func guessLogFormat(args []string, scopes []scope, getenv func(string) string) s
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if len(a) < 2 || a[0] != '-' {
-			if !sub && a != "status" && a != "watch" {
+			if !hasDash && !sub && a != "status" && a != "watch" {
 				break // the run form's command
 			}
 			sub = true
