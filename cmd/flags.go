@@ -134,7 +134,9 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 		name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
 		info, ok := within.flags[name]
 		if !ok {
-			return given{}, i, unknownFlag(a, name, within, scopes)
+			// Only the name: the value may be a password (--stor=redis://:pw@h).
+			token, _, _ := strings.Cut(a, "=")
+			return given{}, i, unknownFlag(token, name, within, scopes)
 		}
 		g := given{info: info, token: dashes(name), value: value, has: has}
 		if info.kind != kindBool && !has {
@@ -443,12 +445,13 @@ func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) erro
 		if strings.TrimSpace(raw) == "" {
 			continue // an empty variable is an unset one
 		}
-		v, err := checkValue(flagInfo{name: name, kind: kindOf(f)}, env+"="+shellQuote(raw), raw, true)
+		what := env + "=" + shellQuote(raw) + " (" + dashes(name) + ")"
+		v, err := checkValue(flagInfo{name: name, kind: kindOf(f)}, what, raw, true)
 		if err != nil {
 			return err
 		}
 		if err := c.Set(name, v); err != nil {
-			return usagef("%s=%s: %v", env, shellQuote(raw), err)
+			return usagef("%s: %v", what, err)
 		}
 		fromEnv[name] = true
 	}

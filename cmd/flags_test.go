@@ -386,20 +386,21 @@ func TestValueMessages(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"bool variable", map[string]string{"LEADERRUN_NO_WAIT": "maybe"}, []string{"--", "true"}, `LEADERRUN_NO_WAIT=maybe: want true or false (also yes/no, on/off, 1/0)`},
+		{"bool variable", map[string]string{"LEADERRUN_NO_WAIT": "maybe"}, []string{"--", "true"}, `LEADERRUN_NO_WAIT=maybe (--no-wait): want true or false (also yes/no, on/off, 1/0)`},
 		{"bool flag", nil, []string{"--quiet=maybe", "--", "true"}, `--quiet maybe: want true or false`},
 		{"bare ttl", nil, []string{"--ttl", "5", "--", "true"}, "--ttl 5: did you mean 5s?"},
 		{"bare ttl=", nil, []string{"--ttl=5", "--", "true"}, "--ttl 5: did you mean 5s?"},
-		{"bare ttl variable", map[string]string{"LEADERRUN_TTL": "5"}, []string{"--", "true"}, "LEADERRUN_TTL=5: did you mean 5s?"},
+		{"bare ttl variable", map[string]string{"LEADERRUN_TTL": "5"}, []string{"--", "true"}, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?"},
 		{"bare grace", nil, []string{"--grace", "1.5", "--", "true"}, "--grace 1.5: did you mean 1.5s?"},
 		{"bare wait", nil, []string{"--wait", "10", "--", "true"}, "--wait 10: did you mean 10s?"},
-		{"bare wait variable", map[string]string{"LEADERRUN_WAIT": "30"}, []string{"--", "true"}, "LEADERRUN_WAIT=30: did you mean 30s?"},
+		{"bare wait variable", map[string]string{"LEADERRUN_WAIT": "30"}, []string{"--", "true"}, "LEADERRUN_WAIT=30 (--wait): did you mean 30s?"},
 		{"bare interval", nil, []string{"watch", "x", "--interval", "2"}, "--interval 2: did you mean 2s?"},
-		{"bare interval variable", map[string]string{"LEADERRUN_WATCH_INTERVAL": "2"}, []string{"watch", "x"}, "LEADERRUN_WATCH_INTERVAL=2: did you mean 2s?"},
+		{"bare interval variable", map[string]string{"LEADERRUN_WATCH_INTERVAL": "2"}, []string{"watch", "x"}, "LEADERRUN_WATCH_INTERVAL=2 (--interval): did you mean 2s?"},
 		{"not a duration", nil, []string{"--ttl", "soon", "--", "true"}, "--ttl soon: want a duration such as 500ms, 15s or 10m"},
 		{"unknown flag", nil, []string{"--tll", "5s", "--", "true"}, "unknown flag --tll; did you mean --ttl?"},
 		{"unknown flag 2", nil, []string{"--renew-evry", "5s", "--", "true"}, "did you mean --renew-every?"},
 		{"unknown flag far off", nil, []string{"--frobnicate", "--", "true"}, "unknown flag --frobnicate"},
+		{"unknown flag with a secret", nil, []string{"--stor=redis://:hunter2@127.0.0.1", "--", "true"}, "unknown flag --stor; did you mean --store?"},
 		{"empty name", nil, []string{"--name", "", "--", "true"}, `--name "": empty value`},
 		{"empty name=", nil, []string{"--name=", "--", "true"}, `--name "": empty value`},
 		{"empty store", nil, []string{"--store", "", "--", "true"}, `--store "": empty value`},
@@ -415,6 +416,9 @@ func TestValueMessages(t *testing.T) {
 			line := oneLineOf(t, errOut)
 			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
 				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
+			}
+			if strings.Contains(line, "hunter2") {
+				t.Fatalf("stderr %q shows the password", line)
 			}
 		})
 	}
