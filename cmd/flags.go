@@ -492,8 +492,8 @@ func waitNonZero(s string) bool {
 }
 
 // guessLogFormat finds the log format for an error found before the flags
-// could be parsed: the last valid --log-format among the flags of args, else
-// LEADERRUN_LOG_FORMAT, else text. args is what came before "--" (hasDash)
+// could be parsed: the last --log-format among the flags of args, else
+// LEADERRUN_LOG_FORMAT, else text; an invalid value means text. args is what came before "--" (hasDash)
 // or the whole command line; without "--", the run form's command starts at
 // the first word that is not a flag or its value.
 func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(string) string) string {
@@ -504,7 +504,7 @@ func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(str
 			union[n] = f
 		}
 	}
-	found, sub := "", false
+	found, seen, sub := "", false, false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if len(a) < 2 || a[0] != '-' {
@@ -520,12 +520,17 @@ func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(str
 			i++
 			value = args[i]
 		}
-		if name == "log-format" && valid(value) {
-			found = value
+		if name == "log-format" {
+			found, seen = value, true
 		}
 	}
-	if found != "" {
-		return found
+	if seen {
+		// The flag beats the variable even when it is invalid: then the
+		// format cannot be told, and the line is text.
+		if valid(found) {
+			return found
+		}
+		return "text"
 	}
 	if v := strings.TrimSpace(getenv(envOf("log-format"))); valid(v) {
 		return v

@@ -152,6 +152,8 @@ func TestUsageErrorsHonourLogFormat(t *testing.T) {
 		{"no command", nil, []string{"--log-format", "json"}, true},
 		{"bad variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json", "LEADERRUN_QUIET": "maybe"}, []string{"--", "true"}, true},
 		{"invalid format falls back to text", nil, []string{"--log-format", "xml", "--", "true"}, false},
+		{"invalid flag beats valid variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json"}, []string{"--log-format", "xml", "--", "true"}, false},
+		{"invalid variable", map[string]string{"LEADERRUN_LOG_FORMAT": "xml"}, []string{"--", "true"}, false},
 		{"text by default", nil, []string{"--tll", "5s", "--", "true"}, false},
 	}
 	for _, tc := range tests {
@@ -333,6 +335,12 @@ func TestPrecedenceEndToEnd(t *testing.T) {
 		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_WAIT": "forever", "LEADERRUN_STORE": held}, "-n", "--name", "busy", "--", "true")
 		if code != ExitConflict || strings.Contains(errOut, "waiting") {
 			t.Fatalf("exit %d, stderr %q; want 75 without waiting", code, errOut)
+		}
+	})
+	t.Run("run variables do not reach status", func(t *testing.T) {
+		code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held, "LEADERRUN_TTL": "5", "LEADERRUN_NO_WAIT": "maybe"}, "status", "busy")
+		if code != 0 || !strings.Contains(out, "held by other") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want status to ignore the run form's variables", code, out, errOut)
 		}
 	})
 	t.Run("-n --wait 2s refused", func(t *testing.T) {
