@@ -618,3 +618,28 @@ func TestScopesCoverHelpAndVersion(t *testing.T) {
 		}
 	}
 }
+
+// Main reads the real process environment (run's tests inject getenv).
+func TestMainReadsProcessEnvironment(t *testing.T) {
+	t.Setenv("LEADERRUN_STORE", "file://"+t.TempDir())
+	t.Setenv("LEADERRUN_TTL", "5")
+	t.Setenv("LEADERRUN_LOG_FORMAT", "json")
+	dir := t.TempDir()
+	errf, err := os.Create(filepath.Join(dir, "err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	code := Main(context.Background(), []string{"leaderrun", "--", "true"}, Stdio{In: os.Stdin, Out: errf, Err: errf})
+	b, _ := os.ReadFile(errf.Name())
+	var obj struct {
+		Msg      string `json:"msg"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(oneLineOf(t, string(b))), &obj); err != nil {
+		t.Fatalf("stderr %q: %v", b, err)
+	}
+	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?") {
+		t.Fatalf("exit %d, stderr %q; want 125 suggesting 5s", code, b)
+	}
+}
