@@ -104,7 +104,6 @@ func dashes(name string) string {
 
 // parsed is the command line after preparse.
 type parsed struct {
-	sub     string   // "status", "watch", "help" or "" (run form)
 	args    []string // what urfave parses (without the program name)
 	command []string // the run form's COMMAND [ARGS...]
 }
@@ -124,7 +123,7 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 	}
 	type given struct {
 		info  flagInfo
-		token string // as written, for messages
+		token string // the flag's name as written (-n, --no-wait), for messages
 		value string
 		has   bool
 	}
@@ -209,7 +208,7 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 		if err != nil {
 			return parsed{}, err
 		}
-		return parsed{sub: sub, args: append(append(flags, "help"), args[i+1:]...)}, nil
+		return parsed{args: append(append(flags, "help"), args[i+1:]...)}, nil
 	}
 	// status or watch: flags anywhere after the subcommand, NAME among them.
 	var after []given
@@ -234,13 +233,15 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 		return parsed{}, usagef("%s takes a lease NAME, not a command after --", sub)
 	}
 	out := append([]string{sub}, flags...)
-	if slices.Contains(flags, "--help") {
-		positional = nil // urfave would take NAME for a help topic
+	for _, g := range append(before, after...) {
+		if b, _ := parseBool(g.value); g.info.name == "help" && (!g.has || b) {
+			positional = nil // urfave would take NAME for a help topic
+		}
 	}
 	if len(positional) > 0 {
 		out = append(append(out, "--"), positional...)
 	}
-	return parsed{sub: sub, args: out}, nil
+	return parsed{args: out}, nil
 }
 
 // ownerOf names the form(s) that do take flag name, for messages.

@@ -455,6 +455,7 @@ func TestHelpCommand(t *testing.T) {
 		{[]string{"status", "--help"}, []string{"leaderrun status [flags] NAME", "DESCRIPTION"}},
 		{[]string{"help", "watch"}, []string{"leaderrun watch [flags] NAME", "DESCRIPTION", "--interval DURATION"}},
 		{[]string{"watch", "x", "-h"}, []string{"leaderrun watch [flags] NAME"}},
+		{[]string{"status", "x", "--help=yes"}, []string{"leaderrun status [flags] NAME"}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
