@@ -31,8 +31,9 @@ import (
 
 // Floors below which a value is refused.
 const (
-	// MinWatchInterval is the shortest watch --interval: polling faster only
-	// loads the store, and a change is still seen within one round trip.
+	// MinWatchInterval is the shortest watch --interval: polling more than a
+	// hundred times a second only loads the store, and a store call under
+	// 10ms is already at the mercy of scheduling delays.
 	MinWatchInterval = 10 * time.Millisecond
 )
 
@@ -447,6 +448,9 @@ func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) erro
 			continue // an empty variable is an unset one
 		}
 		what := env + "=" + shellQuote(raw) + " (" + dashes(name) + ")"
+		if kindOf(f) == kindString {
+			what = env + " (" + dashes(name) + ")" // may hold a password (LEADERRUN_STORE)
+		}
 		v, err := checkValue(flagInfo{name: name, kind: kindOf(f)}, what, raw, true)
 		if err != nil {
 			return err
