@@ -397,6 +397,8 @@ func takeEnv(flags []cli.Flag) []cli.Flag {
 			vars = &f.EnvVars
 		case *cli.IntFlag:
 			vars = &f.EnvVars
+		case *cli.StringSliceFlag:
+			vars = &f.EnvVars // the variable's value is comma-separated, as urfave's
 		}
 		if vars != nil && len(*vars) > 0 {
 			flagEnv.Store(f.Names()[0], (*vars)[0])

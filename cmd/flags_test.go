@@ -297,6 +297,10 @@ func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars
 		res.values = map[string]string{}
 		for _, f := range flags {
 			n := f.Names()[0]
+			if _, ok := f.(*cli.StringSliceFlag); ok {
+				res.values[n] = strings.Join(c.StringSlice(n), ",")
+				continue
+			}
 			switch kindOf(f) {
 			case kindBool:
 				res.values[n] = fmt.Sprint(c.Bool(n))
@@ -642,5 +646,19 @@ func TestMainReadsProcessEnvironment(t *testing.T) {
 	}
 	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?") {
 		t.Fatalf("exit %d, stderr %q; want 125 suggesting 5s", code, b)
+	}
+}
+
+// A repeatable flag (StringSliceFlag) reads its variable through getenv
+// too, comma-separated, and the command line replaces it.
+func TestListFlagVariable(t *testing.T) {
+	flags := takeEnv([]cli.Flag{&cli.StringSliceFlag{Name: "keep-test", EnvVars: []string{"LEADERRUN_KEEP_TEST"}}})
+	vars := map[string]string{"LEADERRUN_KEEP_TEST": "A,B"}
+	if got := probeFlags(t, "", flags, nil, vars); got.err != nil || got.values["keep-test"] != "A,B" {
+		t.Fatalf("variable alone: %q, %v; want A,B", got.values["keep-test"], got.err)
+	}
+	got := probeFlags(t, "", flags, []string{"--keep-test", "C", "--keep-test=D"}, vars)
+	if got.err != nil || got.values["keep-test"] != "C,D" {
+		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["keep-test"], got.err)
 	}
 }
