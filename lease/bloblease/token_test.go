@@ -135,4 +135,3 @@ func TestTokensNear2p53(t *testing.T) {
 		})
 	}
 }
-
