@@ -157,7 +157,7 @@ func (t *target) parseQuery(raw string) error {
 			v, err := url.QueryUnescape(v)
 			d, perr := time.ParseDuration(v)
 			if err != nil || perr != nil || d < 100*time.Millisecond || d > time.Minute {
-				return configErr("bad azblob store URL: poll=%s: want a duration from 100ms to 1m", safeEcho(v))
+				return configErr("bad azblob store URL: poll= wants a duration from 100ms to 1m")
 			}
 			t.poll = d
 			continue
@@ -193,7 +193,7 @@ func safeEcho(s string) string {
 		return "(not shown)"
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '+') {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
 			return "(not shown)"
 		}
 	}
