@@ -262,7 +262,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("azblob: acquire %s: %w", req.Name, err)
+		return nil, fmt.Errorf("acquire %s: %w", req.Name, err)
 	}
 	bc := s.blob(req.Name)
 	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
