@@ -27,6 +27,9 @@
 // so the new token is greater than every earlier one. The one assumption is
 // that the service's clock does not step back (and fewer than a million
 // acquisitions of one name per second, which Azure's round trips rule out).
+// Only a call with less than 1.5s left on its deadline (a --call-timeout that
+// short) skips the wait and takes the next second's value directly; a token
+// could then repeat only if the counter is lost again within that second.
 // Tokens stay below 2^53, so JSON readers hold them exactly; a counter that is
 // not a number below 2^53 (edited by hand) is refused as corrupt, never
 // wrapped.
@@ -430,8 +433,15 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		// No counter: the name's first use, or the blob (or its metadata)
 		// was lost. Earlier tokens were minted from responses dated no later
 		// than props.Date, and each is below (its second + 1)·10⁶; waiting
-		// for a later second puts this one above all of them.
-		if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
+		// for a later second puts this one above all of them. A call whose
+		// deadline leaves no time for that (a --call-timeout under about
+		// 1.5s) takes the next second's value without waiting: still above
+		// every earlier token, but a second loss within that second could
+		// repeat it.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
+			now = (props.Date.Unix() + 1) * 1e6
+			s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", req.Name)
+		} else if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
 			var se *storeError
 			if errors.As(err, &se) {
 				return err
@@ -467,6 +477,11 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 	}
 	return nil
 }
+
+// nextSecondBudget is the time left on a call's deadline below which record
+// does not wait for Azure's next second (the wait takes up to 1.1s, the
+// metadata write one more round trip).
+const nextSecondBudget = 1500 * time.Millisecond
 
 // nextSecond polls the blob until a response is dated later than after and
 // returns that date in microseconds. It takes about half a second on average

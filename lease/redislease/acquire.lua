@@ -9,8 +9,8 @@
 -- the counter: strictly increasing while the counter survives, and still
 -- above every earlier token after it is lost (restart without persistence,
 -- failover to a replica that missed the write, the key deleted or evicted),
--- as long as the server's clock does not step back. Redis 5+ replicates a
--- script's effects, not the script, so calling TIME before a write is allowed.
+-- as long as the server's clock does not step back. Scripts replicate their
+-- effects, not the script, so calling TIME before a write is allowed.
 -- Numbers are written with %d, never through cjson (which rounds past 14 digits).
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -36,6 +36,9 @@ if raw then
     return {2, raw}
   end
 end
+-- Redis 3.2-4.x replicate scripts verbatim unless told otherwise, and refuse
+-- writes after TIME; from 5.0 on this is the default and the call a no-op.
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token = prev + 1
