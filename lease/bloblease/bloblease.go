@@ -28,8 +28,9 @@
 // that the service's clock does not step back (and fewer than a million
 // acquisitions of one name per second, which Azure's round trips rule out).
 // Only a call with less than 1.5s left on its deadline (a --call-timeout that
-// short) skips the wait and takes the next second's value directly; a token
-// could then repeat only if the counter is lost again within that second.
+// short) skips the wait and uses the middle of the second instead (D·10⁶ +
+// 500000): a token could then repeat only if the counter is lost twice within
+// one second and both losses are found by such short calls.
 // Tokens stay below 2^53, so JSON readers hold them exactly; a counter that is
 // not a number below 2^53 (edited by hand) is refused as corrupt, never
 // wrapped.
@@ -435,11 +436,12 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		// than props.Date, and each is below (its second + 1)·10⁶; waiting
 		// for a later second puts this one above all of them. A call whose
 		// deadline leaves no time for that (a --call-timeout under about
-		// 1.5s) takes the next second's value without waiting: still above
-		// every earlier token, but a second loss within that second could
-		// repeat it.
+		// 1.5s) takes the middle of this second instead: above the tokens
+		// minted from this second the usual way (fewer than half a million),
+		// below the next second's; only a second such mint within the same
+		// second could repeat it.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
-			now = (props.Date.Unix() + 1) * 1e6
+			now = props.Date.Unix()*1e6 + fallbackOffset
 			s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", req.Name)
 		} else if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
 			var se *storeError
@@ -482,6 +484,9 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 // does not wait for Azure's next second (the wait takes up to 1.1s, the
 // metadata write one more round trip).
 const nextSecondBudget = 1500 * time.Millisecond
+
+// fallbackOffset is what a token minted without waiting adds to its second.
+const fallbackOffset = 500_000
 
 // nextSecond polls the blob until a response is dated later than after and
 // returns that date in microseconds. It takes about half a second on average

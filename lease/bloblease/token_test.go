@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -54,6 +55,20 @@ func TestTokensSurviveDataLoss(t *testing.T) {
 		}
 		record("after deleting the blob "+strconv.Itoa(i), mint(t, s, name))
 	}
+	// A short call deadline leaves no time to wait for the next second.
+	if _, err := s.blob(name).Delete(context.Background(), nil); err != nil {
+		t.Fatalf("delete the blob: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nextSecondBudget-100*time.Millisecond)
+	l, err := s.TryAcquire(ctx, req15(name, "m"))
+	cancel()
+	if err != nil {
+		t.Fatalf("TryAcquire with a short deadline: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	record("after deleting the blob, short deadline", l.Info().Token)
 	if _, err := s.cc.Delete(context.Background(), nil); err != nil {
 		t.Fatalf("delete the container: %v", err)
 	}
