@@ -229,14 +229,19 @@ func (w *watcher) run(life context.Context) {
 			return
 		}
 		wasUp, err := w.serve(life, ps)
+		noPerm := redis.IsPermissionError(err)
+		if noPerm {
+			// The user may not use the channel: waiters poll PTTL instead.
+			// Set before drop wakes the waiters blocked in await, so they
+			// see it.
+			w.s.noChannel.Store(true)
+		}
 		w.drop(ps)
 		_ = ps.Close()
 		if life.Err() != nil {
 			return
 		}
-		if redis.IsPermissionError(err) {
-			// The user may not use the channel: waiters poll PTTL instead.
-			w.s.noChannel.Store(true)
+		if noPerm {
 			w.s.log.Debug("no permission to subscribe to the release channel; waiters poll (grant &leaderrun:* for instant handover)", "channel", w.channel, "err", w.s.classify("subscribe", err))
 			return
 		}
