@@ -100,11 +100,7 @@ func (s *Store) classify(ctx context.Context, op string, err error, gone error) 
 	where := "Azure Blob Storage at " + s.where
 	switch {
 	case gone != nil && bloberror.HasCode(err, leaseGoneCodes...):
-		what := "lost"
-		if gone == lease.ErrNotHeld {
-			what = "no longer ours"
-		}
-		return newErr(fmt.Sprintf("%s: the lease was %s (%s)", op, what, re.ErrorCode), gone)
+		return newErr(fmt.Sprintf("%s no longer holds our lease (%s: %s)", where, op, re.ErrorCode), gone)
 	case ctx.Err() != nil:
 		// The caller's own context ended: not the store's fault.
 		return newErr(fmt.Sprintf("%s: %s: %v", where, op, context.Cause(ctx)), context.Cause(ctx), ctx.Err())

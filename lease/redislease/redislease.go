@@ -398,7 +398,7 @@ func (l *redisLease) Renew(ctx context.Context) error {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("lease %s was lost: its record in %s is gone or another holder's", l.info.Name, l.s.where), lease.ErrLost)
+		return newErr(fmt.Sprintf("%s no longer has our record of lease %s (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrLost)
 	}
 	return nil
 }
@@ -416,7 +416,7 @@ func (l *redisLease) Release(ctx context.Context) error {
 		return l.s.classify("release "+l.info.Name, err)
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("lease %s was no longer ours at release: its record in %s is gone or another holder's", l.info.Name, l.s.where), lease.ErrNotHeld)
+		return newErr(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrNotHeld)
 	}
 	l.s.publishRelease(cctx, l.info.Name)
 	return nil
