@@ -30,7 +30,10 @@
 // that mints it, which is later than every earlier minting: the next token is
 // greater than every earlier one. The one assumption is that the servers'
 // clock does not step back (across a failover: the new master's clock is not
-// behind the old master's by more than the failover took). Tokens stay below
+// behind the old master's by more than the failover took). (A counter raised
+// by hand above the clock makes later tokens run ahead of it, and a loss of
+// that counter would then go back: leave the counter to leaderrun.) Tokens
+// stay below
 // 2^53, so JSON readers hold them exactly; they are written into the record
 // with %d, never through Lua's cjson, which rounds past 14 digits. A counter
 // that is not a number below 2^53 (edited by hand) is refused as corrupt:
