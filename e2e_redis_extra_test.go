@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,5 +47,44 @@ func TestRedisACLUserWithoutChannels(t *testing.T) {
 	t.Logf("handover %v without channel permission (TTL %v)", d, ttl)
 	if d > 2*time.Second {
 		t.Fatalf("handover took %v; want about the 200ms poll, far below the TTL %v", d, ttl)
+	}
+}
+
+// The README's smallest --ttl for Redis (with default flags, and with the
+// default 3s grace kept) is what the binary accepts: that value runs, one
+// millisecond less is refused as unsafe.
+func TestRedisReadmeMinimumTTL(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		re    string
+		extra []string
+	}{
+		{`smallest ` + "`--ttl`" + ` accepted with default flags is \*\*([0-9.]+m?s)\*\*`, nil},
+		{`keeping the default 3s grace\s+needs ` + "`--ttl`" + ` ≥ ([0-9.]+m?s)`, []string{"--grace", "3s"}},
+	} {
+		m := regexp.MustCompile(tc.re).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("README has no match for %s", tc.re)
+		}
+		min, err := time.ParseDuration(string(m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := redisE2EName(t, "minttl")
+		run := func(ttl time.Duration) (int, string) {
+			args := append([]string{"--name", name, "--wait", "0", "--ttl", ttl.String()}, tc.extra...)
+			return runLR(t, env, append(args, "--", "true")...)
+		}
+		if code, out := run(min); code != 0 {
+			t.Fatalf("--ttl %v %v (the README's minimum): exit %d: %s", min, tc.extra, code, out)
+		}
+		if code, out := run(min - time.Millisecond); code != 125 || !strings.Contains(out, "--ttl") {
+			t.Fatalf("--ttl %v %v (below the README's minimum): exit %d: %s; want 125 saying which --ttl fits", min-time.Millisecond, tc.extra, code, out)
+		}
 	}
 }
