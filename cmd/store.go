@@ -43,13 +43,13 @@ func (e *storeConfigError) Unwrap() error { return lease.ErrConfig }
 func openStore(ctx context.Context, raw string, o storeOptions) (lease.Store, error) {
 	shown := redactURL(raw)
 	what := "--store " + strconv.Quote(shown)
-	if shown == hidden {
+	if shown == storeURLHidden {
 		what = "--store (the value is not shown: it may hold a password)"
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
 		hint := "file:///var/lock/leaderrun or redis://host:6379"
-		if strings.HasPrefix(raw, "/") && shown != hidden {
+		if strings.HasPrefix(raw, "/") && shown != storeURLHidden {
 			hint = "file://" + shown
 		}
 		return nil, &storeConfigError{fmt.Sprintf("%s is not a URL: want scheme://…, e.g. %s", what, hint)}
@@ -57,7 +57,7 @@ func openStore(ctx context.Context, raw string, o storeOptions) (lease.Store, er
 	open, ok := storeOpeners[strings.ToLower(scheme)]
 	if !ok {
 		msg := what + ": unknown scheme"
-		if shown != hidden {
+		if shown != storeURLHidden {
 			msg += " " + shownWord(scheme)
 		}
 		return nil, &storeConfigError{msg + " (want file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https or azblob+http)"}
@@ -65,7 +65,7 @@ func openStore(ctx context.Context, raw string, o storeOptions) (lease.Store, er
 	return open(ctx, raw, o)
 }
 
-const hidden = "(not shown: it may hold a password)"
+const storeURLHidden = "(not shown: it may hold a password)"
 
 // redactURL returns a store URL as it may appear in a message: nothing that
 // could be a credential survives, even in a URL mistyped so that a password
@@ -80,10 +80,10 @@ func redactURL(raw string) string {
 		if strings.HasPrefix(raw, "/") && plainPath(raw) {
 			return raw
 		}
-		return hidden
+		return storeURLHidden
 	}
-	if shownWord(scheme) == hidden {
-		return hidden
+	if shownWord(scheme) == storeURLHidden {
+		return storeURLHidden
 	}
 	rest, _, _ = strings.Cut(rest, "#")
 	rest, query, hasQuery := strings.Cut(rest, "?")
@@ -96,15 +96,15 @@ func redactURL(raw string) string {
 		hostPart, userinfo = hostPart[i+1:], true
 	}
 	if strings.Contains(path, "@") {
-		return hidden // user info after a '/' that should not be there
+		return storeURLHidden // user info after a '/' that should not be there
 	}
 	for _, h := range strings.Split(hostPart, ",") {
 		if h != "" && !plainHost(h) {
-			return hidden
+			return storeURLHidden
 		}
 	}
 	if !plainPath(path) {
-		return hidden
+		return storeURLHidden
 	}
 	if userinfo && strings.Trim(path, "0123456789/") != "" {
 		path = "/…" // a URL with a password: show no more than a DB number
@@ -123,11 +123,11 @@ func redactURL(raw string) string {
 // shownWord quotes a scheme when it is a plain word, and hides it otherwise.
 func shownWord(s string) string {
 	if s == "" || len(s) > 20 {
-		return hidden
+		return storeURLHidden
 	}
 	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.') {
-			return hidden
+			return storeURLHidden
 		}
 	}
 	return strconv.Quote(s)

@@ -122,7 +122,7 @@ func TestRedactURLShowsPlainParts(t *testing.T) {
 		"azblob+https://acct.blob.core.windows.net/c?sv=1&sig=S": "azblob+https://acct.blob.core.windows.net/c?…",
 		"file:///var/lock/leaderrun":                             "file:///var/lock/leaderrun",
 		"/var/lock/leaderrun":                                    "/var/lock/leaderrun",
-		"redis://h:pw/0":                                         hidden,
+		"redis://h:pw/0":                                         storeURLHidden,
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
