@@ -156,3 +156,47 @@ func TestTokensNear2p53(t *testing.T) {
 		})
 	}
 }
+
+// TestTokensAfterFailover: a replica that missed the last token's write is
+// promoted; the next token from it is still above every earlier one.
+func TestTokensAfterFailover(t *testing.T) {
+	masterAddr, _ := private(t)
+	replicaAddr, _ := private(t)
+	master := plain(t, []string{masterAddr}, false)
+	replica := plain(t, []string{replicaAddr}, false)
+	host, port, _ := strings.Cut(masterAddr, ":")
+	if err := replica.Do(ctxT(t), "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	name := "failover-" + lease.NewID()[:8]
+	s := open(t, "redis://"+masterAddr, redislease.Options{})
+	var highest uint64
+	for range 2 {
+		highest = max(highest, mint(t, s, name))
+	}
+	// Wait until the replica has them (WAIT blocks until it acknowledges).
+	if n, err := master.Do(ctxT(t), "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	if got := replica.Get(ctxT(t), "leaderrun:{"+name+"}:token").Val(); got != strconv.FormatUint(highest, 10) {
+		t.Fatalf("replica counter %q; want %d", got, highest)
+	}
+	// The link breaks; the master mints once more; the replica never sees it.
+	if err := replica.Do(ctxT(t), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	last := mint(t, s, name)
+	if last <= highest {
+		t.Fatalf("token %d after %d", last, highest)
+	}
+	if got := replica.Get(ctxT(t), "leaderrun:{"+name+"}:token").Val(); got == strconv.FormatUint(last, 10) {
+		t.Fatal("the replica saw the last write; the test proves nothing")
+	}
+	// Failover: clients now use the promoted replica.
+	s2 := open(t, "redis://"+replicaAddr, redislease.Options{})
+	next := mint(t, s2, name)
+	if next <= last {
+		t.Fatalf("token after failover %d; want above the last token %d the new master never saw", next, last)
+	}
+	t.Logf("tokens: before the break ≤ %d, missed by the replica %d, after failover %d", highest, last, next)
+}
