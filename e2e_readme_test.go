@@ -482,7 +482,7 @@ func waitWithin(t *testing.T, p *lr, within time.Duration) int {
 }
 
 // tokenOf returns the last field of a stand-in's line, its fencing token.
-func tokenOf(t *testing.T, line string) uint64 {
+func lineToken(t *testing.T, line string) uint64 {
 	t.Helper()
 	f := strings.Fields(line)
 	if len(f) == 0 {
@@ -630,7 +630,7 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 		t.Fatalf("first backup: exit %d: %s", c, first.stderr.String())
 	}
 	l2 := second.line()
-	if !strings.HasPrefix(l2, wantLine) || tokenOf(t, l2) <= tokenOf(t, l1) {
+	if !strings.HasPrefix(l2, wantLine) || lineToken(t, l2) <= lineToken(t, l1) {
 		t.Fatalf("second backup printed %q after the first (%q); want it to run with a higher token", l2, l1)
 	}
 	in2.Close()
@@ -893,8 +893,8 @@ func readmeSystemd(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	stop(leader, l1)
 	l2 := standby.line()
-	if tokenOf(t, l2) <= tokenOf(t, l1) {
-		t.Fatalf("the standby's worker has token %d, not above the first's %d", tokenOf(t, l2), tokenOf(t, l1))
+	if lineToken(t, l2) <= lineToken(t, l1) {
+		t.Fatalf("the standby's worker has token %d, not above the first's %d", lineToken(t, l2), lineToken(t, l1))
 	}
 	stop(standby, l2)
 }

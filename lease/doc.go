@@ -51,9 +51,12 @@
 //     of a call and counts validity from the first attempt whose answer was
 //     lost, so a lost answer can neither lock us out nor stretch E.
 //  10. Each acquisition gets a fencing token (Holder.Token) minted atomically
-//     with it and strictly increasing per name: Redis INCR in the acquire
-//     script, Azure a metadata counter written under the lease, the file store
-//     a counter in the locked file (fdatasync'ed).
+//     with it and strictly increasing per name: Redis
+//     max(counter+1, server TIME in µs) in the acquire script, Azure
+//     max(counter+1, response Date in µs) written under the lease (on both a
+//     token never goes back even after the store loses its data, as long as
+//     the store's clock does not step back; see redislease and bloblease),
+//     the file store a counter in the locked file (fdatasync'ed).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
 //     guard process is started in a session of its own, deaf to forwarded
