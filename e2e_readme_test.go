@@ -481,7 +481,7 @@ func waitWithin(t *testing.T, p *lr, within time.Duration) int {
 	return p.wait()
 }
 
-// tokenOf returns the last field of a stand-in's line, its fencing token.
+// lineToken returns the last field of a stand-in's line, its fencing token.
 func lineToken(t *testing.T, line string) uint64 {
 	t.Helper()
 	f := strings.Fields(line)
