@@ -19,13 +19,18 @@ type storeError struct {
 	kind  error // a lease sentinel: ErrConfig, ErrUnavailable, ErrLost, ErrNotHeld
 	msg   string
 	cause error
+	hint  string // what to do, after the cause
 }
 
 func (e *storeError) Error() string {
-	if e.cause == nil {
-		return e.msg
+	s := e.msg
+	if e.cause != nil {
+		s += ": " + plain(e.cause)
 	}
-	return e.msg + ": " + plain(e.cause)
+	if e.hint != "" {
+		s += "; " + e.hint
+	}
+	return s
 }
 
 func (e *storeError) Unwrap() []error {

@@ -110,19 +110,17 @@ func Open(dir string) (*Store, error) {
 	// The file system is the one of dir, or of its nearest existing parent
 	// when dir is still to be created.
 	probe := dir
-	for {
-		_, err := statDir(probe)
+	if _, err := statDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for probe != "/" {
+		var st unix.Stat_t
+		err := unix.Stat(probe, &st)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, os.ErrNotExist) {
-			if probe == dir {
-				return nil, err
-			}
-			return nil, newError(lease.ErrConfig, err, "cannot create the file store directory "+dir)
-		}
-		if probe == "/" {
-			break
+		if !errors.Is(err, unix.ENOENT) {
+			return nil, classified(err, "cannot read "+probe)
 		}
 		probe = filepath.Dir(probe)
 	}

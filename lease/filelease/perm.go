@@ -167,7 +167,8 @@ func openError(path string, err error) error {
 	case errors.Is(err, unix.ENXIO):
 		return newError(lease.ErrConfig, nil, fmt.Sprintf("lock file %s is a FIFO or socket, not a regular file: remove it", path))
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return newError(lease.ErrConfig, err, fmt.Sprintf("cannot open lock file %s (uid %d; check the permissions of the directory and the file, or use another --store)", path, os.Geteuid()))
+		return &storeError{kind: lease.ErrConfig, cause: err, msg: "cannot open lock file " + path, hint: fmt.Sprintf(
+			"leaderrun runs as uid %d; a directory shared by several users must be made group-writable (2775) or world-writable with the sticky bit (1777) beforehand (see the README)", os.Geteuid())}
 	}
 	return classified(err, "cannot open lock file "+path)
 }
