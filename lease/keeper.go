@@ -250,7 +250,7 @@ func (k *Keeper) watchLost(lost <-chan struct{}) {
 	if err == nil {
 		err = errors.New("the store reported the lease lost")
 	}
-	k.cancel(fmt.Errorf("renew: %w", asLost(err)))
+	k.cancel(asLost(err))
 }
 
 // asLost makes sure err is classified as ErrLost.

@@ -291,7 +291,7 @@ func TestStatusProbeNeverBlocksAcquirers(t *testing.T) {
 		}()
 	}
 	conflicts := 0
-	const n = 300
+	const n = 1000
 	for i := 0; i < n; i++ {
 		l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
 		if errors.Is(err, lease.ErrHeld) {
