@@ -181,6 +181,15 @@ func TestPermissionsBeyondTheDirectory(t *testing.T) {
 			if _, err := s.Status(context.Background(), "job"); !errors.Is(err, lease.ErrConfig) {
 				t.Fatalf("Status: %v; want a configuration error", err)
 			}
+			// An unprivileged user (in the group) is refused too: the same
+			// way when the file's mode lets them open it, by the kernel
+			// (permission denied, a configuration error) when it does not.
+			for _, op := range []string{"acquire", "status"} {
+				got := as(t, other, op, dir, "job")
+				if !strings.HasPrefix(got, "err config ") || tc.fileMode&0o002 != 0 && !strings.Contains(got, "writable by users who cannot write the directory") {
+					t.Fatalf("%s as %v: %q; want a configuration error", op, other, got)
+				}
+			}
 		})
 	}
 	t.Run("world-writable directory without the sticky bit", func(t *testing.T) {
