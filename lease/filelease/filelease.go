@@ -10,8 +10,9 @@
 // unlinking a lock file lets two processes lock two different inodes under one
 // name. For the same reason every acquisition checks that the path still names
 // the locked inode, and a held lease watches its file with inotify
-// (IN_DELETE_SELF, IN_MOVE_SELF, IN_ATTRIB): a replaced or removed lock file
-// makes the lease lost at once (Lost), and every Renew checks it again.
+// (IN_DELETE_SELF, IN_MOVE_SELF, IN_ATTRIB) from 100ms after it was taken:
+// a replaced or removed lock file makes the lease lost at once (the lease's
+// Lost channel closes), and every Renew checks it again.
 //
 // # Fencing tokens
 //
@@ -404,9 +405,11 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 	}
 	l := &fileLease{path: path, lockf: lockf, rw: rw, rec: rec, lost: make(chan struct{})}
 	l.startWatch()
-	// The file may have been replaced between the checks above and the
-	// watch: then this acquisition is void (its token went into an inode
-	// nobody will see) and is made again on the new file.
+	// The file may have been replaced while the record was written: then
+	// this acquisition is void (its token went into an inode nobody will
+	// see) and is made again on the new file. A replacement after this
+	// check comes after the record, so a holder of the new file mints from
+	// a clock already past our token; the watch, once armed, ends our lease.
 	if same, err := sameFile(lockf, path); err != nil || !same {
 		l.abandon()
 		if err != nil {

@@ -22,8 +22,12 @@ import (
 // a channel closed the moment the lock file is found deleted, moved or
 // replaced (an inotify watch on the locked inode, for IN_DELETE_SELF,
 // IN_MOVE_SELF and IN_ATTRIB, then the same check Renew makes), so a keeper
-// can stop the child at once instead of at its next renewal. The channel is
-// never closed by Release.
+// can stop the child at once instead of at its next renewal. The watch is
+// armed watchDelay (100ms) after the acquisition, with a check that catches
+// a change made before. The channel is never closed by Release.
+//
+// Release drops the lock explicitly (flock LOCK_UN and the OFD lock), so a
+// duplicate of the lock descriptor held elsewhere does not keep the lease.
 type fileLease struct {
 	path string
 	mu   sync.Mutex
