@@ -146,6 +146,9 @@ func helperPath(t *testing.T) string {
 	if err := os.WriteFile(p, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(p, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	helperBin = p
 	return p
 }

@@ -33,7 +33,7 @@ var (
 // directory, whatever the umask.
 func TestSharedDirectory(t *testing.T) {
 	requireRoot(t)
-	old := unix.Umask(0o022)
+	old := unix.Umask(0o077) // the children inherit it; lock files must not
 	defer unix.Umask(old)
 	tests := []struct {
 		name     string
