@@ -160,7 +160,9 @@ func helperCmd(t *testing.T, u runAs, op, dir, name string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, helperPath(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FILELEASE_HELPER="+op, "FILELEASE_DIR="+dir, "FILELEASE_NAME="+name)
+	cmd.Env = append(os.Environ(), "FILELEASE_HELPER="+op, "FILELEASE_DIR="+dir, "FILELEASE_NAME="+name,
+		// Under -race, a process sleeps 1s at exit by default.
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	cmd.Dir = "/"
 	if u.uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
