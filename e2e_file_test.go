@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,8 +194,12 @@ func TestChildEnvironment(t *testing.T) {
 	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_NAME $LEADERRUN_HOLDER $LEADERRUN_TOKEN"`)
 	cmd.Env = append(os.Environ(), "LEADERRUN_STORE="+fileStore(t))
 	out, err := cmd.Output()
-	if err != nil || string(out) != "envjob me 1\n" {
-		t.Fatalf("child saw %q, %v; want \"envjob me 1\"", out, err)
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 3 || f[0] != "envjob" || f[1] != "me" {
+		t.Fatalf("child saw %q, %v; want \"envjob me TOKEN\"", out, err)
+	}
+	if tok, err := strconv.ParseUint(f[2], 10, 64); err != nil || tok == 0 || tok >= 1<<53 {
+		t.Fatalf("LEADERRUN_TOKEN %q: want a decimal integer in [1, 2^53)", f[2])
 	}
 }
 
@@ -284,8 +289,9 @@ func TestFileWatch(t *testing.T) {
 		t.Fatalf("first watch line %q; want free", l)
 	}
 	leader, _ := holdLease(t, env, "w", "--holder", "alpha")
-	if l := w.line(); !strings.HasSuffix(l, "w: held by alpha, token 1") {
-		t.Fatalf("watch line %q; want held by alpha, token 1", l)
+	_, st := statusJSON(t, env, "w")
+	if l := w.line(); !strings.HasSuffix(l, fmt.Sprintf("w: held by alpha, token %.0f", st["token"])) {
+		t.Fatalf("watch line %q; want held by alpha, token %.0f", l, st["token"])
 	}
 	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
 	leader.wait()

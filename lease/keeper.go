@@ -91,6 +91,10 @@ func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) 
 	next := sentAt + cfg.Timing.RenewEvery
 	k.wg.Add(1)
 	go k.renewLoop(next)
+	if w, ok := l.(interface{ Lost() <-chan struct{} }); ok {
+		k.wg.Add(1)
+		go k.watchLost(w.Lost())
+	}
 	if cfg.Limits.Expires {
 		k.wg.Add(1)
 		go k.watchdog()
@@ -251,6 +255,23 @@ func (k *Keeper) renewLoop(next time.Duration) {
 				"stop_in", (k.stopAt() - k.clock.Now()).Round(time.Millisecond))
 		}
 	}
+}
+
+// watchLost ends leadership the moment a lease that can tell (the file
+// store watches its lock file) reports itself lost, instead of at the next
+// renewal. Renew then says why.
+func (k *Keeper) watchLost(lost <-chan struct{}) {
+	defer k.wg.Done()
+	select {
+	case <-lost:
+	case <-k.ctx.Done():
+		return
+	}
+	err := k.l.Renew(k.life)
+	if err == nil {
+		err = errors.New("the store reported the lease lost")
+	}
+	k.cancel(asLost(err))
 }
 
 // asLost makes sure err is classified as ErrLost.
