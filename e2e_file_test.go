@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,8 +195,12 @@ func TestChildEnvironment(t *testing.T) {
 	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_LEASE $LEADERRUN_LEASE_HOLDER $LEADERRUN_LEASE_TOKEN ${LEADERRUN_NAME-unset} ${LEADERRUN_HOLDER-unset}"`)
 	cmd.Env = append(os.Environ(), "LEADERRUN_STORE="+fileStore(t))
 	out, err := cmd.Output()
-	if err != nil || string(out) != "envjob me 1 unset unset\n" {
-		t.Fatalf("child saw %q, %v; want \"envjob me 1 unset unset\"", out, err)
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 5 || f[0] != "envjob" || f[1] != "me" || f[3] != "unset" || f[4] != "unset" {
+		t.Fatalf("child saw %q, %v; want \"envjob me TOKEN unset unset\"", out, err)
+	}
+	if tok, err := strconv.ParseUint(f[2], 10, 64); err != nil || tok == 0 || tok >= 1<<53 {
+		t.Fatalf("LEADERRUN_LEASE_TOKEN %q: want a decimal integer in [1, 2^53)", f[2])
 	}
 }
 
@@ -285,8 +290,9 @@ func TestFileWatch(t *testing.T) {
 		t.Fatalf("first watch line %q; want free", l)
 	}
 	leader, _ := holdLease(t, env, "w", "--holder", "alpha")
-	if l := w.line(); !strings.HasSuffix(l, "w: held by alpha, token 1") {
-		t.Fatalf("watch line %q; want held by alpha, token 1", l)
+	_, st := statusJSON(t, env, "w")
+	if l := w.line(); !strings.HasSuffix(l, fmt.Sprintf("w: held by alpha, token %.0f", st["token"])) {
+		t.Fatalf("watch line %q; want held by alpha, token %.0f", l, st["token"])
 	}
 	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
 	leader.wait()

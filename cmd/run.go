@@ -30,6 +30,7 @@ type runConfig struct {
 	stopSignal   syscall.Signal
 	conflictCode int
 	storeURL     string
+	contain      string
 	passEnv      map[string]bool
 }
 
@@ -58,6 +59,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	}
 	if c.Bool("no-wait") {
 		rc.wait = 0
+	}
+	if rc.contain, err = parseContain(c.String("contain")); err != nil {
+		return rc, err
 	}
 	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
 		return rc, err
@@ -139,6 +143,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if _, err := runner.Resolve(args[0]); err != nil {
 		return classify(err)
 	}
+	if err := checkContain(rc.contain); err != nil {
+		return classify(err)
+	}
 	// Catch the forwarded signals for the whole run: while waiting, INT, TERM
 	// and HUP end the wait; once the child runs, the runner forwards them.
 	sigs := make(chan os.Signal, 16)
@@ -180,20 +187,33 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	logger := log
 	logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
 
-	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
+	// The guard (and the child's cgroup) come before the child: from here on
+	// the child's tree is enforced even if leaderrun dies or freezes.
+	prot, err := protect(l, rc.contain, rc.stopSignal, timing, logger)
+	if err != nil {
+		watch.stop()
+		releaseLease(l, timing, logger)
+		return classify(err)
+	}
+	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
 	watch.stop()
 	if err == nil && watch.signalled() {
 		keeper.Stop()
 	}
 	if err != nil || watch.signalled() {
 		releaseLease(l, timing, logger)
+		prot.finish(true, logger)
 		if watch.signalled() {
 			return acquireOutcome(context.Cause(watch.ctx), rc)
 		}
 		return classify(err)
 	}
+	if e, ok := keeper.ValidUntil(); ok {
+		prot.guard.Until(e)
+	}
 	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
-	res, runErr := runner.Run(keeper.Context(), runner.Config{
+	runCtx, unwatch := prot.watch(keeper.Context())
+	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       args,
 		Env:        childEnv,
 		StopSignal: rc.stopSignal,
@@ -204,22 +224,48 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Stdout:     e.stdio.Out,
 		Stderr:     e.stdio.Err,
 		Log:        logger,
+		Cgroup:     prot.cg,
+		Guard:      prot.guard,
 	})
-	cause := context.Cause(keeper.Context())
+	cause := context.Cause(runCtx)
+	unwatch()
+	// Leadership must have been held for the child's whole run: a stop point
+	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
+	// even if the child then ended by itself.
+	if cause == nil && keeper.PastStopPoint() {
+		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
+	}
 	keeper.Stop()
 
-	// DESIGN §3.8: release only once the whole group is confirmed gone.
-	if res.PID != 0 && !res.GroupGone {
-		logger.Warn("processes of the child's group may still run; not releasing the lease, it will expire by itself")
+	// DESIGN §3.8: release only once the whole tree is confirmed gone.
+	treeGone := res.PID == 0 || res.GroupGone
+	if !treeGone {
+		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
 	} else {
 		releaseLease(l, timing, logger)
 	}
+	prot.finish(treeGone, logger)
 	if runErr != nil {
 		return classify(runErr)
 	}
-	if res.Stopped && errors.Is(cause, lease.ErrLost) {
+	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
+		how := ""
+		switch {
+		case res.Stopped:
+			how = stopText(args[0], rc.stopSignal, res)
+		case res.Signal != 0:
+			how = fmt.Sprintf("%s was killed by %s", args[0], unix.SignalName(res.Signal))
+		default:
+			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
+		}
+		what := "leadership of lease " + rc.name + " lost"
+		if errors.Is(cause, runner.ErrGuardDied) {
+			what = "lease " + rc.name + " given up"
+		} else if !res.Stopped {
+			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
+		}
 		return done(ExitLost, slog.LevelError,
-			fmt.Sprintf("leadership of lease %s lost%s; %s; exit %d", rc.name, lostWhy(cause), stopText(args[0], rc.stopSignal, res), ExitLost),
+			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
 			"event", "lost", "lease", rc.name)
 	}
 	return childOutcome(args[0], res)

@@ -26,6 +26,9 @@ func acquiredText(name string, waited time.Duration) string {
 func stopText(name string, stop syscall.Signal, res runner.Result) string {
 	sig := unix.SignalName(stop)
 	switch {
+	case !res.Killed && res.Signal == syscall.SIGKILL && stop != syscall.SIGKILL:
+		// Not ours: the guard's SIGKILL at the kill point landed first.
+		return fmt.Sprintf("stopped %s with %s, then SIGKILL at the lease's kill point (from the guard)", name, sig)
 	case !res.Killed:
 		return fmt.Sprintf("stopped %s with %s", name, sig)
 	case res.KillPoint && res.KillAfter == 0:

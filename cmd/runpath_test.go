@@ -319,8 +319,8 @@ func TestReadableErrors(t *testing.T) {
 	}
 	// The final line of a run against a store that is not there.
 	code, _, errOut := runCapture(t, "--store", "redis://127.0.0.1:1", "--wait", "0", "--name", "x", "--", "true")
-	if code != ExitFailure || !strings.Contains(errOut, "leaderrun: store unavailable: ") || strings.Contains(errOut, "lease: ") {
-		t.Fatalf("exit %d, stderr %q; want 125 and 'store unavailable: …' without package prefixes", code, errOut)
+	if code != ExitFailure || !strings.Contains(errOut, "127.0.0.1:1") || strings.Contains(errOut, "lease: ") || strings.Contains(errOut, "redislease") {
+		t.Fatalf("exit %d, stderr %q; want 125 and the address without package prefixes", code, errOut)
 	}
 }
 
@@ -331,6 +331,7 @@ func TestStopText(t *testing.T) {
 		want string
 	}{
 		{runner.Result{Stopped: true}, "stopped job with SIGTERM"},
+		{runner.Result{Stopped: true, Signal: syscall.SIGKILL}, "stopped job with SIGTERM, then SIGKILL at the lease's kill point (from the guard)"},
 		{runner.Result{Stopped: true, Killed: true, KillAfter: 3 * time.Second}, "stopped job with SIGTERM, then SIGKILL after the 3s grace"},
 		{runner.Result{Stopped: true, Killed: true, KillPoint: true}, "killed job with SIGTERM and SIGKILL at once: the lease's kill point had come"},
 		{runner.Result{Stopped: true, Killed: true, KillPoint: true, KillAfter: 665 * time.Millisecond}, "stopped job with SIGTERM, then SIGKILL 665ms later at the lease's kill point"},

@@ -21,6 +21,9 @@ import (
 const helperEnv = "LEADERRUN_RUNNER_HELPER"
 
 func TestMain(m *testing.M) {
+	if runner.IsGuard() {
+		os.Exit(runner.GuardMain())
+	}
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Unsetenv(helperEnv)
 		os.Exit(helperMain(mode, os.Args[1:]))

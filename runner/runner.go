@@ -28,11 +28,17 @@
 // foreground back when the child exits and, if the child died by a signal or
 // was stopped, restores the terminal settings it found.
 //
+// Before the child starts, the caller may start a Guard: a second process
+// that knows the child's process group (or cgroup) and the lease's deadlines
+// and enforces them should leaderrun die or freeze (see Guard). Where a cgroup
+// v2 subtree is writable, the child may be started inside a Cgroup of its own,
+// so that descendants that leave the process group are stopped too.
+//
 // What is not guaranteed:
-//   - A descendant that leaves the group (setsid, setpgid) escapes every
-//     signal and kill, and Pdeathsig covers only the direct child: if
-//     leaderrun is SIGKILLed, grandchildren survive unless they react to the
-//     child's death.
+//   - Without a cgroup, a descendant that leaves the group (setsid, setpgid)
+//     escapes every signal and kill; and in the instant between the child's
+//     exec and Guard.Arm, a SIGKILL of leaderrun leaves only Pdeathsig, which
+//     covers the direct child only.
 //   - Pdeathsig is cleared when the child execs a set-user-ID or
 //     capability-carrying binary.
 //   - Ctrl-Z stops the child's foreground group, not leaderrun; leaderrun keeps
@@ -104,6 +110,16 @@ type Config struct {
 	// a clock that counts through suspend. If the stop sequence has not begun,
 	// closing it begins and ends it.
 	KillNow <-chan struct{}
+	// Cgroup, if not nil, is an empty cgroup the child is started in
+	// (clone3 CLONE_INTO_CGROUP), so that every descendant stays in it: the
+	// stop sequence then signals every process of the cgroup, SIGKILL is
+	// cgroup.kill, and the tree is gone only when the cgroup is empty. Run
+	// does not remove it.
+	Cgroup *Cgroup
+	// Guard, if not nil, is told the child's process group the moment the
+	// child has started, when Run begins the stop sequence itself, and when
+	// the tree is confirmed gone (see Guard).
+	Guard *Guard
 }
 
 // Result says how the child ended.
@@ -174,6 +190,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if cfg.Cgroup != nil && cfg.Cgroup.fd != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cfg.Cgroup.fd.Fd())
+	}
 	term := foregroundTerminal(r.stdin)
 	if term != nil {
 		cmd.SysProcAttr.Foreground = true
@@ -188,6 +208,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
+		}
+		if cfg.Guard != nil {
+			// At once, before anything else: until the guard knows the
+			// group, a SIGKILL of leaderrun would leave the tree to Pdeathsig.
+			_ = cfg.Guard.Arm(cmd.Process.Pid)
 		}
 		started <- nil
 		exited <- cmd.Wait()
@@ -224,6 +249,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	r.sweep()
+	if r.res.GroupGone && cfg.Guard != nil {
+		cfg.Guard.Gone()
+	}
 	if waitErr != nil {
 		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], waitErr)
 	}
@@ -307,13 +335,16 @@ func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os
 func (r *run) stop() {
 	r.stopping = true
 	r.stopAt = time.Now()
-	if err := signalGroup(r.pgid, r.cfg.StopSignal); err != nil {
+	if r.cfg.Guard != nil {
+		r.cfg.Guard.Stopping()
+	}
+	if err := r.signalTree(r.cfg.StopSignal); err != nil {
 		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
 	}
 	if r.cfg.StopSignal != syscall.SIGCONT && r.cfg.StopSignal != syscall.SIGKILL {
 		// A stopped process (Ctrl-Z, SIGTTIN) acts on the stop signal only
 		// once continued.
-		_ = signalGroup(r.pgid, syscall.SIGCONT)
+		_ = r.signalTree(syscall.SIGCONT)
 	}
 	r.killTimer = time.NewTimer(r.cfg.Grace)
 	r.killC = r.killTimer.C
@@ -345,9 +376,34 @@ func (r *run) kill() {
 	if !r.res.KillPoint {
 		r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
 	}
-	if err := signalGroup(r.pgid, syscall.SIGKILL); err != nil {
+	if err := r.signalTree(syscall.SIGKILL); err != nil {
 		r.log.Warn("runner: send SIGKILL", "err", err)
 	}
+}
+
+// signalTree sends sig to the child's tree: with a cgroup, to every process
+// in it (SIGKILL through cgroup.kill, plus the group as a backstop);
+// otherwise to the process group. Each process gets a catchable signal once.
+func (r *run) signalTree(sig syscall.Signal) error {
+	cg := r.cfg.Cgroup
+	if cg == nil {
+		return signalGroup(r.pgid, sig)
+	}
+	if sig == syscall.SIGKILL {
+		return errors.Join(cg.Kill(), signalGroup(r.pgid, sig))
+	}
+	return cg.Signal(sig)
+}
+
+// treeAlive reports whether anything of the child's tree may still run: a
+// live member of its process group or, with a cgroup, any process in it.
+func (r *run) treeAlive() bool {
+	alive := groupAlive(r.pgid) // also reaps group members that are our zombies
+	if cg := r.cfg.Cgroup; cg != nil && !alive {
+		pop, err := cg.Populated()
+		return err != nil || pop
+	}
+	return alive
 }
 
 func (r *run) stopTimers() {
@@ -360,7 +416,7 @@ func (r *run) stopTimers() {
 // group (unless the stop sequence is already running) and waits until the
 // group is gone, or until KillConfirmWait after SIGKILL.
 func (r *run) sweep() {
-	alive := groupAlive(r.pgid)
+	alive := r.treeAlive()
 	if alive && !r.stopping {
 		r.log.Info("runner: child exited, stopping processes left in its group",
 			"signal", r.cfg.StopSignal, "grace", r.cfg.Grace)
@@ -389,7 +445,7 @@ func (r *run) sweep() {
 			r.res.GroupGone = false
 			return
 		case <-pollT.C:
-			alive = groupAlive(r.pgid)
+			alive = r.treeAlive()
 			poll = min(2*poll, 20*time.Millisecond)
 			pollT.Reset(poll)
 		}
