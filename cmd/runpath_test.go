@@ -283,14 +283,7 @@ func TestShrunkGraceReported(t *testing.T) {
 	}
 }
 
-func TestClockTimeHasDateWhenNotToday(t *testing.T) {
-	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
-	if got := clockTime(now.Add(-time.Hour), now); got != "22:30:00" {
-		t.Errorf("today: %q", got)
-	}
-	if got := clockTime(now.Add(-24*time.Hour), now); got != "2026-11-21 23:30:00" {
-		t.Errorf("yesterday: %q", got)
-	}
+func TestHumanDuration(t *testing.T) {
 	for d, want := range map[time.Duration]string{10 * time.Minute: "10m", 133 * time.Second: "2m13s", time.Hour: "1h", 90 * time.Minute: "1h30m", 1234 * time.Millisecond: "1.2s", 665 * time.Millisecond: "665ms"} {
 		if got := humanDuration(d); got != want {
 			t.Errorf("humanDuration(%v) = %q; want %q", d, got, want)
@@ -533,5 +526,18 @@ func TestStoreUnavailableRetryLines(t *testing.T) {
 	}
 	if strings.Contains(errOut, "lease: ") || strings.Contains(errOut, "redislease") || !strings.Contains(errOut, "lease f acquired after ") {
 		t.Errorf("stderr:\n%s", errOut)
+	}
+}
+
+// The holder's since carries the date when it is not today.
+func TestHeldBySince(t *testing.T) {
+	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
+	h := lease.Holder{Holder: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
+	if got, want := heldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00, token 5"; got != want {
+		t.Errorf("heldBy = %q; want %q", got, want)
+	}
+	h.Since = now.Add(-time.Hour)
+	if got, want := heldBy(h, now), "held by web-1:42 since 22:30:00, token 5"; got != want {
+		t.Errorf("heldBy = %q; want %q", got, want)
 	}
 }

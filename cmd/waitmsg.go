@@ -49,22 +49,12 @@ func heldBy(h lease.Holder, now time.Time) string {
 		s = "held by " + h.Holder
 	}
 	if !h.Since.IsZero() {
-		s += " since " + clockTime(h.Since, now)
+		s += " since " + FormatTime(h.Since, now)
 	}
 	if h.Token != 0 {
 		s += fmt.Sprintf(", token %d", h.Token)
 	}
 	return s
-}
-
-// clockTime shows t in local time, with the date when it is not today's.
-// (A small helper of this file's own; the status command has its own.)
-func clockTime(t, now time.Time) string {
-	t, now = t.Local(), now.Local()
-	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
-		return t.Format("15:04:05")
-	}
-	return t.Format("2006-01-02 15:04:05")
 }
 
 // humanDuration rounds d for a message: whole seconds from a minute up,
