@@ -155,14 +155,10 @@ var (
 // It catches SIGPIPE rather than ignoring it: an ignored disposition would
 // be inherited by the child across exec, a caught one is reset to the
 // default there, so the child still dies of SIGPIPE as it would without
-// leaderrun. If leaderrun was started with SIGPIPE ignored, it is left
-// ignored (Go then never dies of it) and the child inherits that, as it
-// would have. The registration stays for the life of the process: the final
-// line is written after the run returns.
+// leaderrun. (The Go runtime installs its own SIGPIPE handler at start even
+// when the process was started with SIGPIPE ignored, so the child gets the
+// default in every case, as it did before.) The registration stays for the
+// life of the process: the final line is written after the run returns.
 func keepStderrFromKilling() {
-	sigpipeOnce.Do(func() {
-		if !signal.Ignored(syscall.SIGPIPE) {
-			signal.Notify(sigpipe, syscall.SIGPIPE)
-		}
-	})
+	sigpipeOnce.Do(func() { signal.Notify(sigpipe, syscall.SIGPIPE) })
 }
