@@ -550,6 +550,15 @@ func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(str
 func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 	return func(f cli.Flag) string {
 		s := base(f)
+		if _, ok := f.(*cli.StringSliceFlag); ok {
+			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;
+			// the usage says the flag is repeatable.
+			if i := strings.Index(s, " [ --"); i >= 0 {
+				if j := strings.Index(s[i:], " ]"); j >= 0 {
+					s = s[:i] + s[i+j+2:]
+				}
+			}
+		}
 		if env := envOf(f.Names()[0]); env != "" {
 			if df, ok := f.(cli.DocGenerationFlag); ok && len(df.GetEnvVars()) == 0 {
 				s += fmt.Sprintf(" [$%s]", env)
