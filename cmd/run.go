@@ -341,8 +341,7 @@ func acquireOutcome(err error, rc runConfig) *outcome {
 		return done(128+int(sc.sig), slog.LevelWarn,
 			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")
 	case errors.As(err, &he):
-		return done(rc.conflictCode, slog.LevelInfo,
-			fmt.Sprintf("%v; %s not started (exit %d)", err, rc.args[0], rc.conflictCode), "event", "conflict")
+		return done(rc.conflictCode, slog.LevelInfo, conflictText(rc, he.By), "event", "conflict")
 	default:
 		return classify(err)
 	}

@@ -58,3 +58,14 @@ func lostWhy(cause error) string {
 	}
 	return ""
 }
+
+// conflictText is the final line when the lease stayed held: who holds it
+// (with the date when the acquisition was not today) and whether leaderrun
+// waited for it.
+func conflictText(rc runConfig, by lease.Holder) string {
+	waited := ""
+	if rc.wait > 0 {
+		waited = "; gave up after --wait " + humanDuration(rc.wait)
+	}
+	return fmt.Sprintf("lease %s is %s%s; %s not started (exit %d)", rc.name, heldBy(by, time.Now()), waited, rc.args[0], rc.conflictCode)
+}

@@ -541,3 +541,18 @@ func TestHeldBySince(t *testing.T) {
 		t.Errorf("heldBy = %q; want %q", got, want)
 	}
 }
+
+// The conflict line says who holds the lease and whether leaderrun waited.
+func TestConflictLine(t *testing.T) {
+	s := &leasetest.MemStore{}
+	useStore(t, "conflict", s)
+	take(t, s, "c", "first")
+	code, _, errOut := runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "0", "--", "true")
+	if code != ExitConflict || !regexp.MustCompile(`^leaderrun: lease c is held by first since `+clockRE+`, token 1; true not started \(exit 75\)`).MatchString(errOut) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "20ms", "--conflict-exit-code", "0", "--", "true")
+	if code != 0 || !regexp.MustCompile(`lease c is held by first since `+clockRE+`, token 1; gave up after --wait 20ms; true not started \(exit 0\)`).MatchString(errOut) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
