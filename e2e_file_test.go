@@ -224,7 +224,7 @@ func TestBadInput(t *testing.T) {
 		{"nothing after --", []string{"--"}, nil, 125, "no command"},
 		{"unknown flag", append([]string{"--frobnicate"}, touch...), nil, 125, "frobnicate"},
 		{"bad store URL", append([]string{"--store", "ftp://example"}, touch...), nil, 125, "unknown scheme"},
-		{"store not a URL", append([]string{"--store", "/tmp/dir"}, touch...), nil, 125, "want a URL"},
+		{"store not a URL", append([]string{"--store", "/tmp/dir"}, touch...), nil, 125, "is not a URL"},
 		{"relative file store", append([]string{"--store", "file://relative/dir"}, touch...), nil, 125, "file:///"},
 		{"bad ttl", append([]string{"--ttl", "soon"}, touch...), nil, 125, "ttl"},
 		{"zero ttl", append([]string{"--ttl", "0s"}, touch...), nil, 125, "--ttl"},
