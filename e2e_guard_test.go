@@ -424,3 +424,41 @@ func launchAs(t *testing.T, uid int, args ...string) *lr {
 	})
 	return p
 }
+
+// Issue: success reported after the lease was lost. leaderrun frozen past the
+// TTL while its child finishes by itself; another instance takes the lease;
+// leaderrun resumes: it must not report the child's 0 but exit 124, saying
+// leadership was not held for the child's whole run.
+func TestFrozenLeaderChildFinishedReportsLost(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	name := redisE2EName(t, "frozen-done")
+	first, in := startStdin(t, env, "-v", "--log-format", "json", "--name", name, "--ttl", "2s", "--",
+		"sh", "-c", `echo ready; read x; exit 0`)
+	if l := first.line(); l != "ready" {
+		t.Fatalf("child said %q", l)
+	}
+	waitStderr(t, first, `"event":"renewed"`, 10*time.Second)
+	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.cmd.Process.Signal(syscall.SIGCONT) })
+	in.Close() // the child finishes by itself while leaderrun is frozen
+	second := start(t, env, "--name", name, "--ttl", "2s", "--wait", "30s", "--", "sh", "-c", `echo "took $LEADERRUN_LEASE_TOKEN"`)
+	if l := second.line(); !strings.HasPrefix(l, "took ") {
+		t.Fatalf("second instance said %q", l)
+	}
+	if c := second.wait(); c != 0 {
+		t.Fatalf("second instance exit %d: %s", c, second.stderr.String())
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if c := first.wait(); c != 124 {
+		t.Fatalf("the frozen leader exited %d after another took the lease; want 124: %s", c, first.stderr.String())
+	}
+	m := lastJSON(t, first)
+	if m["event"] != "lost" || m["level"] != "ERROR" || !strings.Contains(fmt.Sprint(m["msg"]), "whole run") {
+		t.Fatalf("final line %v; want an error saying leadership was not held for the whole run", m)
+	}
+}
