@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -56,9 +57,64 @@ type protection struct {
 	cg    *runner.Cgroup
 }
 
-// protect starts the guard for lease l and makes the child's cgroup as
-// --contain asks. On error nothing is left running.
-func protect(l lease.Lease, mode string, stop syscall.Signal, t lease.Timing, log *slog.Logger) (*protection, error) {
+// guardStart is a guard started in the background before the lease is
+// taken, so that its fork and exec overlap opening the store and the first
+// acquire attempt instead of delaying the child. If leaderrun has to wait for
+// the lease, the early guard is dropped (a standby keeps no idle guard) and
+// a fresh one is started once the lease is ours.
+type guardStart struct {
+	done chan struct{}
+	once sync.Once
+	g    *runner.Guard
+	err  error
+}
+
+func startGuardAsync() *guardStart {
+	s := &guardStart{done: make(chan struct{})}
+	go func() { // owned by s: take and drop wait for it
+		defer close(s.done)
+		s.g, s.err = runner.StartGuard()
+	}()
+	return s
+}
+
+// take hands the early guard over, or starts a fresh one if it was dropped.
+func (s *guardStart) take() (*runner.Guard, error) {
+	<-s.done
+	var g *runner.Guard
+	var err error
+	s.once.Do(func() { g, err = s.g, s.err })
+	if g == nil && err == nil {
+		return runner.StartGuard()
+	}
+	return g, err
+}
+
+// drop disarms the early guard unless it was taken. Idempotent.
+func (s *guardStart) drop() {
+	<-s.done
+	s.once.Do(func() {
+		if s.g != nil {
+			s.g.Disarm()
+		}
+	})
+}
+
+// dropGuardOnWait wraps a wait reporter: once leaderrun has to wait for the
+// lease, the early guard is not kept idling.
+func dropGuardOnWait(pre *guardStart, report func(lease.WaitEvent)) func(lease.WaitEvent) {
+	return func(ev lease.WaitEvent) {
+		pre.drop()
+		if report != nil {
+			report(ev)
+		}
+	}
+}
+
+// protect starts the guard for lease l (taking the early one from pre) and
+// makes the child's cgroup as --contain asks. On error nothing is left
+// running.
+func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t lease.Timing, log *slog.Logger) (*protection, error) {
 	p := &protection{}
 	if mode != containGroup {
 		cg, err := runner.NewCgroup()
@@ -74,7 +130,7 @@ func protect(l lease.Lease, mode string, stop syscall.Signal, t lease.Timing, lo
 	} else {
 		log.Debug("containment: process group only (--contain group)")
 	}
-	g, err := runner.StartGuard()
+	g, err := pre.take()
 	if err != nil {
 		p.removeCgroup(log)
 		return nil, err

@@ -152,6 +152,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	signal.Notify(sigs, runner.ForwardedSignals...)
 	defer signal.Stop(sigs)
 
+	pre := startGuardAsync()
+	defer pre.drop()
+
 	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
 	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
 	if err != nil {
@@ -177,7 +180,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	defer watch.cancel(nil)
 	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
 		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log,
-			OnWait: waitReporter(log, rc.name, rc.wait), RemindEvery: remindEvery})
+			OnWait: dropGuardOnWait(pre, waitReporter(log, rc.name, rc.wait)), RemindEvery: remindEvery})
 	if err != nil {
 		watch.stop()
 		return acquireOutcome(err, rc)
@@ -189,7 +192,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 
 	// The guard (and the child's cgroup) come before the child: from here on
 	// the child's tree is enforced even if leaderrun dies or freezes.
-	prot, err := protect(l, rc.contain, rc.stopSignal, timing, logger)
+	prot, err := protect(l, pre, rc.contain, rc.stopSignal, timing, logger)
 	if err != nil {
 		watch.stop()
 		releaseLease(l, timing, logger)
