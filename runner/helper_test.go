@@ -75,13 +75,27 @@ func helperMain(mode string, args []string) int {
 		}
 		fmt.Printf("got %s", line)
 		return 0
+	case "sh": // sh -c args[0], with the rest as $0, $1...
+		err := syscall.Exec("/bin/sh", append([]string{"sh", "-c"}, args...), os.Environ())
+		fmt.Fprintln(os.Stderr, err)
+		return 127
 	case "mini": // a minimal leaderrun: run args under runner.Run
+		// MINI_GRACE sets the grace (default 1s); MINI_DEBUG=1 logs at debug
+		// level, so that tests can await the runner's events.
 		exe, _ := os.Executable()
+		grace := time.Second
+		if g := os.Getenv("MINI_GRACE"); g != "" {
+			grace, _ = time.ParseDuration(g)
+		}
+		level := slog.LevelWarn
+		if os.Getenv("MINI_DEBUG") == "1" {
+			level = slog.LevelDebug
+		}
 		res, err := runner.Run(context.Background(), runner.Config{
 			Args:  append([]string{exe}, args[1:]...),
 			Env:   append(os.Environ(), helperEnv+"="+args[0]),
-			Grace: time.Second,
-			Log:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Grace: grace,
+			Log:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

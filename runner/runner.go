@@ -56,6 +56,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultStopSignal is the stop signal used when Config.StopSignal is zero.
@@ -168,14 +170,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	term := foregroundTerminal(r.stdin)
-	if term != nil {
+	term := openTerminal()
+	defer term.close()
+	r.term = term
+	if term.prepareStart() {
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = term.fd
 	}
+	// Caught for the whole call: leaderrun continued after it stopped with
+	// the child (see childChanged).
+	conts := make(chan os.Signal, 1)
+	signal.Notify(conts, syscall.SIGCONT)
+	defer signal.Stop(conts)
 
 	started := make(chan error, 1)
-	exited := make(chan error, 1)
+	exited := make(chan waitResult, 1)
+	states := make(chan childState)
 	// Owned by Run: it receives from started, then always from exited.
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread must outlive the child
@@ -184,42 +194,39 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		exited <- waitChild(cmd.Process.Pid, states)
 	}()
 	if err := <-started; err != nil {
-		if term != nil {
-			if rerr := term.restore(false); rerr != nil {
-				r.log.Warn(rerr.Error())
-			}
+		// The child may have made itself the foreground group before its
+		// exec failed.
+		if err := term.restore(-1, false); err != nil {
+			term.logErr(r.log, err)
 		}
 		return Result{}, classifyStartErr(cfg.Args[0], err)
 	}
 	r.pgid = cmd.Process.Pid
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
-	r.log.Debug("runner: child started", "path", path, "foreground", term != nil)
+	r.log.Debug("runner: child started", "path", path, "foreground", term != nil && term.handed)
 	defer r.stopTimers()
 
-	waitErr := r.supervise(ctx, exited, sigs)
-	if st := cmd.ProcessState; st != nil {
-		ws := st.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			r.res.Signal = ws.Signal()
-			r.res.Code = 128 + int(ws.Signal())
+	w := r.supervise(ctx, exited, states, sigs, conts)
+	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
+	if w.err == nil {
+		if w.status.Signaled() {
+			r.res.Signal = w.status.Signal()
+			r.res.Code = 128 + int(w.status.Signal())
 		} else {
-			r.res.Code = ws.ExitStatus()
+			r.res.Code = w.status.ExitStatus()
 		}
-		waitErr = nil
 	}
 	r.log.Debug("runner: child exited", "code", r.res.Code, "signal", r.res.Signal)
-	if term != nil {
-		if err := term.restore(r.res.Signal != 0 || r.res.Stopped); err != nil {
-			r.log.Warn(err.Error())
-		}
+	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
+		term.logErr(r.log, err)
 	}
 	r.sweep()
-	if waitErr != nil {
-		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], waitErr)
+	if w.err != nil {
+		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], w.err)
 	}
 	return r.res, nil
 }
@@ -232,9 +239,13 @@ type run struct {
 	pgid      int
 	res       Result
 	stopping  bool
-	killTimer *time.Timer // armed by stop: fires SIGKILL after the grace
+	killTimer *time.Timer // armed by stop or a forwarded stop signal: fires SIGKILL after the grace
 	killC     <-chan time.Time
 	killNow   <-chan struct{} // Config.KillNow until it fired
+	term      *terminal       // the controlling terminal, or nil
+
+	childStopped bool // the child was last reported stopped, not continued
+	suspended    bool // leaderrun stopped itself with the child, and was not continued since
 }
 
 func newRun(cfg Config) *run {
@@ -258,21 +269,32 @@ func orDefault(f, def *os.File) *os.File {
 	return f
 }
 
-// supervise forwards signals and runs the stop sequence until the child (the
-// group leader) has been waited for; it returns cmd.Wait's error.
-func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os.Signal) error {
+// supervise forwards signals, follows the child's stops (job control) and
+// runs the stop sequence until the child (the group leader) has been waited
+// for; it returns how the child ended.
+func (r *run) supervise(ctx context.Context, exited <-chan waitResult, states <-chan childState,
+	sigs, conts <-chan os.Signal) waitResult {
 	done := ctx.Done()
 	for {
 		// An exit that is already known wins over everything else: after the
 		// leader is reaped, its group ID must not be signalled blindly.
 		select {
-		case err := <-exited:
-			return err
+		case w := <-exited:
+			return w
+		default:
+		}
+		// Then signals already caught: a TERM sent with the shell's SIGCONT
+		// (kill %1) must reach the group before a stop of the child could
+		// stop leaderrun again.
+		select {
+		case s := <-sigs:
+			r.forward(s)
+			continue
 		default:
 		}
 		select {
-		case err := <-exited:
-			return err
+		case w := <-exited:
+			return w
 		case <-done:
 			done = nil
 			r.res.Stopped = true
@@ -280,38 +302,71 @@ func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os
 				"grace", r.cfg.Grace, "cause", context.Cause(ctx))
 			r.stop()
 		case <-r.killC:
-			r.kill()
+			r.kill("grace expired")
 		case <-r.killNow:
 			r.killAtDeadline()
 		case s := <-sigs:
-			sig, ok := s.(syscall.Signal)
-			if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
-				continue
-			}
-			r.log.Debug("runner: forwarding signal", "signal", sig)
-			if err := signalGroup(r.pgid, sig); err != nil {
-				r.log.Warn("runner: forward signal", "signal", sig, "err", err)
-			}
+			r.forward(s)
+		case st := <-states:
+			r.childChanged(st)
+		case <-conts:
+			r.continued()
 		}
 	}
 }
 
-// stop sends the stop signal to the group and arms the SIGKILL timer.
+// forward sends a signal leaderrun caught to the group. After INT, TERM, HUP,
+// QUIT or the stop signal, a stopped group is continued so that it can act
+// on it. INT, TERM and the stop signal also start the grace, as timeout -k
+// does: if the child has not exited when it runs out, the group is SIGKILLed;
+// a second one (or one during the stop sequence) SIGKILLs it at once.
+func (r *run) forward(s os.Signal) {
+	sig, ok := s.(syscall.Signal)
+	if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
+		return
+	}
+	r.log.Debug("runner: forwarding signal", "signal", sig)
+	if err := signalGroup(r.pgid, sig); err != nil {
+		r.log.Warn("runner: forward signal", "signal", sig, "err", err)
+	}
+	if !r.terminating(sig) {
+		return
+	}
+	if r.childStopped || groupStopped(r.pgid) {
+		r.continueGroup()
+	}
+	switch {
+	case !r.escalates(sig) || r.res.Killed:
+	case r.killC != nil:
+		r.kill("second stop signal (" + unix.SignalName(sig) + ")")
+	default:
+		r.log.Info("runner: forwarded a stop signal; SIGKILL follows if the child has not exited after the grace",
+			"signal", sig, "grace", r.cfg.Grace)
+		r.armKill()
+	}
+}
+
+// stop sends the stop signal to the group, then SIGCONT (as systemd does: a
+// stopped process acts on the stop signal only once continued), and arms the
+// SIGKILL timer unless a forwarded stop signal has armed it already.
 func (r *run) stop() {
 	r.stopping = true
 	if err := signalGroup(r.pgid, r.cfg.StopSignal); err != nil {
 		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
 	}
 	if r.cfg.StopSignal != syscall.SIGCONT && r.cfg.StopSignal != syscall.SIGKILL {
-		// A stopped process (Ctrl-Z, SIGTTIN) acts on the stop signal only
-		// once continued.
-		_ = signalGroup(r.pgid, syscall.SIGCONT)
+		r.continueGroup()
 	}
+	if r.killC == nil && !r.res.Killed {
+		r.armKill()
+	}
+}
+
+func (r *run) armKill() {
 	r.killTimer = time.NewTimer(r.cfg.Grace)
 	r.killC = r.killTimer.C
 }
 
-// kill sends SIGKILL to the group once the grace has run out.
 // killAtDeadline handles KillNow: the lease's kill point has come.
 func (r *run) killAtDeadline() {
 	r.killNow = nil
@@ -320,18 +375,20 @@ func (r *run) killAtDeadline() {
 		r.stop()
 	}
 	if !r.res.Killed {
-		r.log.Warn("runner: lease kill point reached, killing process group")
-		r.kill()
+		r.kill("lease kill point reached")
 	}
 }
 
-func (r *run) kill() {
+// kill sends SIGKILL to the group, then SIGCONT, as systemd does (the kernel
+// ends a stopped process on SIGKILL anyway; the SIGCONT is harmless).
+func (r *run) kill(reason string) {
 	r.killC = nil
 	r.res.Killed = true
-	r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
+	r.log.Warn("runner: killing process group: "+reason, "grace", r.cfg.Grace)
 	if err := signalGroup(r.pgid, syscall.SIGKILL); err != nil {
 		r.log.Warn("runner: send SIGKILL", "err", err)
 	}
+	_ = signalGroup(r.pgid, syscall.SIGCONT)
 }
 
 func (r *run) stopTimers() {
@@ -365,7 +422,7 @@ func (r *run) sweep() {
 				confirmC = time.After(KillConfirmWait)
 			}
 		case <-r.killC:
-			r.kill()
+			r.kill("grace expired")
 			confirmC = time.After(KillConfirmWait)
 		case <-confirmC:
 			r.log.Warn("runner: process group not confirmed gone after SIGKILL",
