@@ -101,9 +101,12 @@ func helperMain(mode string, args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 125
 		}
-		fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-		if err == nil && fg == unix.Getpgrp() {
-			fmt.Println("mini: foreground restored")
+		if tty, err := os.Open("/dev/tty"); err == nil {
+			fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+			if err == nil && fg == unix.Getpgrp() {
+				fmt.Println("mini: foreground restored")
+			}
+			tty.Close()
 		}
 		fmt.Printf("mini: code %d gone %v\n", res.Code, res.GroupGone)
 		return res.Code
