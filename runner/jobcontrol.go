@@ -87,14 +87,7 @@ func (r *run) childChanged(st childState) {
 	if !terminalStop(st.sig) && fg != r.pgid {
 		return
 	}
-	self := st.sig
-	if !terminalStop(self) {
-		// Never SIGSTOP ourselves: the kernel discards the terminal stops
-		// for an orphaned process group, which no shell could continue,
-		// but not SIGSTOP.
-		self = syscall.SIGTSTP
-	}
-	if why := cannotSuspend(self); why != "" {
+	if why := cannotSuspend(); why != "" {
 		r.log.Debug("runner: cannot stop with the child", "reason", why)
 		if st.sig == syscall.SIGTSTP {
 			// Nobody could continue a stopped job here: Ctrl-Z does
@@ -111,10 +104,48 @@ func (r *run) childChanged(st childState) {
 		}
 	}
 	r.suspended = true
-	r.log.Debug("runner: stopping with the child", "signal", self)
-	if err := unix.Kill(os.Getpid(), self); err != nil {
-		r.log.Warn("runner: stop leaderrun", "signal", self, "err", err)
+	r.log.Debug("runner: stopping with the child", "signal", st.sig)
+	// SIGTSTP whatever stopped the child: SIGTTIN and SIGTTOU are caught
+	// (notifyJobSignals), SIGSTOP is not discarded for an orphaned process
+	// group, and SIGTSTP keeps its default action (the runtime cannot give
+	// a signal back its default once it was caught). The shell reports
+	// "Stopped".
+	if err := unix.Kill(os.Getpid(), syscall.SIGTSTP); err != nil {
+		r.log.Warn("runner: stop leaderrun", "err", err)
 	}
+}
+
+// notifyJobSignals catches, for the whole call, SIGCONT (leaderrun continued
+// after it stopped with the child), SIGTTIN and SIGTTOU. The last two reach
+// leaderrun's own process group, which it shares with the other commands of a
+// pipeline: in `leaderrun -- make | less`, less reading or setting up the
+// terminal that make holds sends them to leaderrun too, and a stopped
+// leaderrun would stop renewing the lease while make runs on. Caught signals
+// get their default action back in the child at exec (ignored ones would
+// not).
+//
+// SIGTTOU is left alone when the terminal has TOSTOP set: leaderrun's own
+// messages written in the background would then raise it again at every
+// retry of the write, where the default action stops leaderrun instead.
+func (r *run) notifyJobSignals() {
+	r.jobSigs = make(chan os.Signal, 4)
+	catch := []os.Signal{syscall.SIGCONT, syscall.SIGTTIN}
+	if !r.term.tostop() {
+		catch = append(catch, syscall.SIGTTOU)
+	}
+	signal.Notify(r.jobSigs, catch...)
+}
+
+// jobSignal handles a job-control signal sent to leaderrun.
+func (r *run) jobSignal(s os.Signal) {
+	if s == syscall.SIGCONT {
+		r.continued()
+		return
+	}
+	// Another member of leaderrun's group used the terminal the child
+	// holds; it stays stopped until leaderrun takes the terminal back
+	// (terminal.restore) or the job is stopped and continued.
+	r.log.Debug("runner: ignored", "signal", s)
 }
 
 // continued handles a SIGCONT to leaderrun: after a stop that followed the
@@ -155,10 +186,10 @@ func (r *run) continueGroup() {
 	}
 }
 
-// cannotSuspend says why leaderrun cannot stop itself with sig, or "".
-func cannotSuspend(sig syscall.Signal) string {
-	if signal.Ignored(sig) {
-		return unix.SignalName(sig) + " is ignored"
+// cannotSuspend says why leaderrun cannot stop itself with SIGTSTP, or "".
+func cannotSuspend() string {
+	if signal.Ignored(syscall.SIGTSTP) {
+		return "SIGTSTP is ignored"
 	}
 	orphaned, err := pgrpOrphaned(unix.Getpgrp())
 	switch {

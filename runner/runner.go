@@ -177,11 +177,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = term.fd
 	}
-	// Caught for the whole call: leaderrun continued after it stopped with
-	// the child (see childChanged).
-	conts := make(chan os.Signal, 1)
-	signal.Notify(conts, syscall.SIGCONT)
-	defer signal.Stop(conts)
+	r.notifyJobSignals()
+	defer signal.Stop(r.jobSigs)
 
 	started := make(chan error, 1)
 	exited := make(chan waitResult, 1)
@@ -210,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.log.Debug("runner: child started", "path", path, "foreground", term != nil && term.handed)
 	defer r.stopTimers()
 
-	w := r.supervise(ctx, exited, states, sigs, conts)
+	w := r.supervise(ctx, exited, states, sigs)
 	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
 	if w.err == nil {
 		if w.status.Signaled() {
@@ -244,8 +241,9 @@ type run struct {
 	killNow   <-chan struct{} // Config.KillNow until it fired
 	term      *terminal       // the controlling terminal, or nil
 
-	childStopped bool // the child was last reported stopped, not continued
-	suspended    bool // leaderrun stopped itself with the child, and was not continued since
+	childStopped bool           // the child was last reported stopped, not continued
+	suspended    bool           // leaderrun stopped itself with the child, and was not continued since
+	jobSigs      chan os.Signal // SIGCONT, SIGTTIN and SIGTTOU, caught during the call
 }
 
 func newRun(cfg Config) *run {
@@ -273,7 +271,7 @@ func orDefault(f, def *os.File) *os.File {
 // runs the stop sequence until the child (the group leader) has been waited
 // for; it returns how the child ended.
 func (r *run) supervise(ctx context.Context, exited <-chan waitResult, states <-chan childState,
-	sigs, conts <-chan os.Signal) waitResult {
+	sigs <-chan os.Signal) waitResult {
 	done := ctx.Done()
 	for {
 		// An exit that is already known wins over everything else: after the
@@ -309,8 +307,8 @@ func (r *run) supervise(ctx context.Context, exited <-chan waitResult, states <-
 			r.forward(s)
 		case st := <-states:
 			r.childChanged(st)
-		case <-conts:
-			r.continued()
+		case s := <-r.jobSigs:
+			r.jobSignal(s)
 		}
 	}
 }

@@ -54,6 +54,16 @@ func (t *terminal) foreground() int {
 	return fg
 }
 
+// tostop reports whether the terminal stops background writers (stty
+// tostop).
+func (t *terminal) tostop() bool {
+	if t == nil {
+		return false
+	}
+	st, err := unix.IoctlGetTermios(t.fd, unix.TCGETS)
+	return err == nil && st.Lflag&unix.TOSTOP != 0
+}
+
 // ours reports whether fg, a foreground group, is leaderrun's.
 func (t *terminal) ours(fg int) bool { return t != nil && fg == t.pgrp }
 
@@ -121,6 +131,11 @@ func (t *terminal) takeBack() error {
 // are put back, as shells do for a job killed by a signal (raw mode, no
 // echo). A terminal that is not the child's to give back (leaderrun was sent
 // to the background) is left alone.
+//
+// Members of our own group that read the terminal while the child held it
+// (the other commands of a pipeline, as in `leaderrun -- make | less`) were
+// stopped by SIGTTIN or SIGTTOU, and nobody else would continue them: they
+// get a SIGCONT with the terminal.
 func (t *terminal) restore(childPgid int, restoreState bool) error {
 	if t == nil {
 		return nil
@@ -134,14 +149,18 @@ func (t *terminal) restore(childPgid int, restoreState bool) error {
 		if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil {
 			return fmt.Errorf("runner: restore foreground process group: %w", err)
 		}
+		var err error
 		if restoreState && t.state != nil {
 			// TCSETS, not TCSETSW: waiting for output to drain would hang
 			// on a terminal stopped with Ctrl-S, and the lease with it.
-			if err := unix.IoctlSetTermios(t.fd, unix.TCSETS, t.state); err != nil {
-				return fmt.Errorf("runner: restore terminal settings: %w", err)
+			if err = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.state); err != nil {
+				err = fmt.Errorf("runner: restore terminal settings: %w", err)
 			}
 		}
-		return nil
+		if groupStopped(t.pgrp) {
+			_ = unix.Kill(-t.pgrp, unix.SIGCONT)
+		}
+		return err
 	})
 }
 
