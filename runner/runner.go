@@ -4,11 +4,16 @@
 // The command runs in its own process group, and every signal or kill goes to
 // the whole group (-pgid), so shells, pipelines and their children are
 // stopped together. Run forwards INT, TERM, HUP, QUIT, USR1, USR2 and WINCH
-// to the group (never SIGCHLD or Go's SIGURG); a forwarded TERM is only
-// forwarded, and the command decides what to do with it. Only cancellation of
-// Run's context starts the stop sequence: the stop signal (then SIGCONT, so a
-// stopped group can act on it) to the group and, after the grace, SIGKILL to
-// the group, on a timer that nothing else can delay.
+// to the group (never SIGCHLD or Go's SIGURG). A forwarded INT, TERM, HUP,
+// QUIT or stop signal is followed by SIGCONT if a member of the group is
+// stopped, so that it can act on it. A forwarded INT, TERM or stop signal is
+// a request to stop, as with timeout -k: if the command has not exited when
+// the grace runs out, the group is SIGKILLed, and a second one SIGKILLs it at
+// once. HUP, QUIT and the rest are only forwarded (daemons reload on HUP,
+// runtimes dump threads on QUIT). Cancellation of Run's context starts the
+// stop sequence: the stop signal, then SIGCONT (as systemd does), to the
+// group and, after the grace, SIGKILL (and SIGCONT) to the group, on a timer
+// that nothing else can delay.
 //
 // When the command's process exits by itself, processes it left in its group
 // are stopped the same way. Run returns only once the group is confirmed gone
@@ -22,11 +27,29 @@
 // started and waited for on a goroutine locked to its OS thread that never
 // unlocks: that thread lives exactly as long as the child.
 //
-// When stdin is leaderrun's controlling terminal and leaderrun is in its
-// foreground, the child's group becomes the foreground group, so the child
-// can read the terminal and Ctrl-C reaches it directly; leaderrun takes the
-// foreground back when the child exits and, if the child died by a signal or
-// was stopped, restores the terminal settings it found.
+// Terminal and job control. When leaderrun has a controlling terminal and
+// is in its foreground, whatever its stdin is (cat f | leaderrun -- less),
+// the child's group becomes the foreground group, so the child can read the
+// terminal and Ctrl-C reaches it directly; leaderrun takes the foreground
+// back when the child exits and, if the child died by a signal or was
+// stopped, restores the terminal settings it found. Run follows the child's
+// job control as sudo does, seeing its stops with wait4(WUNTRACED) on the
+// locked goroutine: when the child stops on SIGTSTP (Ctrl-Z), SIGTTIN or
+// SIGTTOU (a background read or write of the terminal), or in any way while
+// it holds the terminal, leaderrun takes the terminal back (and the shell's
+// settings, keeping the child's for later) and stops itself with SIGTSTP, so
+// the shell sees its job stopped. On SIGCONT (fg, bg, kill %1) leaderrun
+// gives the terminal back to the child's group if it is in the foreground
+// again (with the child's settings) and continues the group. While stopped,
+// leaderrun renews nothing. It does not stop itself when it cannot be
+// continued by a shell (an orphaned process group, SIGTSTP ignored): then
+// Ctrl-Z is undone, as the kernel does for such a job, and other stops stay
+// until a forwarded signal or the stop sequence ends the group. Run catches
+// SIGTTIN and SIGTTOU during the call: sent to leaderrun's own group by the
+// other commands of a pipeline that touch the terminal the child holds
+// (leaderrun -- make | less), they would otherwise stop leaderrun while the
+// child runs; those commands are continued when leaderrun takes the terminal
+// back. SIGTSTP must keep its default action: do not signal.Notify it.
 //
 // What is not guaranteed:
 //   - A descendant that leaves the group (setsid, setpgid) escapes every
@@ -35,10 +58,11 @@
 //     child's death.
 //   - Pdeathsig is cleared when the child execs a set-user-ID or
 //     capability-carrying binary.
-//   - Ctrl-Z stops the child's foreground group, not leaderrun; leaderrun keeps
-//     waiting and the shell gets no job-control notice. With the terminal's
-//     TOSTOP flag set, leaderrun's own log lines stop it while the child is in
-//     the foreground.
+//   - With the terminal's TOSTOP flag set, leaderrun's own log lines stop it
+//     while the child is in the foreground. While the child holds the
+//     terminal, other commands of leaderrun's pipeline cannot read it.
+//   - A SIGSTOP or SIGTSTP sent to leaderrun alone stops it while the child
+//     runs on (and the lease is no longer renewed).
 //   - After the child has been waited for, its process-group ID could in
 //     principle be reused by a new, unrelated group leader once the group is
 //     empty; Run signals the group after that point only when it has just
@@ -85,9 +109,10 @@ type Config struct {
 	// StopSignal is sent to the group when the context is cancelled, and to
 	// leftovers after the child exits. Zero means DefaultStopSignal (SIGTERM).
 	StopSignal syscall.Signal
-	// Grace is the delay between StopSignal and SIGKILL. Zero (or negative)
-	// means SIGKILL follows the stop signal at once; the caller picks the
-	// grace because it must fit before the lease's kill point.
+	// Grace is the delay between StopSignal and SIGKILL, and between a
+	// forwarded INT, TERM or StopSignal and SIGKILL. Zero (or negative) means
+	// SIGKILL follows at once; the caller picks the grace because it must fit
+	// before the lease's kill point.
 	Grace time.Duration
 	// Signals, if not nil, delivers signals the caller has already caught
 	// with signal.Notify; Run forwards each to the group while the child runs
@@ -120,8 +145,9 @@ type Result struct {
 	Signal syscall.Signal
 	// Stopped is true when Run stopped the child because ctx was cancelled.
 	Stopped bool
-	// Killed is true when SIGKILL was sent to the group after the grace, either
-	// in the stop sequence or to clear leftovers.
+	// Killed is true when SIGKILL was sent to the group: in the stop
+	// sequence, to clear leftovers, or after a forwarded INT, TERM or stop
+	// signal that was not obeyed within the grace or came twice.
 	Killed bool
 	// GroupGone is true when the whole process group was confirmed gone before
 	// Run returned. When false, processes of the group may still run.
