@@ -76,11 +76,10 @@ func (r *run) childChanged(st childState) {
 		return
 	}
 	fg := r.term.foreground()
-	if (st.sig == syscall.SIGTTIN || st.sig == syscall.SIGTTOU) && r.term.ours(fg) {
+	if (st.sig == syscall.SIGTTIN || st.sig == syscall.SIGTTOU) && r.term.ours(fg) && r.handOver() {
 		// The child wants the terminal and leaderrun holds it (it was
 		// continued in the foreground by someone else's SIGCONT, or never
-		// gave the terminal away): give it and let the child go on.
-		r.handOver()
+		// gave the terminal away): it has it now, and goes on.
 		r.continueGroup()
 		return
 	}
@@ -170,14 +169,17 @@ func (r *run) continued() {
 	}
 }
 
-// handOver makes the child's group the terminal's foreground group.
-func (r *run) handOver() {
+// handOver makes the child's group the terminal's foreground group and
+// reports whether it did.
+func (r *run) handOver() bool {
 	if r.term == nil {
-		return
+		return false
 	}
 	if err := r.term.handOver(r.pgid); err != nil {
 		r.term.logErr(r.log, err)
+		return false
 	}
+	return true
 }
 
 func (r *run) continueGroup() {
