@@ -57,10 +57,10 @@ func terminalStop(sig syscall.Signal) bool {
 //
 // A child stopped by a job-control signal (or stopped in any way while it
 // holds the terminal) takes leaderrun with it, as sudo does: leaderrun takes
-// the terminal back and stops itself with the same signal, so the shell sees
-// its job stopped and gets its prompt back; continued (fg or bg), leaderrun
-// continues the group (see continued). A SIGSTOP from someone else while the
-// child is in the background leaves leaderrun running and the lease renewed.
+// the terminal back and stops itself, so the shell sees its job stopped and
+// gets its prompt back; continued (fg or bg), leaderrun continues the group
+// (see continued). A SIGSTOP from someone else while the child is in the
+// background leaves leaderrun running and the lease renewed.
 func (r *run) childChanged(st childState) {
 	if !st.stopped {
 		r.childStopped = false
