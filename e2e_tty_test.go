@@ -34,24 +34,31 @@ type ttyShell struct {
 	master *os.File
 	cmd    *exec.Cmd
 	waited chan error
-	store  string // --store URL of the file store $LR uses
+	store  string // --store URL $LR uses
+	name   string // the lease $LR takes
 }
 
 // startTTYShell starts `bash --norc -i` as the session leader of a new pty,
 // with $LR set to leaderrun on a private file store and lease name "tty".
 func startTTYShell(t *testing.T) *ttyShell {
 	t.Helper()
+	return startTTYShellStore(t, fileStore(t), "tty")
+}
+
+// startTTYShellStore is startTTYShell with $LR on the given store and lease.
+func startTTYShellStore(t *testing.T, store, name string) *ttyShell {
+	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
 	}
 	master, slave := ptytest.Open(t)
-	sh := &ttyShell{t: t, master: master, store: fileStore(t), waited: make(chan error, 1)}
+	sh := &ttyShell{t: t, master: master, store: store, name: name, waited: make(chan error, 1)}
 	sh.cmd = exec.Command(bash, "--norc", "--noprofile", "--noediting", "-i")
 	sh.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb", "LC_ALL=C",
 		"PS1=" + ttyPrompt, "PS2=", "HISTFILE=/dev/null", "NO_COLOR=1",
-		"LR=" + lrBin + " --store " + sh.store + " --name tty",
+		"LR=" + lrBin + " --store " + sh.store + " --name " + sh.name,
 	}
 	sh.cmd.Stdin, sh.cmd.Stdout, sh.cmd.Stderr = slave, slave, slave
 	sh.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -130,10 +137,10 @@ func (sh *ttyShell) exit() {
 	}
 }
 
-// leaseFree checks with `leaderrun status` that lease tty is free.
+// leaseFree checks with `leaderrun status` that $LR's lease is free.
 func (sh *ttyShell) leaseFree() {
 	sh.t.Helper()
-	if code, out := runLR(sh.t, nil, "status", "--store", sh.store, "tty"); code != 3 {
+	if code, out := runLR(sh.t, nil, "status", "--store", sh.store, sh.name); code != 3 {
 		sh.t.Errorf("leaderrun status: exit %d, want 3 (free): %s", code, out)
 	}
 }
@@ -264,6 +271,34 @@ func TestTerminalSuspend(t *testing.T) {
 		t.Errorf("terminal settings after the job differ:\n got %+v\nwant %+v", got, before)
 	}
 	sh.leaseFree()
+	sh.exit()
+}
+
+// TestTerminalSuspendPastTTL: while the job is suspended, leaderrun renews
+// nothing, so on an expiring store the lease lapses (another instance gets
+// it); continued, leaderrun stops the child and exits 124.
+func TestTerminalSuspendPastTTL(t *testing.T) {
+	t.Parallel()
+	addr, _ := redisE2EShared(t)
+	store, name := "redis://"+addr, redisE2EName(t, "tty")
+	sh := startTTYShellStore(t, store, name)
+	sh.typeLine("$LR --ttl 3s -- cat")
+	sh.expect("acquired")
+	sh.echoes("one")
+	sh.term.Send("\x1a")
+	sh.expect("Stopped")
+	sh.expect(ttyPrompt)
+	// The event that matters: another instance acquires the lease once it
+	// has expired.
+	if code, out := runLR(t, nil, "--store", store, "--name", name, "--wait", "1m", "--", "true"); code != 0 {
+		t.Fatalf("second instance: exit %d: %s", code, out)
+	}
+	sh.typeLine("fg")
+	sh.expect("lost")
+	sh.expect(ttyPrompt)
+	if code := sh.lastStatus(); code != 124 {
+		t.Errorf("leaderrun exited %d, want 124", code)
+	}
 	sh.exit()
 }
 
