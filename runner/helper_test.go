@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		os.Unsetenv(helperEnv)
 		os.Exit(helperMain(mode, os.Args[1:]))
 	}
+	// Leave the terminal of a developer running go test: Run hands the
+	// controlling terminal to the child and stops with it, and the tests
+	// that need a terminal make ptys of their own.
+	_, _ = unix.Setsid()
 	os.Exit(m.Run())
 }
 
