@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,13 +189,18 @@ func TestStdoutIsTheChilds(t *testing.T) {
 	}
 }
 
-// The child's environment carries the lease name, holder and token.
+// The child's environment carries the lease name, holder and token, and
+// not leaderrun's own configuration variables for them.
 func TestChildEnvironment(t *testing.T) {
-	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_NAME $LEADERRUN_HOLDER $LEADERRUN_TOKEN"`)
+	cmd := exec.Command(lrBin, "--holder", "me", "--name", "envjob", "--", "sh", "-c", `echo "$LEADERRUN_LEASE $LEADERRUN_LEASE_HOLDER $LEADERRUN_LEASE_TOKEN ${LEADERRUN_NAME-unset} ${LEADERRUN_HOLDER-unset}"`)
 	cmd.Env = append(os.Environ(), "LEADERRUN_STORE="+fileStore(t))
 	out, err := cmd.Output()
-	if err != nil || string(out) != "envjob me 1\n" {
-		t.Fatalf("child saw %q, %v; want \"envjob me 1\"", out, err)
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 5 || f[0] != "envjob" || f[1] != "me" || f[3] != "unset" || f[4] != "unset" {
+		t.Fatalf("child saw %q, %v; want \"envjob me TOKEN unset unset\"", out, err)
+	}
+	if tok, err := strconv.ParseUint(f[2], 10, 64); err != nil || tok == 0 || tok >= 1<<53 {
+		t.Fatalf("LEADERRUN_LEASE_TOKEN %q: want a decimal integer in [1, 2^53)", f[2])
 	}
 }
 
@@ -218,7 +224,7 @@ func TestBadInput(t *testing.T) {
 		{"nothing after --", []string{"--"}, nil, 125, "no command"},
 		{"unknown flag", append([]string{"--frobnicate"}, touch...), nil, 125, "frobnicate"},
 		{"bad store URL", append([]string{"--store", "ftp://example"}, touch...), nil, 125, "unknown scheme"},
-		{"store not a URL", append([]string{"--store", "/tmp/dir"}, touch...), nil, 125, "want a URL"},
+		{"store not a URL", append([]string{"--store", "/tmp/dir"}, touch...), nil, 125, "is not a URL"},
 		{"relative file store", append([]string{"--store", "file://relative/dir"}, touch...), nil, 125, "file:///"},
 		{"bad ttl", append([]string{"--ttl", "soon"}, touch...), nil, 125, "ttl"},
 		{"zero ttl", append([]string{"--ttl", "0s"}, touch...), nil, 125, "--ttl"},
@@ -259,7 +265,7 @@ func TestBadInput(t *testing.T) {
 
 // --log-format json: every stderr line is a JSON object; the last says how it ended.
 func TestJSONLogs(t *testing.T) {
-	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--log-format", "json", "--", "sh", "-c", "exit 7")
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--log-format", "json", "--name", "json", "--", "sh", "-c", "exit 7")
 	if code != 7 {
 		t.Fatalf("exit %d", code)
 	}
@@ -284,8 +290,9 @@ func TestFileWatch(t *testing.T) {
 		t.Fatalf("first watch line %q; want free", l)
 	}
 	leader, _ := holdLease(t, env, "w", "--holder", "alpha")
-	if l := w.line(); !strings.HasSuffix(l, "w: held by alpha, token 1") {
-		t.Fatalf("watch line %q; want held by alpha, token 1", l)
+	_, st := statusJSON(t, env, "w")
+	if l := w.line(); !strings.HasSuffix(l, fmt.Sprintf("w: held by alpha, token %.0f", st["token"])) {
+		t.Fatalf("watch line %q; want held by alpha, token %.0f", l, st["token"])
 	}
 	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
 	leader.wait()

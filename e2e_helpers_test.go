@@ -31,6 +31,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Readable by every user: some tests run it as another uid.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	lrBin = filepath.Join(dir, "leaderrun")
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", lrBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

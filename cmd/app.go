@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // Stdio is the standard streams leaderrun and its child use.
@@ -37,8 +40,10 @@ jobs exactly one runs it at a time; the others wait (or give up at once with
 the background; if a renewal cannot be confirmed in time, COMMAND's whole
 process group is stopped before the lease can expire (exit 124).
 
-COMMAND gets LEADERRUN_NAME, LEADERRUN_HOLDER and LEADERRUN_TOKEN (a fencing
-token that strictly increases with every acquisition) in its environment.
+COMMAND gets LEADERRUN_LEASE, LEADERRUN_LEASE_HOLDER and LEADERRUN_LEASE_TOKEN
+(a fencing token that strictly increases with every acquisition; also as
+LEADERRUN_TOKEN, deprecated) in its environment, without the credentials the
+store read (see --pass-env).
 
 Examples:
    # cron on many hosts: run the nightly job once, skip quietly if it runs elsewhere
@@ -57,6 +62,7 @@ Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
 and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
 (usage, configuration, store); 126 not executable; 127 not found.`
 
+// version is the short version shown in --help: the module version, or dev.
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
@@ -64,48 +70,162 @@ func version() string {
 	return "dev"
 }
 
-// storeFlag etc. are shared by every command.
+// versionText is what --version prints: the module version, the VCS commit
+// (and whether the tree was modified) and the Go version the binary was
+// built with, all from the build info.
+func versionText() string {
+	bi, _ := debug.ReadBuildInfo()
+	return formatVersion(bi)
+}
+
+// formatVersion formats bi (nil when the binary carries none).
+func formatVersion(bi *debug.BuildInfo) string {
+	v, goVersion := "dev", runtime.Version()
+	var parts []string
+	if bi != nil {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		var rev, modified string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+		if rev != "" {
+			c := "commit " + rev[:min(12, len(rev))]
+			if modified == "true" {
+				c += " with local changes"
+			}
+			parts = append(parts, c)
+		}
+		if bi.GoVersion != "" {
+			goVersion = bi.GoVersion
+		}
+	}
+	parts = append(parts, "built with "+goVersion+" for "+runtime.GOOS+"/"+runtime.GOARCH)
+	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))
+}
+
+// commonFlags are the flags of every form: run, status and watch.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: []string{"LEADERRUN_STORE"}, Usage: "where the lease lives: `URL` file:///dir, redis://host:port, rediss://, unix://, redis+sentinel://, redis+cluster://, azblob://ACCOUNT/CONTAINER (default: file store in ~/.local/state/leaderrun)"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LEADERRUN_LOG_FORMAT"}, Usage: "stderr log format: text or json"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: []string{"LEADERRUN_QUIET"}, Usage: "log only warnings and errors (a clean run prints nothing)"},
-		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"LEADERRUN_VERBOSE"}, Usage: "log every renewal and store call"},
+		&cli.StringFlag{Name: "store", EnvVars: []string{"LEADERRUN_STORE"}, DefaultText: "file store in ~/.local/state/leaderrun", Usage: "where the lease lives: `URL` file:///dir, redis://host:port, rediss://, unix://, redis+sentinel://, redis+cluster://, azblob://ACCOUNT/CONTAINER"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LEADERRUN_LOG_FORMAT"}, Usage: "stderr log `FORMAT`: text or json"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: []string{"LEADERRUN_QUIET"}, DisableDefaultText: true, Usage: "log only warnings and errors (a clean run prints nothing)"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"LEADERRUN_VERBOSE"}, DisableDefaultText: true, Usage: "log every renewal and store call"},
 	}
 }
 
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "name", EnvVars: []string{"LEADERRUN_NAME"}, Usage: "lease `NAME` (letters, digits, . _ - /; default: the base name of COMMAND)"},
+		&cli.StringFlag{Name: "name", EnvVars: []string{"LEADERRUN_NAME"}, DefaultText: "the base name of COMMAND", Usage: "lease `NAME` (letters, digits, . _ - /)"},
 		&cli.StringFlag{Name: "wait", Value: "forever", EnvVars: []string{"LEADERRUN_WAIT"}, Usage: "how long to wait for a held lease: a `DURATION` such as 30s or 10m, 0 to try once, or forever"},
-		&cli.BoolFlag{Name: "no-wait", Aliases: []string{"n"}, EnvVars: []string{"LEADERRUN_NO_WAIT"}, Usage: "try once; same as --wait 0"},
-		&cli.DurationFlag{Name: "ttl", Value: 15 * time.Second, EnvVars: []string{"LEADERRUN_TTL"}, Usage: "lease duration in the store (how long a crashed holder blocks others; azblob: 15s-60s)"},
-		&cli.DurationFlag{Name: "renew-every", EnvVars: []string{"LEADERRUN_RENEW_EVERY"}, Usage: "renewal interval (default: ttl/3)"},
-		&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, EnvVars: []string{"LEADERRUN_GRACE"}, Usage: "delay between the stop signal and SIGKILL (shrunk automatically to fit a short --ttl unless given)"},
-		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, Usage: "bound on one store call (default: renew-every/2)"},
+		&cli.BoolFlag{Name: "no-wait", Aliases: []string{"n"}, EnvVars: []string{"LEADERRUN_NO_WAIT"}, DisableDefaultText: true, Usage: "try once; same as --wait 0"},
+		&cli.DurationFlag{Name: "ttl", Value: 15 * time.Second, EnvVars: []string{"LEADERRUN_TTL"}, Usage: "lease `DURATION` in the store: how long a crashed holder blocks others (azblob: 15s-60s)"},
+		&cli.DurationFlag{Name: "renew-every", EnvVars: []string{"LEADERRUN_RENEW_EVERY"}, DefaultText: "ttl/3", Usage: "renewal interval, a `DURATION` of at least 10ms"},
+		&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, EnvVars: []string{"LEADERRUN_GRACE"}, DefaultText: "3s, shrunk to fit a short --ttl unless given", Usage: "`DURATION` between the stop signal and SIGKILL"},
+		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, DefaultText: "renew-every/2", Usage: "bound on one store call, a `DURATION` of at least 5ms"},
 		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
-		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, Usage: "human label for this instance, shown by status (default: hostname:pid)"},
-		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit code when the lease is held and --wait ran out (cron users: 0)"},
+		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, DefaultText: "hostname:pid", Usage: "human `LABEL` for this instance, shown by status (printable text)"},
+		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
+		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
+		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit `CODE` when the lease is held and --wait ran out (cron users: 0)"},
 	}, commonFlags()...)
 }
 
+func statusFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON object"},
+	}, commonFlags()...)
+}
+
+func watchFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print one JSON object per change"},
+		&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look, a `DURATION` of at least 10ms"},
+	}, commonFlags()...)
+}
+
+const statusDescription = `Prints who holds the lease NAME in the store:
+
+   NAME: held by HOLDER since TIME ZONE (AGE ago), token N[, expires in D unless renewed]
+   NAME: free
+
+(TIME carries a date when it is not today.) --json prints
+{"name","held","holder","token","since","remaining_ms"} instead.
+Exit codes: 0 held, 3 free, 125 error (usage, configuration, store).
+Flags may come before or after NAME, and before "status".`
+
+const watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
+the lease NAME changes, starting with the current one, until INT or TERM:
+
+   TIME NAME: held by HOLDER, token N
+   TIME NAME: free
+
+It polls the store every --interval (at least 10ms), so it works on every
+store. Exit codes: 0 after INT or TERM, 125 error (usage, configuration, the
+store unreachable at the start).
+Flags may come before or after NAME, and before "watch".`
+
 // Main runs leaderrun with args (args[0] is the program name) and returns its
-// exit code. It never calls os.Exit.
+// exit code. It never calls os.Exit. When the process was started as
+// leaderrun's guard (runner.IsGuard), Main is the guard instead.
 func Main(ctx context.Context, args []string, stdio Stdio) int {
+	if runner.IsGuard() {
+		return runner.GuardMain()
+	}
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 
 func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		args = []string{"leaderrun"}
+	}
+	prog, args := args[0], args[1:]
 	// Everything after the first "--" is the command, never a subcommand or
 	// flag: `leaderrun -- status` runs a program called status.
-	var command []string
+	var dashed []string
 	hasDash := false
 	if i := slices.Index(args, "--"); i >= 0 {
-		command, args, hasDash = args[i+1:], args[:i], true
+		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
+	rFlags, sFlags, wFlags := takeEnv(runFlags()), takeEnv(statusFlags()), takeEnv(watchFlags())
+	scopes := []scope{
+		newScope("", slices.Concat(rFlags, []cli.Flag{cli.HelpFlag, cli.VersionFlag})),
+		newScope("status", slices.Concat(sFlags, []cli.Flag{cli.HelpFlag})),
+		newScope("watch", slices.Concat(wFlags, []cli.Flag{cli.HelpFlag})),
+	}
+
 	var result *outcome
 	log := slog.New(slog.DiscardHandler)
-	setup := func(c *cli.Context) error {
+	// finish writes the last line and returns the exit code.
+	finish := func(err error) int {
+		if err == nil && result == nil {
+			return 0 // help, --version
+		}
+		if err != nil {
+			result = classify(err)
+		}
+		if log.Handler() == slog.DiscardHandler {
+			// The failure came before the flags were read: honour the log
+			// format anyway when it can be told from the arguments.
+			log, _ = newLogger(e.stdio.Err, guessLogFormat(args, hasDash, scopes, e.getenv), slog.LevelInfo, e.getenv)
+		}
+		log.Log(ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
+		return result.code
+	}
+	p, err := preparse(args, hasDash, dashed, scopes)
+	if err != nil {
+		return finish(err)
+	}
+	setup := func(c *cli.Context, flags []cli.Flag) error {
+		if err := applyEnv(c, flags, e.getenv); err != nil {
+			return err
+		}
 		level := slog.LevelInfo
 		if c.Bool("quiet") {
 			level = slog.LevelWarn
@@ -120,23 +240,51 @@ func run(ctx context.Context, args []string, e env) int {
 		log = l
 		return nil
 	}
+	onUsageError := func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	// nameCommand declares a subcommand that takes exactly one lease NAME.
-	nameCommand := func(name, usage string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
+	nameCommand := func(name, usage, description string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
 		return &cli.Command{
-			Name:         name,
-			Usage:        usage,
-			ArgsUsage:    "NAME",
-			Flags:        append(flags, commonFlags()...),
-			Before:       setup,
-			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
+			Name:            name,
+			Usage:           usage,
+			UsageText:       "leaderrun " + name + " [flags] NAME",
+			Description:     description,
+			ArgsUsage:       "NAME",
+			Flags:           flags,
+			HideHelpCommand: true, // `status help` asks about a lease called help
+			OnUsageError:    onUsageError,
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 || hasDash {
-					return usagef("%s takes exactly one lease NAME", name)
+				if err := setup(c, flags); err != nil {
+					return err
+				}
+				switch c.NArg() {
+				case 1:
+				case 0:
+					return usagef("%s needs a lease NAME: leaderrun %s [flags] NAME", name, name)
+				default:
+					return usagef("%s takes one lease NAME; got %d: %s", name, c.NArg(), strings.Join(c.Args().Slice(), " "))
 				}
 				result = do(ctx, c, c.Args().First(), e, log)
 				return nil
 			},
 		}
+	}
+	// Our own help command: urfave's has the alias "h", which would make
+	// `leaderrun h` show help instead of running a program called h.
+	help := &cli.Command{
+		Name:      "help",
+		Usage:     "show this help, or a command's (leaderrun help status)",
+		ArgsUsage: "[COMMAND]",
+		HideHelp:  true,
+		Action: func(c *cli.Context) error {
+			parent := c.Lineage()[1]
+			if !c.Args().Present() {
+				return cli.ShowAppHelp(parent)
+			}
+			if err := cli.ShowCommandHelp(parent, c.Args().First()); err != nil {
+				return usagef("no help for %q: leaderrun help [status|watch]", c.Args().First())
+			}
+			return nil
+		},
 	}
 	app := &cli.App{
 		Name:                   "leaderrun",
@@ -144,54 +292,30 @@ func run(ctx context.Context, args []string, e env) int {
 		UsageText:              usageText,
 		Description:            description,
 		Version:                version(),
-		Flags:                  runFlags(),
-		HideHelpCommand:        true,
+		Flags:                  slices.Concat(rFlags, []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
 		Reader:                 e.stdio.In,
 		Writer:                 e.stdio.Out,
 		ErrWriter:              e.stdio.Err,
 		ExitErrHandler:         func(*cli.Context, error) {}, // only Main's caller exits
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Before: setup,
+		OnUsageError:           onUsageError,
 		Action: func(c *cli.Context) error {
-			cmdArgs := command
-			if !hasDash {
-				cmdArgs = c.Args().Slice()
-			} else if c.Args().Len() > 0 {
-				return usagef("unexpected %q before --; put flags before -- and the command after it", c.Args().First())
+			if err := setup(c, rFlags); err != nil {
+				return err
 			}
-			if len(cmdArgs) == 0 {
+			if len(p.command) == 0 {
 				return usagef("no command given: leaderrun [flags] -- COMMAND [ARGS...]")
 			}
-			result = runCommand(ctx, c, cmdArgs, e, log)
+			result = runCommand(ctx, c, p.command, e, log)
 			return nil
 		},
 		Commands: []*cli.Command{
-			nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", []cli.Flag{
-				&cli.BoolFlag{Name: "json", Usage: "print a JSON object"},
-			}, statusCommand),
-			nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", []cli.Flag{
-				&cli.BoolFlag{Name: "json", Usage: "print one JSON object per change"},
-				&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look"},
-			}, watchCommand),
+			nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", statusDescription, sFlags, statusCommand),
+			nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, wFlags, watchCommand),
+			help,
 		},
 	}
-	err := app.RunContext(ctx, args)
-	if err == nil && result == nil {
-		return 0 // --help, --version
-	}
-	if err != nil {
-		result = classify(err)
-		if log.Handler() == slog.DiscardHandler || !log.Enabled(ctx, slog.LevelError) {
-			// The failure happened before logging was set up.
-			fmt.Fprintf(e.stdio.Err, "leaderrun: %s\n", oneLine(result.msg))
-			return result.code
-		}
-	}
-	log.Log(ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
-	return result.code
+	return finish(app.RunContext(ctx, append([]string{prog}, p.args...)))
 }
 
 // oneLine keeps a message on one line.
@@ -201,5 +325,7 @@ func oneLine(s string) string {
 
 func init() {
 	// -v is --verbose here; --version has no short form.
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", DisableDefaultText: true, Usage: "print the version, commit and Go version"}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionText()) }
+	cli.FlagStringer = flagString(cli.FlagStringer)
 }

@@ -36,23 +36,36 @@ func runCapture(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestHelpGolden(t *testing.T) {
-	code, out, errOut := runCapture(t, "--help")
-	if code != 0 || errOut != "" {
-		t.Fatalf("--help: exit %d, stderr %q", code, errOut)
+	for _, tc := range []struct {
+		args   []string
+		golden string
+	}{
+		{[]string{"--help"}, "help.golden"},
+		{[]string{"help", "status"}, "help-status.golden"},
+		{[]string{"help", "watch"}, "help-watch.golden"},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			code, out, errOut := runCapture(t, tc.args...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errOut)
+			}
+			golden := filepath.Join("..", "testdata", tc.golden)
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cmd -update to create it)", err)
+			}
+			if out != string(want) {
+				t.Fatalf("%v differs from %s (go test ./cmd -update after checking):\n%s", tc.args, golden, out)
+			}
+			checkHelpText(t, out)
+		})
 	}
-	golden := filepath.Join("..", "testdata", "help.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd -update to create it)", err)
-	}
-	if out != string(want) {
-		t.Fatalf("--help differs from %s (go test ./cmd -update after checking):\n%s", golden, out)
-	}
+	_, out, _ := runCapture(t, "--help")
 	for _, f := range []string{"--store", "--wait", "--ttl", "--renew-every", "--grace", "--stop-signal", "--holder", "--conflict-exit-code", "--log-format", "LEADERRUN_TTL", "Examples:"} {
 		if !strings.Contains(out, f) {
 			t.Errorf("--help does not mention %s", f)

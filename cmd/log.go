@@ -6,8 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fatih/color"
@@ -17,17 +20,22 @@ import (
 // newLogger builds leaderrun's stderr logger: JSON lines with --log-format
 // json, otherwise one human line per event ("leaderrun: ..."), coloured only
 // when w is a terminal and NO_COLOR is unset.
+//
+// A line that cannot be written (a closed pipe, a full disk) is dropped and
+// counted, never an error: logging must not end leaderrun while it holds a
+// lease. The next line that does get through carries log_lines_dropped=N.
 func newLogger(w io.Writer, format string, level slog.Level, getenv func(string) string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
+	dw := &dropWriter{w: w}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(&dropCounter{Handler: slog.NewJSONHandler(dw, opts), w: dw}), nil
 	case "text", "":
 		colour := false
 		if f, ok := w.(*os.File); ok && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb" {
 			colour = isatty.IsTerminal(f.Fd())
 		}
-		return slog.New(&textHandler{w: w, level: level, colour: colour, mu: &sync.Mutex{}}), nil
+		return slog.New(&dropCounter{Handler: &textHandler{w: dw, level: level, colour: colour, mu: &sync.Mutex{}}, w: dw}), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
@@ -93,4 +101,64 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 	defer h.mu.Unlock()
 	_, err := io.WriteString(h.w, b.String())
 	return err
+}
+
+// dropWriter passes writes to w and swallows their errors, counting the
+// writes that failed.
+type dropWriter struct {
+	w       io.Writer
+	dropped atomic.Int64
+}
+
+func (d *dropWriter) Write(p []byte) (int, error) {
+	if _, err := d.w.Write(p); err != nil {
+		d.dropped.Add(1)
+	}
+	return len(p), nil
+}
+
+// dropCounter adds log_lines_dropped to each record once lines were lost.
+type dropCounter struct {
+	slog.Handler
+	w *dropWriter
+}
+
+func (h *dropCounter) Handle(ctx context.Context, r slog.Record) error {
+	if n := h.w.dropped.Load(); n > 0 {
+		r = r.Clone()
+		r.AddAttrs(slog.Int64("log_lines_dropped", n))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *dropCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &dropCounter{Handler: h.Handler.WithAttrs(as), w: h.w}
+}
+
+func (h *dropCounter) WithGroup(name string) slog.Handler {
+	return &dropCounter{Handler: h.Handler.WithGroup(name), w: h.w}
+}
+
+// sigpipe is registered for SIGPIPE by keepStderrFromKilling and never
+// read: being registered is what matters (see there).
+var (
+	sigpipe     = make(chan os.Signal, 1)
+	sigpipeOnce sync.Once
+)
+
+// keepStderrFromKilling makes a write to a closed stderr (a log reader that
+// went away: `leaderrun … 2>&1 | head -1`) fail with EPIPE instead of
+// killing leaderrun: Go kills a program on EPIPE on fd 1 or 2 unless it
+// handles SIGPIPE. A leaderrun killed that way would skip the sweep of the
+// child's leftovers and leave the lease to expire while they still run.
+//
+// It catches SIGPIPE rather than ignoring it: an ignored disposition would
+// be inherited by the child across exec, a caught one is reset to the
+// default there, so the child still dies of SIGPIPE as it would without
+// leaderrun. (The Go runtime installs its own SIGPIPE handler at start even
+// when the process was started with SIGPIPE ignored, so the child gets the
+// default in every case, as it did before.) The registration stays for the
+// life of the process: the final line is written after the run returns.
+func keepStderrFromKilling() {
+	sigpipeOnce.Do(func() { signal.Notify(sigpipe, syscall.SIGPIPE) })
 }

@@ -30,13 +30,21 @@ type runConfig struct {
 	stopSignal   syscall.Signal
 	conflictCode int
 	storeURL     string
+	contain      string
+	passEnv      map[string]bool
 }
 
 // parseRun validates every flag before anything starts (STYLE habit 7).
 func parseRun(c *cli.Context, args []string, getenv func(string) string) (runConfig, error) {
 	rc := runConfig{args: args, storeURL: c.String("store"), conflictCode: c.Int("conflict-exit-code")}
+	if args[0] == "" {
+		return rc, done(ExitNotFound, slog.LevelError, "the command name after -- is empty: nothing to run", "event", "not_found")
+	}
 	rc.name = c.String("name")
 	if rc.name == "" {
+		if isLauncher(args[0]) {
+			return rc, usagef("%s is a shell, interpreter or wrapper: as the default lease name it would make every job it runs share one lease; give --name", filepath.Base(args[0]))
+		}
 		rc.name = filepath.Base(args[0])
 	}
 	if err := lease.ValidateName(rc.name); err != nil {
@@ -52,6 +60,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	if c.Bool("no-wait") {
 		rc.wait = 0
 	}
+	if rc.contain, err = parseContain(c.String("contain")); err != nil {
+		return rc, err
+	}
 	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
 		return rc, err
 	}
@@ -65,6 +76,12 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	}
 	if len(rc.holder) > 200 || strings.ContainsAny(rc.holder, "\n\r") {
 		return rc, usagef("--holder must be one line of at most 200 bytes")
+	}
+	if err := checkPrintable(rc.holder); err != nil {
+		return rc, usagef("--holder %q: %v", rc.holder, err)
+	}
+	if rc.passEnv, err = parsePassEnv(c.StringSlice("pass-env")); err != nil {
+		return rc, err
 	}
 	t := lease.Timing{TTL: c.Duration("ttl"), RenewEvery: c.Duration("renew-every"), Grace: c.Duration("grace"), CallTimeout: c.Duration("call-timeout")}
 	t.Explicit.RenewEvery = c.IsSet("renew-every")
@@ -117,6 +134,7 @@ func (s signalCause) Error() string { return "got " + unix.SignalName(s.sig) }
 // runCommand acquires the lease, runs the child under a keeper and returns
 // how it ended.
 func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) *outcome {
+	keepStderrFromKilling()
 	rc, err := parseRun(c, args, e.getenv)
 	if err != nil {
 		return classify(err)
@@ -125,13 +143,20 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if _, err := runner.Resolve(args[0]); err != nil {
 		return classify(err)
 	}
+	if err := checkContain(rc.contain); err != nil {
+		return classify(err)
+	}
 	// Catch the forwarded signals for the whole run: while waiting, INT, TERM
 	// and HUP end the wait; once the child runs, the runner forwards them.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, runner.ForwardedSignals...)
 	defer signal.Stop(sigs)
 
-	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: e.getenv, Log: log})
+	pre := startGuardAsync()
+	defer pre.drop()
+
+	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
+	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
 	if err != nil {
 		return classify(err)
 	}
@@ -148,12 +173,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	log.Debug("timing", "ttl", timing.TTL, "renew_every", timing.RenewEvery, "grace", timing.Grace, "call_timeout", timing.CallTimeout)
+	reportShrunkGrace(log, rc.timing, timing)
 
-	// Until the child starts, INT, TERM and HUP mean "don't start it".
+	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	watch := watchSignals(ctx, sigs)
 	defer watch.cancel(nil)
 	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
-		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log})
+		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log,
+			OnWait: dropGuardOnWait(pre, waitReporter(log, rc.name, rc.wait)), RemindEvery: remindEvery})
 	if err != nil {
 		watch.stop()
 		return acquireOutcome(err, rc)
@@ -161,26 +188,35 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	l := acq.Lease
 	info := l.Info()
 	logger := log
-	logger.Info(fmt.Sprintf("lease %s acquired", rc.name), "token", info.Token, "holder", rc.holder)
+	logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
 
-	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger})
+	// The guard (and the child's cgroup) come before the child: from here on
+	// the child's tree is enforced even if leaderrun dies or freezes.
+	prot, err := protect(l, pre, rc.contain, rc.stopSignal, timing, logger)
+	if err != nil {
+		watch.stop()
+		releaseLease(l, timing, logger)
+		return classify(err)
+	}
+	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
 	watch.stop()
 	if err == nil && watch.signalled() {
 		keeper.Stop()
 	}
 	if err != nil || watch.signalled() {
 		releaseLease(l, timing, logger)
+		prot.finish(true, logger)
 		if watch.signalled() {
 			return acquireOutcome(context.Cause(watch.ctx), rc)
 		}
 		return classify(err)
 	}
-	childEnv := append(os.Environ(),
-		"LEADERRUN_NAME="+rc.name,
-		"LEADERRUN_HOLDER="+rc.holder,
-		"LEADERRUN_TOKEN="+strconv.FormatUint(info.Token, 10),
-	)
-	res, runErr := runner.Run(keeper.Context(), runner.Config{
+	if e, ok := keeper.ValidUntil(); ok {
+		prot.guard.Until(e)
+	}
+	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
+	runCtx, unwatch := prot.watch(keeper.Context())
+	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       args,
 		Env:        childEnv,
 		StopSignal: rc.stopSignal,
@@ -191,26 +227,48 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Stdout:     e.stdio.Out,
 		Stderr:     e.stdio.Err,
 		Log:        logger,
+		Cgroup:     prot.cg,
+		Guard:      prot.guard,
 	})
-	cause := context.Cause(keeper.Context())
+	cause := context.Cause(runCtx)
+	unwatch()
+	// Leadership must have been held for the child's whole run: a stop point
+	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
+	// even if the child then ended by itself.
+	if cause == nil && keeper.PastStopPoint() {
+		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
+	}
 	keeper.Stop()
 
-	// DESIGN §3.8: release only once the whole group is confirmed gone.
-	if res.PID != 0 && !res.GroupGone {
-		logger.Warn("processes of the child's group may still run; not releasing the lease, it will expire by itself")
+	// DESIGN §3.8: release only once the whole tree is confirmed gone.
+	treeGone := res.PID == 0 || res.GroupGone
+	if !treeGone {
+		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
 	} else {
 		releaseLease(l, timing, logger)
 	}
+	prot.finish(treeGone, logger)
 	if runErr != nil {
 		return classify(runErr)
 	}
-	if res.Stopped && errors.Is(cause, lease.ErrLost) {
-		how := unix.SignalName(rc.stopSignal)
-		if res.Killed {
-			how += fmt.Sprintf(", then SIGKILL after %v", timing.Grace)
+	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
+		how := ""
+		switch {
+		case res.Stopped:
+			how = stopText(args[0], rc.stopSignal, res)
+		case res.Signal != 0:
+			how = fmt.Sprintf("%s was killed by %s", args[0], unix.SignalName(res.Signal))
+		default:
+			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
+		}
+		what := "leadership of lease " + rc.name + " lost"
+		if errors.Is(cause, runner.ErrGuardDied) {
+			what = "lease " + rc.name + " given up"
+		} else if !res.Stopped {
+			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
 		return done(ExitLost, slog.LevelError,
-			fmt.Sprintf("leadership of lease %s lost (%v); stopped %s with %s; exit %d", rc.name, cause, args[0], how, ExitLost),
+			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
 			"event", "lost", "lease", rc.name)
 	}
 	return childOutcome(args[0], res)
@@ -229,7 +287,7 @@ func provisionalCallTimeout(t lease.Timing) time.Duration {
 	return max(r/2, time.Millisecond)
 }
 
-// signalWatch turns INT, TERM and HUP into the cancellation of ctx while
+// signalWatch turns INT, TERM, HUP and QUIT into the cancellation of ctx while
 // leaderrun waits for the lease and prepares the child; other signals are
 // dropped, as there is no child yet to forward them to.
 type signalWatch struct {
@@ -249,7 +307,8 @@ func watchSignals(parent context.Context, sigs <-chan os.Signal) *signalWatch {
 			case <-w.quit:
 				return
 			case s := <-sigs:
-				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+				// QUIT too: Ctrl-\ must not be ignored while nothing runs yet.
+				if sig := s.(syscall.Signal); sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP || sig == syscall.SIGQUIT {
 					w.cancel(signalCause{sig})
 					return
 				}
@@ -285,8 +344,7 @@ func acquireOutcome(err error, rc runConfig) *outcome {
 		return done(128+int(sc.sig), slog.LevelWarn,
 			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")
 	case errors.As(err, &he):
-		return done(rc.conflictCode, slog.LevelInfo,
-			fmt.Sprintf("%v; %s not started (exit %d)", err, rc.args[0], rc.conflictCode), "event", "conflict")
+		return done(rc.conflictCode, slog.LevelInfo, conflictText(rc, he.By), "event", "conflict")
 	default:
 		return classify(err)
 	}

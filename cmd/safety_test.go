@@ -43,7 +43,7 @@ func TestChildDeadBeforeLeaseExpires(t *testing.T) {
 	pidFile := filepath.Join(dir, "pid")
 	const ttl = 2 * time.Second
 	before := lease.BootClock{}.Now() // ≤ the acquire's t_s
-	code, _, errOut := runCapture(t, "--store", "memtest://", "--ttl", ttl.String(), "--renew-every", "400ms", "--grace", "300ms", "--",
+	code, _, errOut := runCapture(t, "--store", "memtest://", "--name", "safety", "--ttl", ttl.String(), "--renew-every", "400ms", "--grace", "300ms", "--",
 		"sh", "-c", `trap '' TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done`)
 	returned := lease.BootClock{}.Now()
 	if code != ExitLost {

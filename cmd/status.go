@@ -54,7 +54,8 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	} else {
 		line := fmt.Sprintf("%s: held by %s", name, h.Holder)
 		if !h.Since.IsZero() {
-			line += fmt.Sprintf(" since %s (%s ago)", h.Since.Local().Format("2006-01-02 15:04:05"), time.Since(h.Since).Round(time.Second))
+			now := time.Now()
+			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 		}
 		line += fmt.Sprintf(", token %d", h.Token)
 		if h.Remaining > 0 {

@@ -23,10 +23,12 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 		return classify(usageError{err})
 	}
 	interval := c.Duration("interval")
-	if interval <= 0 {
-		return classify(usagef("--interval %v: want a positive duration", interval))
+	if interval < MinWatchInterval {
+		return classify(usagef("--interval %v: want at least %v (watch polls the store that often)", interval, MinWatchInterval))
 	}
-	store, err := openStoreFor(ctx, c.String("store"), storeOptions{CallTimeout: min(interval, 5*time.Second), Getenv: e.getenv, Log: log})
+	// Polls are sequential, so a short interval must not shorten the call
+	// timeout: a slow answer only delays the next poll.
+	store, err := openStoreFor(ctx, c.String("store"), storeOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
 	if err != nil {
 		return classify(err)
 	}
@@ -34,7 +36,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	first, last := true, ""
+	first, last, started := true, "", time.Now()
 	var failing error
 	for {
 		sctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
@@ -58,7 +60,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 				key = fmt.Sprintf("%s/%d", h.Holder, h.Token)
 			}
 			if first || key != last {
-				printWatch(e, c.Bool("json"), name, h)
+				printWatch(e, c.Bool("json"), name, h, started)
 				first, last = false, key
 			}
 		}
@@ -72,7 +74,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	}
 }
 
-func printWatch(e env, asJSON bool, name string, h *lease.Holder) {
+func printWatch(e env, asJSON bool, name string, h *lease.Holder, started time.Time) {
 	now := time.Now()
 	if asJSON {
 		out := struct {
@@ -90,9 +92,12 @@ func printWatch(e env, asJSON bool, name string, h *lease.Holder) {
 		fmt.Fprintln(e.stdio.Out, string(b))
 		return
 	}
+	// A watch runs for days: the time carries the date once it is not the
+	// day the watch started.
+	stamp := FormatTime(now, started)
 	if h == nil {
-		fmt.Fprintf(e.stdio.Out, "%s %s: free\n", now.Format("15:04:05"), name)
+		fmt.Fprintf(e.stdio.Out, "%s %s: free\n", stamp, name)
 		return
 	}
-	fmt.Fprintf(e.stdio.Out, "%s %s: held by %s, token %d\n", now.Format("15:04:05"), name, h.Holder, h.Token)
+	fmt.Fprintf(e.stdio.Out, "%s %s: held by %s, token %d\n", stamp, name, h.Holder, h.Token)
 }

@@ -21,8 +21,49 @@ type AcquireOptions struct {
 	CallTimeout time.Duration
 	// Clock is the deadline clock; nil means BootClock.
 	Clock Clock
-	// Log receives waiting events; nil discards them.
+	// Log receives the store-unavailable retries, and the waiting events
+	// when OnWait is nil; nil discards them.
 	Log *slog.Logger
+	// OnWait, if not nil, is called on Acquire's goroutine when Acquire
+	// starts to wait for a held lease, each time the holder changes, every
+	// RemindEvery while it waits, and for each transient store failure; it
+	// must not block. Nil means lines on Log: info when the wait starts and
+	// when the holder changes, warn for the first of a run of store failures
+	// (debug for the others).
+	OnWait func(WaitEvent)
+	// RemindEvery is the interval of WaitReminder events; 0 means none.
+	RemindEvery time.Duration
+}
+
+// WaitKind says what a WaitEvent reports.
+type WaitKind int
+
+const (
+	// WaitStarted: the lease was found held and Acquire starts waiting.
+	WaitStarted WaitKind = iota + 1
+	// WaitHolderChanged: the lease is now held by another acquisition.
+	WaitHolderChanged
+	// WaitReminder: Acquire is still waiting (every RemindEvery).
+	WaitReminder
+	// WaitStoreUnavailable: an attempt failed with a transient store error
+	// (Err); Acquire retries after RetryIn.
+	WaitStoreUnavailable
+)
+
+// WaitEvent is what Acquire reports to AcquireOptions.OnWait.
+type WaitEvent struct {
+	// Kind says what happened.
+	Kind WaitKind
+	// By is the holder as the store last reported it.
+	By Holder
+	// Waited is how long Acquire has waited so far.
+	Waited time.Duration
+	// Err is the store's error (WaitStoreUnavailable only).
+	Err error
+	// RetryIn is the delay before the next attempt (WaitStoreUnavailable).
+	RetryIn time.Duration
+	// First is true for the first WaitStoreUnavailable of a run of failures.
+	First bool
 }
 
 // Acquired is a lease just taken, with the Clock reading at which the request
@@ -30,6 +71,9 @@ type AcquireOptions struct {
 type Acquired struct {
 	Lease  Lease
 	SentAt time.Duration
+	// Waited is how long Acquire waited (for a holder or for the store)
+	// before the attempt that won; 0 when the first attempt won.
+	Waited time.Duration
 }
 
 // Acquire takes the lease req.Name from s, waiting as o says. A missing
@@ -58,9 +102,27 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 	}
 	defer cancel()
 
+	onWait := o.OnWait
+	if onWait == nil {
+		onWait = func(ev WaitEvent) {
+			switch ev.Kind {
+			case WaitStarted, WaitHolderChanged:
+				log.Info((&HeldError{By: ev.By}).Error()+"; waiting", "lease", req.Name)
+			case WaitStoreUnavailable:
+				level := slog.LevelDebug
+				if ev.First {
+					level = slog.LevelWarn
+				}
+				log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", ev.Err, "retry_in", ev.RetryIn.Round(time.Millisecond))
+			}
+		}
+	}
 	var (
 		lastHolder string
-		backoff    time.Duration
+		waited     bool
+		// nextReminder is when the next WaitReminder is due (clock reading).
+		nextReminder time.Duration
+		backoff      time.Duration
 		// firstUnknown is when the earliest attempt whose outcome we never
 		// learnt was sent: if it in fact succeeded, the store's TTL started
 		// then, so validity must count from there. -1: none since the last
@@ -83,7 +145,11 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			if firstUnknown >= 0 {
 				sent = min(sent, firstUnknown)
 			}
-			return &Acquired{Lease: l, SentAt: sent}, nil
+			a := &Acquired{Lease: l, SentAt: sent}
+			if waited {
+				a.Waited = clock.Now() - waitedSince
+			}
+			return a, nil
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case errors.As(err, &held):
@@ -93,20 +159,42 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				return nil, err
 			}
 			if who := held.By.Holder + "/" + fmt.Sprint(held.By.Token); who != lastHolder {
+				kind := WaitHolderChanged
+				if lastHolder == "" {
+					kind = WaitStarted
+					nextReminder = clock.Now() + o.RemindEvery
+				}
 				lastHolder = who
-				log.Info(held.Error()+"; waiting", "lease", req.Name)
+				onWait(WaitEvent{Kind: kind, By: held.By, Waited: clock.Now() - waitedSince})
 			}
-			if err := s.Wait(waitCtx, req.Name, held); err != nil {
+			waited = true
+			// A reminder bounds the store's wait: when it is due, Wait
+			// returns early and the loop tries again, which also refreshes
+			// the holder it reports.
+			remindCtx, remindCancel := waitCtx, context.CancelFunc(func() {})
+			if o.RemindEvery > 0 {
+				remindCtx, remindCancel = context.WithTimeout(waitCtx, max(nextReminder-clock.Now(), 0))
+			}
+			err := s.Wait(remindCtx, req.Name, held)
+			remindCancel()
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
 				if waitCtx.Err() != nil {
 					return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
 				}
-				return nil, err
+				if remindCtx.Err() == nil {
+					return nil, err
+				}
+			}
+			if o.RemindEvery > 0 && clock.Now() >= nextReminder {
+				nextReminder = clock.Now() + o.RemindEvery
+				onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: clock.Now() - waitedSince})
 			}
 		case errors.Is(err, ErrUnavailable):
 			lastErr = err
+			waited = true
 			if firstUnknown < 0 {
 				firstUnknown = sent
 			}
@@ -115,16 +203,13 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			sleep := backoff/2 + rand.N(backoff/2+1)
-			level := slog.LevelDebug
-			if backoff == 100*time.Millisecond { // the first failure of a run of them
-				level = slog.LevelWarn
-			}
-			log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", err, "retry_in", sleep.Round(time.Millisecond))
+			onWait(WaitEvent{Kind: WaitStoreUnavailable, Err: err, RetryIn: sleep, Waited: clock.Now() - waitedSince,
+				First: backoff == 100*time.Millisecond}) // the first failure of a run of them
 			if err := clock.SleepUntil(waitCtx, clock.Now()+sleep); err != nil {
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
-				return nil, fmt.Errorf("gave up after %v of store errors: %w", (clock.Now() - waitedSince).Round(time.Millisecond), lastErr)
+				return nil, fmt.Errorf("%w (gave up after %v of retries)", lastErr, (clock.Now() - waitedSince).Round(time.Millisecond))
 			}
 		default:
 			return nil, err

@@ -150,3 +150,57 @@ func TestAcquireConfigErrorIsImmediate(t *testing.T) {
 		t.Fatalf("Acquire with a bad name: %v; want ErrBadName at once", err)
 	}
 }
+
+// Acquire reports its waiting: started, holder changed, reminders, and how
+// long it waited in the end.
+func TestAcquireWaitEvents(t *testing.T) {
+	s := &leasetest.MemStore{}
+	ctx := context.Background()
+	take := func(holder string) lease.Lease {
+		l, err := s.TryAcquire(ctx, lease.Request{Name: "j", Holder: holder, ID: lease.NewID(), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	first := take("first")
+	var (
+		kinds     []lease.WaitKind
+		second    lease.Lease
+		changed   bool
+		reminders int
+	)
+	onWait := func(ev lease.WaitEvent) {
+		kinds = append(kinds, ev.Kind)
+		switch ev.Kind {
+		case lease.WaitStarted:
+			if ev.By.Holder != "first" || len(kinds) != 1 {
+				t.Errorf("first event %v by %q", kinds, ev.By.Holder)
+			}
+			_ = first.Release(ctx)
+			second = take("second")
+		case lease.WaitHolderChanged:
+			changed = changed || ev.By.Holder == "second"
+		case lease.WaitReminder:
+			reminders++
+		}
+		if changed && reminders >= 2 {
+			_ = second.Release(ctx)
+		}
+	}
+	a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "me", TTL: time.Hour},
+		lease.AcquireOptions{Wait: lease.WaitForever, OnWait: onWait, RemindEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed || reminders < 2 {
+		t.Fatalf("events %v; want started, the change to second, two reminders", kinds)
+	}
+	if a.Waited <= 0 {
+		t.Fatalf("Waited %v after waiting", a.Waited)
+	}
+	b, err := lease.Acquire(ctx, s, lease.Request{Name: "k", Holder: "me", TTL: time.Hour}, lease.AcquireOptions{})
+	if err != nil || b.Waited != 0 {
+		t.Fatalf("Acquire of a free lease: %v, Waited %v; want 0", err, b.Waited)
+	}
+}

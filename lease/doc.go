@@ -40,32 +40,60 @@
 //     values the user gave are refused, with a message saying what would fit.
 //  7. Keep starts a child only with runway: if E − now ≤ K + G + renew-every
 //     after acquiring, it renews first and refuses if that does not help.
-//  8. The caller releases only after the runner confirmed the whole process
-//     group gone; the release is conditional on our token. If the group
-//     cannot be confirmed gone, the lease is not released and runs out (on
-//     the file store the kernel drops the lock when leaderrun exits anyway,
-//     so there leftovers that survive SIGKILL can overlap the next holder).
+//  8. The caller releases only after the runner confirmed the child's whole
+//     tree gone (its cgroup empty, or its process group); the release is
+//     conditional on our token. If the tree cannot be confirmed gone, the
+//     lease is not released and runs out; on the file store the guard (see
+//     item 11) keeps the lock until the tree is gone or 30 s after SIGKILL.
 //  9. Every acquisition carries a fresh 128-bit random ID (NewID). Renew and
 //     release succeed only while the store holds that ID; a vanished lease is
 //     never re-created by a renewal. Acquire reuses one ID across the retries
 //     of a call and counts validity from the first attempt whose answer was
 //     lost, so a lost answer can neither lock us out nor stretch E.
 //  10. Each acquisition gets a fencing token (Holder.Token) minted atomically
-//     with it and strictly increasing per name: Redis INCR in the acquire
-//     script, Azure a metadata counter written under the lease, the file store
-//     a counter in the locked file (fdatasync'ed).
+//     with it and strictly increasing per name: Redis
+//     max(counter+1, server TIME in µs) in the acquire script, Azure
+//     max(counter+1, response Date in µs) written under the lease (on both a
+//     token never goes back even after the store loses its data, as long as
+//     the store's clock does not step back; see redislease and bloblease),
+//     the file store a counter in the locked file (fdatasync'ed).
+//  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
+//     leaderrun process alive and scheduled, so before the child starts a
+//     guard process is started in a session of its own, deaf to forwarded
+//     signals and without store access. The Keeper hands it every new E
+//     (KeeperConfig.OnExtend), the runner the child's process group (or
+//     cgroup). If leaderrun dies (its end of a socket closes without a
+//     disarm) the guard SIGKILLs the tree and waits until it is gone; on the
+//     file store it holds a duplicate of the lock descriptor, so the kernel
+//     lock outlives leaderrun until then. If leaderrun freezes, the guard
+//     sends the stop signal at E − K − G and SIGKILL at E − K on its own boot
+//     clock; a deadline that arrives after its stop signal never moves the
+//     kill back. When leaderrun resumes after its stop point has passed,
+//     Keeper.PastStopPoint is true and the run ends with ErrLost whatever
+//     the child did. If the guard dies, leaderrun stops the child as on loss.
+//  12. Containment (runner.Cgroup). Where a cgroup v2 subtree is writable the
+//     child is started inside a cgroup of its own (CLONE_INTO_CGROUP, so the
+//     guard knows it before the child exists); every descendant stays in it
+//     whatever it does with sessions, SIGKILL is cgroup.kill, and the tree is
+//     gone when the cgroup is empty. Elsewhere the process group is the unit.
 //
 // # What is not guaranteed
 //
 // A lease is time-based, so exclusion holds only while the timing
-// assumptions do. If the whole host is paused (SIGSTOP of leaderrun and its
-// child together, a VM freeze) past E, the child resumes after another holder
-// may have started; if the store loses the lease (a Redis failover with
+// assumptions do. If the whole host is paused (SIGSTOP of leaderrun, its
+// guard and its child together, a VM freeze) past E, the child resumes after
+// another holder may have started; if the store loses the lease (a Redis failover with
 // asynchronous replication, a Redis server whose clock jumps), a second
 // holder can start while the first still runs. Nothing a client does can
 // close these windows; a resource that rejects writes carrying a token lower
 // than one it has seen can. Without such a resource, exclusion is best
 // effort under process pauses and store failover.
+//
+// With the process group as the unit (no writable cgroup, or --contain
+// group), a descendant that calls setsid leaves the group and escapes every
+// signal, and in the instant between the child's exec and the runner telling
+// the guard its group, a SIGKILL of leaderrun leaves only Pdeathsig to kill
+// the child (not what it forked in that instant).
 //
 // The file store (filelease) has no TTL: its lease ends when the holder's
 // process does, and the kernel drops the lock at once, so none of the timing

@@ -25,6 +25,10 @@ type KeeperConfig struct {
 	Clock Clock
 	// Log receives renewal events; nil discards them.
 	Log *slog.Logger
+	// OnExtend, if not nil, is called with the new E (a Clock reading) each
+	// time a confirmed renewal moves it; leaderrun hands it to the guard
+	// process. It runs on the renew loop and must not block.
+	OnExtend func(validUntil time.Duration)
 }
 
 // Keeper renews a lease in the background and cancels its context the moment
@@ -87,6 +91,10 @@ func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) 
 	next := sentAt + cfg.Timing.RenewEvery
 	k.wg.Add(1)
 	go k.renewLoop(next)
+	if w, ok := l.(interface{ Lost() <-chan struct{} }); ok {
+		k.wg.Add(1)
+		go k.watchLost(w.Lost())
+	}
 	if cfg.Limits.Expires {
 		k.wg.Add(1)
 		go k.watchdog()
@@ -139,10 +147,27 @@ func (k *Keeper) extend(ts time.Duration) {
 	e := int64(ts + k.cfg.Timing.Validity(k.cfg.Limits))
 	for {
 		old := k.validUntil.Load()
-		if e <= old || k.validUntil.CompareAndSwap(old, e) {
+		if e <= old {
+			return
+		}
+		if k.validUntil.CompareAndSwap(old, e) {
+			if k.cfg.OnExtend != nil {
+				k.cfg.OnExtend(time.Duration(e))
+			}
 			return
 		}
 	}
+}
+
+// PastStopPoint reports whether the stop point E−K−G has passed on the
+// keeper's clock without a renewal moving it: from then on, leadership can
+// no longer be vouched for, whatever the child did meanwhile. Always false
+// for a lease that does not expire.
+func (k *Keeper) PastStopPoint() bool {
+	if !k.cfg.Limits.Expires {
+		return false
+	}
+	return k.clock.Now() >= k.stopAt()
 }
 
 // stopAt is the Clock reading at which the child must get its stop signal.
@@ -230,6 +255,23 @@ func (k *Keeper) renewLoop(next time.Duration) {
 				"stop_in", (k.stopAt() - k.clock.Now()).Round(time.Millisecond))
 		}
 	}
+}
+
+// watchLost ends leadership the moment a lease that can tell (the file
+// store watches its lock file) reports itself lost, instead of at the next
+// renewal. Renew then says why.
+func (k *Keeper) watchLost(lost <-chan struct{}) {
+	defer k.wg.Done()
+	select {
+	case <-lost:
+	case <-k.ctx.Done():
+		return
+	}
+	err := k.l.Renew(k.life)
+	if err == nil {
+		err = errors.New("the store reported the lease lost")
+	}
+	k.cancel(asLost(err))
 }
 
 // asLost makes sure err is classified as ErrLost.

@@ -16,6 +16,15 @@ const (
 	DefaultKillBound = 250 * time.Millisecond
 	// DefaultRho is ρ: the bound on how much faster our clock may run than the store's.
 	DefaultRho = 0.01
+	// MinRenewEvery is the floor of --renew-every. Safety comes from the TTL
+	// (which must exceed the kill bound and grace anyway, so at least ~330ms):
+	// renewing more often than every 10ms only loads the store (a hundred
+	// commands a second per holder) and the CPU without moving a deadline.
+	MinRenewEvery = 10 * time.Millisecond
+	// MinCallTimeout is the floor of --call-timeout. Under 5ms a call times
+	// out on scheduling delay and GC pauses alone, even against a store on
+	// the same host, and every renewal would fail spuriously.
+	MinCallTimeout = 5 * time.Millisecond
 	// MaxTTL bounds --ttl: the TTL is how long a crashed holder blocks the
 	// others, and renewals keep a long job's lease alive anyway.
 	MaxTTL = 24 * time.Hour
@@ -78,18 +87,21 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	}
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
-		if t.RenewEvery <= 0 {
-			return t, fmt.Errorf("%w: --ttl %v is too short", ErrUnsafeTiming, t.TTL)
+		if t.RenewEvery < MinRenewEvery {
+			return t, fmt.Errorf("%w: --ttl %v is too short: renewals every ttl/3 would come more often than every %v; use --ttl ≥ %v",
+				ErrUnsafeTiming, t.TTL, MinRenewEvery, 3*MinRenewEvery)
 		}
 	}
-	if t.RenewEvery <= 0 {
-		return t, fmt.Errorf("%w: --renew-every must be positive", ErrUnsafeTiming)
+	if t.RenewEvery < MinRenewEvery {
+		return t, fmt.Errorf("%w: --renew-every %v is below the floor of %v (renewing more often only loads the store; safety comes from --ttl); use --renew-every ≥ %v",
+			ErrUnsafeTiming, t.RenewEvery, MinRenewEvery, MinRenewEvery)
 	}
 	if !t.Explicit.CallTimeout {
 		t.CallTimeout = t.RenewEvery / 2
 	}
-	if t.CallTimeout <= 0 {
-		return t, fmt.Errorf("%w: the store call timeout must be positive", ErrUnsafeTiming)
+	if t.CallTimeout < MinCallTimeout {
+		return t, fmt.Errorf("%w: --call-timeout %v is below the floor of %v (shorter calls time out on scheduling delays alone); use --call-timeout ≥ %v",
+			ErrUnsafeTiming, t.CallTimeout, MinCallTimeout, MinCallTimeout)
 	}
 	if !t.Explicit.Grace {
 		t.Grace = DefaultGrace

@@ -50,6 +50,22 @@ func TestTimingResolve(t *testing.T) {
 		{name: "ttl over a day refused", in: lease.Timing{TTL: 25 * time.Hour}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"24h"}},
 		{name: "nanosecond ttl says ttl", in: lease.Timing{TTL: time.Nanosecond}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"--ttl 1ns is too short"}},
 		{name: "zero renew-every refused", in: lease.Timing{RenewEvery: 0, Explicit: explicit{RenewEvery: true}}, lim: file, wantErr: lease.ErrUnsafeTiming},
+		// Floors (issue 13 item 10): refused on every store, saying what fits.
+		{name: "renew-every 1us refused", in: lease.Timing{RenewEvery: time.Microsecond, CallTimeout: time.Millisecond, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every 1µs is below the floor of 10ms", "--renew-every ≥ 10ms"}},
+		{name: "renew-every under floor refused on file", in: lease.Timing{RenewEvery: 9 * time.Millisecond, Explicit: explicit{RenewEvery: true}}, lim: file,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every ≥ 10ms"}},
+		{name: "call-timeout 1ms refused", in: lease.Timing{TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond, CallTimeout: time.Millisecond, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--call-timeout 1ms is below the floor of 5ms", "--call-timeout ≥ 5ms"}},
+		{name: "short ttl on file gives renewals under the floor", in: lease.Timing{TTL: 20 * time.Millisecond}, lim: file,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--ttl 20ms is too short", "--ttl ≥ 30ms"}},
+		{name: "the floors themselves are accepted", in: lease.Timing{TTL: 2 * time.Second, RenewEvery: lease.MinRenewEvery, CallTimeout: lease.MinCallTimeout, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis},
+		{name: "renew-every at the floor gives a call timeout at its floor", in: lease.Timing{TTL: 2 * time.Second, RenewEvery: lease.MinRenewEvery, Explicit: explicit{RenewEvery: true}}, lim: redis,
+			check: func(t *testing.T, got lease.Timing) {
+				if got.CallTimeout < lease.MinCallTimeout {
+					t.Fatalf("derived call timeout %v is under the floor %v", got.CallTimeout, lease.MinCallTimeout)
+				}
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,10 +21,17 @@ import (
 const helperEnv = "LEADERRUN_RUNNER_HELPER"
 
 func TestMain(m *testing.M) {
+	if runner.IsGuard() {
+		os.Exit(runner.GuardMain())
+	}
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Unsetenv(helperEnv)
 		os.Exit(helperMain(mode, os.Args[1:]))
 	}
+	// Leave the terminal of a developer running go test: Run hands the
+	// controlling terminal to the child and stops with it, and the tests
+	// that need a terminal make ptys of their own.
+	_, _ = unix.Setsid()
 	os.Exit(m.Run())
 }
 
@@ -75,21 +82,38 @@ func helperMain(mode string, args []string) int {
 		}
 		fmt.Printf("got %s", line)
 		return 0
+	case "sh": // sh -c args[0], with the rest as $0, $1...
+		err := syscall.Exec("/bin/sh", append([]string{"sh", "-c"}, args...), os.Environ())
+		fmt.Fprintln(os.Stderr, err)
+		return 127
 	case "mini": // a minimal leaderrun: run args under runner.Run
+		// MINI_GRACE sets the grace (default 1s); MINI_DEBUG=1 logs at debug
+		// level, so that tests can await the runner's events.
 		exe, _ := os.Executable()
+		grace := time.Second
+		if g := os.Getenv("MINI_GRACE"); g != "" {
+			grace, _ = time.ParseDuration(g)
+		}
+		level := slog.LevelWarn
+		if os.Getenv("MINI_DEBUG") == "1" {
+			level = slog.LevelDebug
+		}
 		res, err := runner.Run(context.Background(), runner.Config{
 			Args:  append([]string{exe}, args[1:]...),
 			Env:   append(os.Environ(), helperEnv+"="+args[0]),
-			Grace: time.Second,
-			Log:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Grace: grace,
+			Log:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 125
 		}
-		fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-		if err == nil && fg == unix.Getpgrp() {
-			fmt.Println("mini: foreground restored")
+		if tty, err := os.Open("/dev/tty"); err == nil {
+			fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+			if err == nil && fg == unix.Getpgrp() {
+				fmt.Println("mini: foreground restored")
+			}
+			tty.Close()
 		}
 		fmt.Printf("mini: code %d gone %v\n", res.Code, res.GroupGone)
 		return res.Code

@@ -4,11 +4,16 @@
 // The command runs in its own process group, and every signal or kill goes to
 // the whole group (-pgid), so shells, pipelines and their children are
 // stopped together. Run forwards INT, TERM, HUP, QUIT, USR1, USR2 and WINCH
-// to the group (never SIGCHLD or Go's SIGURG); a forwarded TERM is only
-// forwarded, and the command decides what to do with it. Only cancellation of
-// Run's context starts the stop sequence: the stop signal (then SIGCONT, so a
-// stopped group can act on it) to the group and, after the grace, SIGKILL to
-// the group, on a timer that nothing else can delay.
+// to the group (never SIGCHLD or Go's SIGURG). A forwarded INT, TERM, HUP,
+// QUIT or stop signal is followed by SIGCONT if a member of the group is
+// stopped, so that it can act on it. A forwarded INT, TERM or stop signal is
+// a request to stop, as with timeout -k: if the command has not exited when
+// the grace runs out, the group is SIGKILLed, and a second one SIGKILLs it at
+// once. HUP, QUIT and the rest are only forwarded (daemons reload on HUP,
+// runtimes dump threads on QUIT). Cancellation of Run's context starts the
+// stop sequence: the stop signal, then SIGCONT (as systemd does), to the
+// group and, after the grace, SIGKILL (and SIGCONT) to the group, on a timer
+// that nothing else can delay.
 //
 // When the command's process exits by itself, processes it left in its group
 // are stopped the same way. Run returns only once the group is confirmed gone
@@ -22,23 +27,48 @@
 // started and waited for on a goroutine locked to its OS thread that never
 // unlocks: that thread lives exactly as long as the child.
 //
-// When stdin is leaderrun's controlling terminal and leaderrun is in its
-// foreground, the child's group becomes the foreground group, so the child
-// can read the terminal and Ctrl-C reaches it directly; leaderrun takes the
-// foreground back when the child exits and, if the child died by a signal or
-// was stopped, restores the terminal settings it found.
+// Terminal and job control. When leaderrun has a controlling terminal and
+// is in its foreground, whatever its stdin is (cat f | leaderrun -- less),
+// the child's group becomes the foreground group, so the child can read the
+// terminal and Ctrl-C reaches it directly; leaderrun takes the foreground
+// back when the child exits and, if the child died by a signal or was
+// stopped, restores the terminal settings it found. Run follows the child's
+// job control as sudo does, seeing its stops with wait4(WUNTRACED) on the
+// locked goroutine: when the child stops on SIGTSTP (Ctrl-Z), SIGTTIN or
+// SIGTTOU (a background read or write of the terminal), or in any way while
+// it holds the terminal, leaderrun takes the terminal back (and the shell's
+// settings, keeping the child's for later) and stops itself with SIGTSTP, so
+// the shell sees its job stopped. On SIGCONT (fg, bg, kill %1) leaderrun
+// gives the terminal back to the child's group if it is in the foreground
+// again (with the child's settings) and continues the group. While stopped,
+// leaderrun renews nothing. It does not stop itself when it cannot be
+// continued by a shell (an orphaned process group, SIGTSTP ignored): then
+// Ctrl-Z is undone, as the kernel does for such a job, and other stops stay
+// until a forwarded signal or the stop sequence ends the group. Run catches
+// SIGTTIN and SIGTTOU during the call: sent to leaderrun's own group by the
+// other commands of a pipeline that touch the terminal the child holds
+// (leaderrun -- make | less), they would otherwise stop leaderrun while the
+// child runs; those commands are continued when leaderrun takes the terminal
+// back. SIGTSTP must keep its default action: do not signal.Notify it.
+//
+// Before the child starts, the caller may start a Guard: a second process
+// that knows the child's process group (or cgroup) and the lease's deadlines
+// and enforces them should leaderrun die or freeze (see Guard). Where a cgroup
+// v2 subtree is writable, the child may be started inside a Cgroup of its own,
+// so that descendants that leave the process group are stopped too.
 //
 // What is not guaranteed:
-//   - A descendant that leaves the group (setsid, setpgid) escapes every
-//     signal and kill, and Pdeathsig covers only the direct child: if
-//     leaderrun is SIGKILLed, grandchildren survive unless they react to the
-//     child's death.
+//   - Without a cgroup, a descendant that leaves the group (setsid, setpgid)
+//     escapes every signal and kill; and in the instant between the child's
+//     exec and Guard.Arm, a SIGKILL of leaderrun leaves only Pdeathsig, which
+//     covers the direct child only.
 //   - Pdeathsig is cleared when the child execs a set-user-ID or
 //     capability-carrying binary.
-//   - Ctrl-Z stops the child's foreground group, not leaderrun; leaderrun keeps
-//     waiting and the shell gets no job-control notice. With the terminal's
-//     TOSTOP flag set, leaderrun's own log lines stop it while the child is in
-//     the foreground.
+//   - With the terminal's TOSTOP flag set, leaderrun's own log lines stop it
+//     while the child is in the foreground. While the child holds the
+//     terminal, other commands of leaderrun's pipeline cannot read it.
+//   - A SIGSTOP or SIGTSTP sent to leaderrun alone stops it while the child
+//     runs on (and the lease is no longer renewed).
 //   - After the child has been waited for, its process-group ID could in
 //     principle be reused by a new, unrelated group leader once the group is
 //     empty; Run signals the group after that point only when it has just
@@ -56,6 +86,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultStopSignal is the stop signal used when Config.StopSignal is zero.
@@ -83,9 +115,10 @@ type Config struct {
 	// StopSignal is sent to the group when the context is cancelled, and to
 	// leftovers after the child exits. Zero means DefaultStopSignal (SIGTERM).
 	StopSignal syscall.Signal
-	// Grace is the delay between StopSignal and SIGKILL. Zero (or negative)
-	// means SIGKILL follows the stop signal at once; the caller picks the
-	// grace because it must fit before the lease's kill point.
+	// Grace is the delay between StopSignal and SIGKILL, and between a
+	// forwarded INT, TERM or StopSignal and SIGKILL. Zero (or negative) means
+	// SIGKILL follows at once; the caller picks the grace because it must fit
+	// before the lease's kill point.
 	Grace time.Duration
 	// Signals, if not nil, delivers signals the caller has already caught
 	// with signal.Notify; Run forwards each to the group while the child runs
@@ -104,6 +137,16 @@ type Config struct {
 	// a clock that counts through suspend. If the stop sequence has not begun,
 	// closing it begins and ends it.
 	KillNow <-chan struct{}
+	// Cgroup, if not nil, is an empty cgroup the child is started in
+	// (clone3 CLONE_INTO_CGROUP), so that every descendant stays in it: the
+	// stop sequence then signals every process of the cgroup, SIGKILL is
+	// cgroup.kill, and the tree is gone only when the cgroup is empty. Run
+	// does not remove it.
+	Cgroup *Cgroup
+	// Guard, if not nil, is told the child's process group the moment the
+	// child has started, when Run begins the stop sequence itself, and when
+	// the tree is confirmed gone (see Guard).
+	Guard *Guard
 }
 
 // Result says how the child ended.
@@ -118,9 +161,16 @@ type Result struct {
 	Signal syscall.Signal
 	// Stopped is true when Run stopped the child because ctx was cancelled.
 	Stopped bool
-	// Killed is true when SIGKILL was sent to the group after the grace, either
-	// in the stop sequence or to clear leftovers.
+	// Killed is true when SIGKILL was sent to the group: in the stop
+	// sequence, to clear leftovers, or after a forwarded INT, TERM or stop
+	// signal that was not obeyed within the grace or came twice.
 	Killed bool
+	// KillPoint is true when that SIGKILL came from Config.KillNow (the
+	// lease's kill point) rather than from the grace timer.
+	KillPoint bool
+	// KillAfter is the time from the stop signal to that SIGKILL; zero when
+	// both were sent at once (the kill point came before any stop signal).
+	KillAfter time.Duration
 	// GroupGone is true when the whole process group was confirmed gone before
 	// Run returned. When false, processes of the group may still run.
 	GroupGone bool
@@ -168,14 +218,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	term := foregroundTerminal(r.stdin)
-	if term != nil {
+	if cfg.Cgroup != nil && cfg.Cgroup.fd != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cfg.Cgroup.fd.Fd())
+	}
+	term := openTerminal()
+	defer term.close()
+	r.term = term
+	if term.prepareStart() {
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = term.fd
 	}
+	r.notifyJobSignals()
+	defer signal.Stop(r.jobSigs)
 
 	started := make(chan error, 1)
-	exited := make(chan error, 1)
+	exited := make(chan waitResult, 1)
+	states := make(chan childState)
 	// Owned by Run: it receives from started, then always from exited.
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread must outlive the child
@@ -183,43 +242,48 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			started <- err
 			return
 		}
+		if cfg.Guard != nil {
+			// At once, before anything else: until the guard knows the
+			// group, a SIGKILL of leaderrun would leave the tree to Pdeathsig.
+			_ = cfg.Guard.Arm(cmd.Process.Pid)
+		}
 		started <- nil
-		exited <- cmd.Wait()
+		exited <- waitChild(cmd.Process.Pid, states)
 	}()
 	if err := <-started; err != nil {
-		if term != nil {
-			if rerr := term.restore(false); rerr != nil {
-				r.log.Warn(rerr.Error())
-			}
+		// The child may have made itself the foreground group before its
+		// exec failed.
+		if err := term.restore(-1, false); err != nil {
+			term.logErr(r.log, err)
 		}
 		return Result{}, classifyStartErr(cfg.Args[0], err)
 	}
 	r.pgid = cmd.Process.Pid
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
-	r.log.Debug("runner: child started", "path", path, "foreground", term != nil)
+	r.log.Debug("runner: child started", "path", path, "foreground", term != nil && term.handed)
 	defer r.stopTimers()
 
-	waitErr := r.supervise(ctx, exited, sigs)
-	if st := cmd.ProcessState; st != nil {
-		ws := st.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			r.res.Signal = ws.Signal()
-			r.res.Code = 128 + int(ws.Signal())
+	w := r.supervise(ctx, exited, states, sigs)
+	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
+	if w.err == nil {
+		if w.status.Signaled() {
+			r.res.Signal = w.status.Signal()
+			r.res.Code = 128 + int(w.status.Signal())
 		} else {
-			r.res.Code = ws.ExitStatus()
+			r.res.Code = w.status.ExitStatus()
 		}
-		waitErr = nil
 	}
 	r.log.Debug("runner: child exited", "code", r.res.Code, "signal", r.res.Signal)
-	if term != nil {
-		if err := term.restore(r.res.Signal != 0 || r.res.Stopped); err != nil {
-			r.log.Warn(err.Error())
-		}
+	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
+		term.logErr(r.log, err)
 	}
 	r.sweep()
-	if waitErr != nil {
-		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], waitErr)
+	if r.res.GroupGone && cfg.Guard != nil {
+		cfg.Guard.Gone()
+	}
+	if w.err != nil {
+		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], w.err)
 	}
 	return r.res, nil
 }
@@ -232,9 +296,15 @@ type run struct {
 	pgid      int
 	res       Result
 	stopping  bool
-	killTimer *time.Timer // armed by stop: fires SIGKILL after the grace
+	killTimer *time.Timer // armed by stop or a forwarded stop signal: fires SIGKILL after the grace
 	killC     <-chan time.Time
 	killNow   <-chan struct{} // Config.KillNow until it fired
+	stopAt    time.Time       // when the stop signal was sent
+	term      *terminal       // the controlling terminal, or nil
+
+	childStopped bool           // the child was last reported stopped, not continued
+	suspended    bool           // leaderrun stopped itself with the child, and was not continued since
+	jobSigs      chan os.Signal // SIGCONT, SIGTTIN and SIGTTOU, caught during the call
 }
 
 func newRun(cfg Config) *run {
@@ -258,21 +328,32 @@ func orDefault(f, def *os.File) *os.File {
 	return f
 }
 
-// supervise forwards signals and runs the stop sequence until the child (the
-// group leader) has been waited for; it returns cmd.Wait's error.
-func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os.Signal) error {
+// supervise forwards signals, follows the child's stops (job control) and
+// runs the stop sequence until the child (the group leader) has been waited
+// for; it returns how the child ended.
+func (r *run) supervise(ctx context.Context, exited <-chan waitResult, states <-chan childState,
+	sigs <-chan os.Signal) waitResult {
 	done := ctx.Done()
 	for {
 		// An exit that is already known wins over everything else: after the
 		// leader is reaped, its group ID must not be signalled blindly.
 		select {
-		case err := <-exited:
-			return err
+		case w := <-exited:
+			return w
+		default:
+		}
+		// Then signals already caught: a TERM sent with the shell's SIGCONT
+		// (kill %1) must reach the group before a stop of the child could
+		// stop leaderrun again.
+		select {
+		case s := <-sigs:
+			r.forward(s)
+			continue
 		default:
 		}
 		select {
-		case err := <-exited:
-			return err
+		case w := <-exited:
+			return w
 		case <-done:
 			done = nil
 			r.res.Stopped = true
@@ -280,58 +361,131 @@ func (r *run) supervise(ctx context.Context, exited <-chan error, sigs <-chan os
 				"grace", r.cfg.Grace, "cause", context.Cause(ctx))
 			r.stop()
 		case <-r.killC:
-			r.kill()
+			r.kill("grace expired")
 		case <-r.killNow:
 			r.killAtDeadline()
 		case s := <-sigs:
-			sig, ok := s.(syscall.Signal)
-			if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
-				continue
-			}
-			r.log.Debug("runner: forwarding signal", "signal", sig)
-			if err := signalGroup(r.pgid, sig); err != nil {
-				r.log.Warn("runner: forward signal", "signal", sig, "err", err)
-			}
+			r.forward(s)
+		case st := <-states:
+			r.childChanged(st)
+		case s := <-r.jobSigs:
+			r.jobSignal(s)
 		}
 	}
 }
 
-// stop sends the stop signal to the group and arms the SIGKILL timer.
+// forward sends a signal leaderrun caught to the group. After INT, TERM, HUP,
+// QUIT or the stop signal, a stopped group is continued so that it can act
+// on it. INT, TERM and the stop signal also start the grace, as timeout -k
+// does: if the child has not exited when it runs out, the group is SIGKILLed;
+// a second one (or one during the stop sequence) SIGKILLs it at once.
+func (r *run) forward(s os.Signal) {
+	sig, ok := s.(syscall.Signal)
+	if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
+		return
+	}
+	r.log.Debug("runner: forwarding signal", "signal", sig)
+	if err := signalGroup(r.pgid, sig); err != nil {
+		r.log.Warn("runner: forward signal", "signal", sig, "err", err)
+	}
+	if !r.terminating(sig) {
+		return
+	}
+	if r.childStopped || groupStopped(r.pgid) {
+		r.continueGroup()
+	}
+	switch {
+	case !r.escalates(sig) || r.res.Killed:
+	case r.killC != nil:
+		r.kill("second stop signal (" + unix.SignalName(sig) + ")")
+	default:
+		r.log.Info("runner: forwarded a stop signal; SIGKILL follows if the child has not exited after the grace",
+			"signal", sig, "grace", r.cfg.Grace)
+		r.armKill()
+	}
+}
+
+// stop sends the stop signal to the group, then SIGCONT (as systemd does: a
+// stopped process acts on the stop signal only once continued), and arms the
+// SIGKILL timer unless a forwarded stop signal has armed it already.
 func (r *run) stop() {
 	r.stopping = true
-	if err := signalGroup(r.pgid, r.cfg.StopSignal); err != nil {
+	r.stopAt = time.Now()
+	if r.cfg.Guard != nil {
+		r.cfg.Guard.Stopping()
+	}
+	if err := r.signalTree(r.cfg.StopSignal); err != nil {
 		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
 	}
 	if r.cfg.StopSignal != syscall.SIGCONT && r.cfg.StopSignal != syscall.SIGKILL {
-		// A stopped process (Ctrl-Z, SIGTTIN) acts on the stop signal only
-		// once continued.
-		_ = signalGroup(r.pgid, syscall.SIGCONT)
+		r.continueGroup()
+	}
+	if r.killC == nil && !r.res.Killed {
+		r.armKill()
+	}
+}
+
+func (r *run) armKill() {
+	if r.stopAt.IsZero() {
+		r.stopAt = time.Now() // the first stop or forwarded stop signal
 	}
 	r.killTimer = time.NewTimer(r.cfg.Grace)
 	r.killC = r.killTimer.C
 }
 
-// kill sends SIGKILL to the group once the grace has run out.
 // killAtDeadline handles KillNow: the lease's kill point has come.
 func (r *run) killAtDeadline() {
 	r.killNow = nil
-	if !r.stopping {
+	atOnce := !r.stopping
+	if atOnce {
 		r.res.Stopped = true
 		r.stop()
 	}
 	if !r.res.Killed {
-		r.log.Warn("runner: lease kill point reached, killing process group")
-		r.kill()
+		r.res.KillPoint = true
+		r.kill("lease kill point reached")
+		if atOnce {
+			r.res.KillAfter = 0
+		}
 	}
 }
 
-func (r *run) kill() {
+// kill sends SIGKILL to the group, then SIGCONT, as systemd does (the kernel
+// ends a stopped process on SIGKILL anyway; the SIGCONT is harmless).
+func (r *run) kill(reason string) {
 	r.killC = nil
 	r.res.Killed = true
-	r.log.Warn("runner: grace expired, killing process group", "grace", r.cfg.Grace)
-	if err := signalGroup(r.pgid, syscall.SIGKILL); err != nil {
+	r.res.KillAfter = time.Since(r.stopAt)
+	r.log.Warn("runner: killing process group: "+reason, "grace", r.cfg.Grace)
+	if err := r.signalTree(syscall.SIGKILL); err != nil {
 		r.log.Warn("runner: send SIGKILL", "err", err)
 	}
+	_ = signalGroup(r.pgid, syscall.SIGCONT)
+}
+
+// signalTree sends sig to the child's tree: with a cgroup, to every process
+// in it (SIGKILL through cgroup.kill, plus the group as a backstop);
+// otherwise to the process group. Each process gets a catchable signal once.
+func (r *run) signalTree(sig syscall.Signal) error {
+	cg := r.cfg.Cgroup
+	if cg == nil {
+		return signalGroup(r.pgid, sig)
+	}
+	if sig == syscall.SIGKILL {
+		return errors.Join(cg.Kill(), signalGroup(r.pgid, sig))
+	}
+	return cg.Signal(sig)
+}
+
+// treeAlive reports whether anything of the child's tree may still run: a
+// live member of its process group or, with a cgroup, any process in it.
+func (r *run) treeAlive() bool {
+	alive := groupAlive(r.pgid) // also reaps group members that are our zombies
+	if cg := r.cfg.Cgroup; cg != nil && !alive {
+		pop, err := cg.Populated()
+		return err != nil || pop
+	}
+	return alive
 }
 
 func (r *run) stopTimers() {
@@ -344,7 +498,7 @@ func (r *run) stopTimers() {
 // group (unless the stop sequence is already running) and waits until the
 // group is gone, or until KillConfirmWait after SIGKILL.
 func (r *run) sweep() {
-	alive := groupAlive(r.pgid)
+	alive := r.treeAlive()
 	if alive && !r.stopping {
 		r.log.Info("runner: child exited, stopping processes left in its group",
 			"signal", r.cfg.StopSignal, "grace", r.cfg.Grace)
@@ -365,7 +519,7 @@ func (r *run) sweep() {
 				confirmC = time.After(KillConfirmWait)
 			}
 		case <-r.killC:
-			r.kill()
+			r.kill("grace expired")
 			confirmC = time.After(KillConfirmWait)
 		case <-confirmC:
 			r.log.Warn("runner: process group not confirmed gone after SIGKILL",
@@ -373,7 +527,7 @@ func (r *run) sweep() {
 			r.res.GroupGone = false
 			return
 		case <-pollT.C:
-			alive = groupAlive(r.pgid)
+			alive = r.treeAlive()
 			poll = min(2*poll, 20*time.Millisecond)
 			pollT.Reset(poll)
 		}

@@ -51,23 +51,32 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestForwardSignals: every forwarded signal reaches the group. INT and TERM
+// are sent last: they start the grace (TestForwardedStopSignal), which is long
+// here, and the recorder survives them and exits 0 by itself.
 func TestForwardSignals(t *testing.T) {
 	t.Parallel()
 	args, env := helperArgs(t, "sigrec")
 	sigs := make(chan os.Signal, 1)
-	c := startRun(t, runner.Config{Args: args, Env: env, Signals: sigs})
+	c := startRun(t, runner.Config{Args: args, Env: env, Signals: sigs, Grace: time.Hour})
 	c.expect("ready ")
 	sigs <- syscall.SIGCHLD // never forwarded: the recorder would print it
+	var last []os.Signal
 	for _, s := range runner.ForwardedSignals {
+		if s == syscall.SIGINT || s == syscall.SIGTERM {
+			last = append(last, s)
+			continue
+		}
 		sigs <- s
 		c.expect("signal " + unix.SignalName(s.(syscall.Signal)))
 	}
+	sigs <- last[0] // a second one would SIGKILL at once
+	c.expect("signal " + unix.SignalName(last[0].(syscall.Signal)))
 	c.stdin.Close()
 	res, err := c.result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A forwarded TERM is the child's business: it survived it and exited 0.
 	if res.Code != 0 || res.Stopped || res.Killed || !res.GroupGone {
 		t.Errorf("result %+v, want code 0, group gone", res)
 	}

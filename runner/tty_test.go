@@ -3,45 +3,14 @@ package runner_test
 import (
 	"bufio"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/leaderrun/leaderrun/internal/ptytest"
 )
-
-// openPTY opens a pseudo-terminal pair with /dev/ptmx.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	rc, err := m.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint32
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		if ierr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ierr != nil {
-			return
-		}
-		n, ierr = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
-	}); err != nil || ierr != nil {
-		t.Fatalf("unlock pty: %v %v", err, ierr)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, s
-}
 
 // TestTerminal runs a mini leaderrun as the session leader of a new pty, the
 // way a login shell's foreground job would run, and checks that the child can
@@ -51,23 +20,31 @@ func TestTerminal(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		mode  string
+		args  []string
+		pipe  bool // stdin is a pipe, not the terminal
 		input string
 		want  []string
 		code  int
 	}{
-		{"child reads the terminal", "ttyread", "hello\n", []string{"got hello", "mini: foreground restored", "mini: code 0 gone true"}, 0},
-		{"Ctrl-C reaches the child", "sleep", "\x03", []string{"mini: foreground restored", "mini: code 130 gone true"}, 130},
+		{"child reads the terminal", []string{"ttyread"}, false, "hello\n", []string{"got hello", "mini: foreground restored", "mini: code 0 gone true"}, 0},
+		{"Ctrl-C reaches the child", []string{"sleep"}, false, "\x03", []string{"mini: foreground restored", "mini: code 130 gone true"}, 130},
+		// cat f | leaderrun -- less: the terminal follows the controlling
+		// terminal, not stdin.
+		{"stdin a pipe, child reads /dev/tty", []string{"sh", `echo ready $$; IFS= read -r l </dev/tty; echo "got $l"`}, true,
+			"hello\n", []string{"got hello", "mini: foreground restored", "mini: code 0 gone true"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			master, slave := openPTY(t)
+			master, slave := ptytest.Open(t)
 			exe, env := helperArgs(t, "mini")
-			mini := exec.Command(exe[0], tt.mode)
+			mini := exec.Command(exe[0], tt.args...)
 			mini.Env = env
 			mini.Stdin, mini.Stdout, mini.Stderr = slave, slave, slave
-			mini.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if tt.pipe {
+				mini.Stdin = strings.NewReader("")
+			}
+			mini.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1}
 			if err := mini.Start(); err != nil {
 				t.Fatal(err)
 			}

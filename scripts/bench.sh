@@ -4,7 +4,9 @@
 #   1. wrap overhead: `leaderrun -- true` vs plain `true` vs `flock FILE true`
 #      (hyperfine, medians) on the file store;
 #   2. clean handover latency on the file store (Go benchmark, p50/p90);
-#   3. peak RSS of leaderrun while it supervises `sleep 5` (/usr/bin/time).
+#   3. peak RSS of leaderrun while it supervises `sleep 5` (/usr/bin/time),
+#      and the guard process's private memory (smaps_rollup);
+#   4. what each containment mode costs `leaderrun -- true` (group, cgroup).
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +42,24 @@ go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x . | tee "$out/ha
 echo "== 3. peak RSS supervising sleep 5"
 /usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5
 awk '{printf "   max RSS %.1f MiB (target <= 12 MiB)\n", $1/1024}' "$out/rss.txt"
+"$bin" -v --store "file://$store" --name guardmem -- sleep 2 2>"$out/guard.log" &
+lrpid=$!
+for _ in $(seq 1 200); do grep -q 'child started' "$out/guard.log" && break; sleep 0.01; done
+gpid=$(grep -o 'guard_pid=[0-9]*' "$out/guard.log" | cut -d= -f2)
+awk '/^Private_Dirty/ {printf "   guard private memory (Private_Dirty) %.2f MiB (target <= 2 MiB)\n", $2/1024}' "/proc/$gpid/smaps_rollup"
+awk '/^Private_Dirty/ {printf "   leaderrun private memory (Private_Dirty) %.2f MiB\n", $2/1024}' "/proc/$lrpid/smaps_rollup"
+wait "$lrpid"
+
+echo "== 3b. containment cost on \`leaderrun -- true\` (the guard is started in both)"
+hyperfine -N --warmup 20 --runs 200 --export-json "$out/contain.json" \
+	"$bin -q --contain group --store file://$store -- true" \
+	"$bin -q --contain auto --store file://$store -- true" >/dev/null
+python3 - "$out/contain.json" <<'PY'
+import json, sys
+for x in json.load(open(sys.argv[1]))["results"]:
+    mode = x["command"].split("--contain ")[1].split()[0]
+    print(f"   --contain {mode:5s} median {x['median']*1000:.3f} ms  user+sys {(x['user']+x['system'])*1000:.2f} ms")
+PY
 
 # Redis store (its own server, stopped by PID): scripts/bench-redis.sh. A
 # failure there is reported but does not fail the file-store numbers above.

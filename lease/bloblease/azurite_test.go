@@ -124,8 +124,8 @@ func TestCreateRace(t *testing.T) {
 	}
 	s := openAzurite(t, ep, cont, Options{})
 	got, err := s.Status(context.Background(), "race")
-	if err != nil || got == nil || got.Holder != winners[0].Info().Holder || got.Token != 1 {
-		t.Fatalf("Status = %+v, %v; want the winner %+v with token 1", got, err, winners[0].Info())
+	if err != nil || got == nil || got.Holder != winners[0].Info().Holder || got.Token != winners[0].Info().Token || got.Token == 0 {
+		t.Fatalf("Status = %+v, %v; want the winner %+v with its token", got, err, winners[0].Info())
 	}
 	_, err = s.blob("race").SetMetadata(context.Background(), map[string]*string{"x": to("y")}, nil)
 	if !bloberror.HasCode(err, bloberror.LeaseIDMissing) {
@@ -204,6 +204,9 @@ func TestSecretsNotShown(t *testing.T) {
 				t.Fatalf("Status = %v; want ErrConfig", serr)
 			}
 			t.Logf("error: %v", err)
+			if msg := err.Error(); !strings.HasPrefix(msg, "Azure Blob Storage at "+ep) || !strings.Contains(msg, "credentials come from") || strings.Contains(msg, "lease: ") {
+				t.Fatalf("message %q: want the endpoint and how to give credentials, without package chains", msg)
+			}
 			assertNoSecret(t, err.Error()+"\n"+serr.Error()+"\n"+logs.String(), tc.secrets...)
 		})
 	}
@@ -327,8 +330,12 @@ func TestStoreDown(t *testing.T) {
 	}
 	waitGone(t, pid)
 	renewFails("killed")
-	if _, err := s.Status(context.Background(), "down"); !errors.Is(err, lease.ErrUnavailable) {
+	_, err = s.Status(context.Background(), "down")
+	if !errors.Is(err, lease.ErrUnavailable) {
 		t.Fatalf("Status with Azurite killed = %v; want ErrUnavailable", err)
+	}
+	if want := "cannot reach Azure Blob Storage at " + s.where + ": connection refused"; err.Error() != want {
+		t.Fatalf("message %q; want %q", err, want)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -11,10 +11,29 @@
 // 128-bit ID written as a GUID, so an acquire retried after a lost answer is
 // granted again instead of locking ourselves out. Right after acquiring, the
 // holder writes its record into the blob's metadata, conditioned on the lease
-// ID: leaderrun_holder, leaderrun_token, leaderrun_since, leaderrun_ttl. The
-// fencing token is the previous leaderrun_token plus one, read and written
-// under the lease, so it strictly increases across holders. If that write
-// fails the lease is released and TryAcquire fails.
+// ID: leaderrun_holder, leaderrun_token, leaderrun_since, leaderrun_ttl. If
+// that write fails the lease is released and TryAcquire fails.
+//
+// # Fencing tokens
+//
+// The token is max(previous leaderrun_token + 1, the service's clock in
+// microseconds), read and written under the lease. The clock is the Date of
+// Azure's response (whole seconds). Tokens strictly increase while the
+// metadata lives. When it is lost (the blob or its metadata deleted, the
+// container re-created) the holder that finds no counter polls until a
+// response is dated one second later than the one that found it missing
+// (about half a second, once) and uses that second: every earlier token was
+// minted from a response dated no later, and is below (its second + 1)·10⁶,
+// so the new token is greater than every earlier one. The one assumption is
+// that the service's clock does not step back (and fewer than a million
+// acquisitions of one name per second, which Azure's round trips rule out).
+// Only a call with less than 1.5s left on its deadline (a --call-timeout that
+// short) skips the wait and uses the middle of the second instead (D·10⁶ +
+// 500000): a token could then repeat only if the counter is lost twice within
+// one second and both losses are found by such short calls.
+// Tokens stay below 2^53, so JSON readers hold them exactly; a counter that is
+// not a number below 2^53 (edited by hand) is refused as corrupt, never
+// wrapped.
 //
 // # Store URLs
 //
@@ -183,25 +202,25 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	case credConnKey, credKey:
 		cred, err := container.NewSharedKeyCredential(a.account, a.key)
 		if err != nil {
-			return nil, fmt.Errorf("%w: azblob: the %s is not valid base64", lease.ErrConfig, a.kind)
+			return nil, configErr("the %s is not valid base64", a.kind)
 		}
 		s.cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
 		if err != nil {
-			return nil, s.configErr("create client", err)
+			return nil, s.clientErr("create client", err)
 		}
 	case credURLSAS, credConnSAS, credEnvSAS:
 		s.cc, err = container.NewClientWithNoCredential(containerURL+"?"+a.sas, opts)
 		if err != nil {
-			return nil, s.configErr("create client", err)
+			return nil, s.clientErr("create client", err)
 		}
 	default:
 		cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
 		if err != nil {
-			return nil, s.configErr("DefaultAzureCredential", err)
+			return nil, s.clientErr("DefaultAzureCredential", err)
 		}
 		s.cc, err = container.NewClient(containerURL, tokenCred{cred}, opts)
 		if err != nil {
-			return nil, s.configErr("create client", err)
+			return nil, s.clientErr("create client", err)
 		}
 	}
 	for _, n := range notes {
@@ -240,14 +259,14 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if req.TTL < minTTL || req.TTL > maxTTL || req.TTL%time.Second != 0 {
-		return nil, fmt.Errorf("%w: azblob: lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", lease.ErrConfig, req.TTL)
+		return nil, configErr("lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", req.TTL)
 	}
 	leaseID, err := guid(req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("azblob: acquire %s: %w", req.Name, err)
+		return nil, fmt.Errorf("acquire %s: %w", req.Name, err)
 	}
 	bc := s.blob(req.Name)
 	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
@@ -381,24 +400,66 @@ type blobLease struct {
 	info lease.Holder // written once by record, before the lease is shared
 }
 
+// maxToken bounds fencing tokens: from 2^53 on, JSON readers lose integers.
+const maxToken = 1<<53 - 1
+
 // record writes the holder record and the next fencing token under the lease.
+// The token is max(previous + 1, the service's clock in microseconds), the
+// clock read from the Date of a response (whole seconds); see the package
+// doc for why it never goes back.
 func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.Request) error {
 	s := l.s
 	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
 	if err != nil {
 		return s.recordErr(ctx, req.Name, err)
 	}
+	if props.Date == nil {
+		return newErr(fmt.Sprintf("Azure Blob Storage at %s sent no Date header: cannot mint a fencing token", s.where), lease.ErrUnavailable)
+	}
+	now := props.Date.Unix() * 1e6
 	var prev uint64
 	if v, ok := metaGet(props.Metadata, metaToken); ok {
-		if prev, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return fmt.Errorf("azblob: acquire %s: blob metadata %s=%q is not a number; refusing to guess the fencing token", req.Name, metaToken, v)
+		n, ok := parseToken(v)
+		if !ok || n >= maxToken {
+			shown := v
+			if len(shown) > 24 {
+				shown = shown[:24] + "…"
+			}
+			return newErr(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
+				"refusing to mint a token from it. If nothing edited it on purpose, remove that metadata or the blob: the next token then comes from Azure's clock and is still above every token leaderrun issued",
+				s.where, metaToken, blobName(req.Name), shown))
 		}
+		prev = n
+	} else {
+		// No counter: the name's first use, or the blob (or its metadata)
+		// was lost. Earlier tokens were minted from responses dated no later
+		// than props.Date, and each is below (its second + 1)·10⁶; waiting
+		// for a later second puts this one above all of them. A call whose
+		// deadline leaves no time for that (a --call-timeout under about
+		// 1.5s) takes the middle of this second instead: above the tokens
+		// minted from this second the usual way (fewer than half a million),
+		// below the next second's; only a second such mint within the same
+		// second could repeat it.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
+			now = props.Date.Unix()*1e6 + fallbackOffset
+			s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", req.Name)
+		} else if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
+			var se *storeError
+			if errors.As(err, &se) {
+				return err
+			}
+			return s.recordErr(ctx, req.Name, err)
+		}
+	}
+	token := max(prev+1, uint64(now))
+	if token > maxToken {
+		return newErr(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
 	}
 	l.info = lease.Holder{
 		Name:   req.Name,
 		Holder: req.Holder,
 		ID:     req.ID,
-		Token:  prev + 1,
+		Token:  token,
 		Since:  time.Now().UTC().Truncate(time.Millisecond),
 		TTL:    req.TTL,
 	}
@@ -417,6 +478,50 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		return s.recordErr(ctx, req.Name, err)
 	}
 	return nil
+}
+
+// nextSecondBudget is the time left on a call's deadline below which record
+// does not wait for Azure's next second (the wait takes up to 1.1s, the
+// metadata write one more round trip).
+const nextSecondBudget = 1500 * time.Millisecond
+
+// fallbackOffset is what a token minted without waiting adds to its second.
+const fallbackOffset = 500_000
+
+// nextSecond polls the blob until a response is dated later than after and
+// returns that date in microseconds. It takes about half a second on average
+// and runs only when a name has no counter.
+func (s *Store) nextSecond(ctx context.Context, bc *blockblob.Client, after time.Time) (int64, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+		if err != nil {
+			return 0, err
+		}
+		if props.Date != nil && props.Date.After(after) {
+			return props.Date.Unix() * 1e6, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, newErr(fmt.Sprintf("Azure Blob Storage at %s: the Date of its responses did not pass %v within 3s: cannot mint a fencing token", s.where, after.Format(time.RFC1123)), lease.ErrUnavailable)
+		}
+	}
+}
+
+// parseToken reads a token written as decimal digits (at most 16, so below
+// 10^16); anything else is not a token.
+func parseToken(v string) (uint64, bool) {
+	if v == "" || len(v) > 16 || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
 }
 
 // recordErr classifies a failure between acquiring and recording: a lease
@@ -460,7 +565,9 @@ func holderFrom(name string, md map[string]*string) lease.Holder {
 		h.Holder = unescapeMeta(v)
 	}
 	if v, ok := metaGet(md, metaToken); ok {
-		h.Token, _ = strconv.ParseUint(v, 10, 64)
+		if n, ok := parseToken(v); ok && n <= maxToken {
+			h.Token = n
+		}
 	}
 	if v, ok := metaGet(md, metaSince); ok {
 		h.Since, _ = time.Parse(time.RFC3339Nano, v)
@@ -507,7 +614,7 @@ func unescapeMeta(s string) string {
 // guid writes a 32-hex-digit request ID as the GUID Azure wants as a lease ID.
 func guid(id string) (string, error) {
 	if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
-		return "", fmt.Errorf("%w: azblob: request ID must be 32 hex digits (lease.NewID)", lease.ErrConfig)
+		return "", configErr("request ID must be 32 hex digits (lease.NewID)")
 	}
 	id = strings.ToLower(id)
 	return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:], nil

@@ -1,14 +1,12 @@
 package bloblease
 
 import (
-	"fmt"
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/leaderrun/leaderrun/lease"
 )
 
 // DefaultContainer is the container used when the store URL names none.
@@ -53,7 +51,7 @@ type target struct {
 func parseURL(raw string) (target, error) {
 	var t target
 	bad := func(format string, args ...any) (target, error) {
-		return target{}, fmt.Errorf("%w: azblob store URL: %s", lease.ErrConfig, fmt.Sprintf(format, args...))
+		return target{}, configErr("bad azblob store URL: "+format, args...)
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -85,7 +83,7 @@ func parseURL(raw string) (target, error) {
 			}
 		} else {
 			if u.Port() != "" || !accountRE.MatchString(u.Host) {
-				return bad("azblob://ACCOUNT/CONTAINER: %q is not a storage account name (3-24 lowercase letters and digits); use azblob+https://HOST/CONTAINER for other endpoints", u.Host)
+				return bad("azblob://ACCOUNT/CONTAINER: %s is not a storage account name (3-24 lowercase letters and digits); use azblob+https://HOST/CONTAINER for other endpoints", safeEcho(u.Host))
 			}
 			if len(segs) > 1 {
 				return bad("azblob://ACCOUNT/CONTAINER takes one path element, got %d", len(segs))
@@ -109,7 +107,7 @@ func parseURL(raw string) (target, error) {
 		case len(segs) > 2:
 			return bad("want /CONTAINER or /ACCOUNT/CONTAINER after the host, got %d path elements", len(segs))
 		case pathStyle && len(segs) == 0:
-			return bad("%s://%s needs the account in the path, e.g. /devstoreaccount1/CONTAINER", scheme, u.Host)
+			return bad("%s://%s needs the account in the path, e.g. /devstoreaccount1/CONTAINER", scheme, safeEcho(u.Host))
 		case pathStyle:
 			t.account = segs[0]
 			t.serviceURL = base + "/" + segs[0]
@@ -124,16 +122,16 @@ func parseURL(raw string) (target, error) {
 			}
 		}
 		if !accountRE.MatchString(t.account) {
-			return bad("%q is not a storage account name (3-24 lowercase letters and digits)", t.account)
+			return bad("%s is not a storage account name (3-24 lowercase letters and digits)", safeEcho(t.account))
 		}
 	default:
-		return bad("unknown scheme %q; want azblob, azblob+https or azblob+http", scheme)
+		return bad("unknown scheme %s; want azblob, azblob+https or azblob+http", safeEcho(scheme))
 	}
 	if t.container == "" {
 		t.container = DefaultContainer
 	}
 	if n := len(t.container); n < 3 || n > 63 || !containerRE.MatchString(t.container) {
-		return bad("%q is not a container name (3-63 lowercase letters, digits and single hyphens)", t.container)
+		return bad("%s is not a container name (3-63 lowercase letters, digits and single hyphens)", safeEcho(t.container))
 	}
 	return t, nil
 }
@@ -145,7 +143,7 @@ func (t *target) parseQuery(raw string) error {
 		return nil
 	}
 	if _, err := url.ParseQuery(raw); err != nil {
-		return fmt.Errorf("%w: azblob store URL: cannot parse the query", lease.ErrConfig)
+		return configErr("bad azblob store URL: cannot parse the query")
 	}
 	var rest, unknown []string
 	hasSig := false
@@ -159,7 +157,7 @@ func (t *target) parseQuery(raw string) error {
 			v, err := url.QueryUnescape(v)
 			d, perr := time.ParseDuration(v)
 			if err != nil || perr != nil || d < 100*time.Millisecond || d > time.Minute {
-				return fmt.Errorf("%w: azblob store URL: poll=%q: want a duration from 100ms to 1m", lease.ErrConfig, v)
+				return configErr("bad azblob store URL: poll= wants a duration from 100ms to 1m")
 			}
 			t.poll = d
 			continue
@@ -169,18 +167,37 @@ func (t *target) parseQuery(raw string) error {
 			"skt", "ske", "sks", "skv", "saoid", "suoid", "scid", "sdd", "ses", "rscc", "rscd",
 			"rsce", "rscl", "rsct", "sduoid", "skdutid":
 		default:
-			unknown = append(unknown, k)
+			if strings.Contains(kv, "=") {
+				unknown = append(unknown, safeEcho(k))
+			} else {
+				unknown = append(unknown, "(a parameter without a value, not shown)")
+			}
 		}
 		rest = append(rest, kv)
 	}
 	if len(unknown) > 0 && !hasSig {
-		return fmt.Errorf("%w: azblob store URL: unknown query parameter(s) %s (only poll= and a SAS token are understood)", lease.ErrConfig, strings.Join(unknown, ", "))
+		return configErr("bad azblob store URL: unknown query parameter(s) %s (only poll= and a SAS token are understood)", strings.Join(unknown, ", "))
 	}
 	if len(rest) > 0 && !hasSig {
-		return fmt.Errorf("%w: azblob store URL: the SAS token in the query has no sig= parameter", lease.ErrConfig)
+		return configErr("bad azblob store URL: the SAS token in the query has no sig= parameter")
 	}
 	t.sas = strings.Join(rest, "&")
 	return nil
+}
+
+// safeEcho quotes s for an error message when it cannot be a credential: up
+// to 40 letters, digits, '.', '-' and '_'. Anything else (an account key is
+// 88 base64 characters, a SAS signature 44) is replaced by "(not shown)".
+func safeEcho(s string) string {
+	if len(s) > 40 {
+		return "(not shown)"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return "(not shown)"
+		}
+	}
+	return strconv.Quote(s)
 }
 
 func splitPath(p string) []string {
@@ -210,7 +227,7 @@ func parseConnString(s string) (connString, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return connString{}, fmt.Errorf("%w: %s: want KEY=VALUE pairs separated by ';'", lease.ErrConfig, envConnString)
+			return connString{}, configErr("%s: want KEY=VALUE pairs separated by ';'", envConnString)
 		}
 		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 	}
@@ -235,10 +252,10 @@ func parseConnString(s string) (connString, error) {
 		}
 		c.serviceURL = proto + "://" + c.account + ".blob." + suffix
 	default:
-		return connString{}, fmt.Errorf("%w: %s has neither AccountName nor BlobEndpoint", lease.ErrConfig, envConnString)
+		return connString{}, configErr("%s has neither AccountName nor BlobEndpoint", envConnString)
 	}
 	if c.key != "" && c.account == "" {
-		return connString{}, fmt.Errorf("%w: %s has an AccountKey but no AccountName", lease.ErrConfig, envConnString)
+		return connString{}, configErr("%s has an AccountKey but no AccountName", envConnString)
 	}
 	return c, nil
 }
@@ -309,11 +326,11 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 			a.serviceURL, a.account = cs.serviceURL, cs.account
 		case envAcct != "":
 			if !accountRE.MatchString(envAcct) {
-				return auth{}, nil, fmt.Errorf("%w: %s=%q is not a storage account name", lease.ErrConfig, envAccount, envAcct)
+				return auth{}, nil, configErr("%s=%s is not a storage account name", envAccount, safeEcho(envAcct))
 			}
 			a.serviceURL, a.account = "https://"+envAcct+".blob.core.windows.net", envAcct
 		default:
-			return auth{}, nil, fmt.Errorf("%w: azblob:///CONTAINER takes the account from %s or %s, and neither is set", lease.ErrConfig, envConnString, envAccount)
+			return auth{}, nil, configErr("azblob:///CONTAINER takes the account from %s or %s, and neither is set", envConnString, envAccount)
 		}
 	}
 	switch {
@@ -328,7 +345,7 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 			a.account = envAcct
 		}
 		if a.account == "" {
-			return auth{}, nil, fmt.Errorf("%w: %s is set but no account is named (URL or %s)", lease.ErrConfig, envKey, envAccount)
+			return auth{}, nil, configErr("%s is set but no account is named (URL or %s)", envKey, envAccount)
 		}
 		a.kind, a.key = credKey, getenv(envKey)
 	case getenv(envSAS) != "":
@@ -336,7 +353,7 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 	default:
 		a.kind = credDefaultAzC
 		if !strings.HasPrefix(a.serviceURL, "https://") {
-			return auth{}, nil, fmt.Errorf("%w: no storage key or SAS token found for %s, and Microsoft Entra sign-in needs https; for Azurite set %s or %s", lease.ErrConfig, a.serviceURL, envKey, envConnString)
+			return auth{}, nil, configErr("no storage key or SAS token found for %s, and Microsoft Entra sign-in needs https; for Azurite set %s or %s", a.serviceURL, envKey, envConnString)
 		}
 	}
 	if cs != nil && !t.fromEnv && cs.account != a.account {

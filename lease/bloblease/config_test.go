@@ -83,7 +83,7 @@ func TestParseURLBad(t *testing.T) {
 		{"azblob://user:hunter2@myacct/locks", "user or password"},
 		{"azblob://myacct/locks?poll=fast", "poll="},
 		{"azblob://myacct/locks?poll=10ms", "poll="},
-		{"azblob://myacct/locks?timeout=5", "unknown query parameter(s) timeout"},
+		{"azblob://myacct/locks?timeout=5", `unknown query parameter(s) "timeout"`},
 		{"azblob://myacct/locks?sv=2022-11-02&sp=r", "no sig="},
 		{"azblob://myacct/locks#frag", "fragment"},
 		{"azblob://myacct/locks?sig=%zz", "cannot parse"},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -52,57 +54,110 @@ func (c tokenCred) GetToken(ctx context.Context, o policy.TokenRequestOptions) (
 	return tok, err
 }
 
+// storeError is what this package returns for a failed call: a message
+// for the person reading leaderrun's log ("cannot reach Azure Blob Storage at
+// http://127.0.0.1:10000/devstoreaccount1/leaderrun: connection refused"),
+// and the lease sentinels and context errors it stands for, for errors.Is.
+// The sentinels' own text is not part of the message.
+type storeError struct {
+	msg  string
+	errs []error
+}
+
+func (e *storeError) Error() string   { return e.msg }
+func (e *storeError) Unwrap() []error { return e.errs }
+
+// newErr builds a storeError; nil kinds are skipped.
+func newErr(msg string, kinds ...error) error {
+	e := &storeError{msg: msg}
+	for _, k := range kinds {
+		if k != nil {
+			e.errs = append(e.errs, k)
+		}
+	}
+	return e
+}
+
+// configErr is a store URL, credential or option problem: it wraps
+// lease.ErrConfig.
+func configErr(format string, args ...any) error {
+	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
+}
+
+// credHint says how to give Azure credentials, for "access denied" and
+// "could not sign in" messages.
+const credHint = "credentials come from a SAS token in the URL (?sv=…&sig=…), " + envConnString + ", " + envKey +
+	", " + envSAS + " or an Azure sign-in (az login, managed identity)"
+
 // classify turns an SDK error into one of ours. gone, when non-nil, is the
 // sentinel for Azure's "not your lease" answers (ErrLost or ErrNotHeld). The
 // vendor error itself is not wrapped: only its status, code or network cause
-// appear, with secrets removed.
+// appear, with secrets removed. op appears only where it helps ("lease x was
+// lost").
 func (s *Store) classify(ctx context.Context, op string, err error, gone error) error {
 	var re *azcore.ResponseError
 	isResp := errors.As(err, &re)
+	where := "Azure Blob Storage at " + s.where
 	switch {
 	case gone != nil && bloberror.HasCode(err, leaseGoneCodes...):
-		return fmt.Errorf("%w: azblob: %s: %s", gone, op, re.ErrorCode)
+		return newErr(fmt.Sprintf("%s no longer holds our lease (%s: %s)", where, op, re.ErrorCode), gone)
 	case ctx.Err() != nil:
 		// The caller's own context ended: not the store's fault.
-		return fmt.Errorf("azblob: %s: %w", op, context.Cause(ctx))
+		return newErr(fmt.Sprintf("%s: %s: %v", where, op, context.Cause(ctx)), context.Cause(ctx), ctx.Err())
 	case isResp && (re.StatusCode == 401 || re.StatusCode == 403):
-		hint := "check the " + string(s.kind)
+		hint := "check the " + string(s.kind) + " (" + credHint + ")"
 		if s.kind == credDefaultAzC {
-			hint = "the signed-in identity needs the Storage Blob Data Contributor role on the container"
+			hint = "the signed-in identity needs the Storage Blob Data Contributor role on the container (" + credHint + ")"
 		}
-		return fmt.Errorf("%w: azblob: %s: access denied by %s (HTTP %d %s); %s", lease.ErrConfig, op, s.where, re.StatusCode, re.ErrorCode, hint)
+		return newErr(fmt.Sprintf("%s denied access (HTTP %d %s): %s", where, re.StatusCode, re.ErrorCode, hint), lease.ErrConfig)
 	case isResp && re.StatusCode == 400:
-		return fmt.Errorf("%w: azblob: %s: request refused by %s (HTTP 400 %s)", lease.ErrConfig, op, s.where, re.ErrorCode)
+		return newErr(fmt.Sprintf("%s refused the request (HTTP 400 %s)", where, re.ErrorCode), lease.ErrConfig)
 	case isResp && (re.StatusCode == 408 || re.StatusCode == 429 || re.StatusCode >= 500):
-		return fmt.Errorf("%w: azblob: %s: HTTP %d %s", lease.ErrUnavailable, op, re.StatusCode, re.ErrorCode)
+		return newErr(fmt.Sprintf("%s is not available (HTTP %d %s)", where, re.StatusCode, re.ErrorCode), lease.ErrUnavailable)
 	case isResp:
-		return fmt.Errorf("azblob: %s: HTTP %d %s", op, re.StatusCode, re.ErrorCode)
+		return newErr(fmt.Sprintf("%s: %s: unexpected answer HTTP %d %s", where, op, re.StatusCode, re.ErrorCode))
 	}
 	var ce *credError
 	if errors.As(err, &ce) {
 		first, _, _ := strings.Cut(ce.Error(), "\n")
-		return fmt.Errorf("%w: azblob: %s: could not sign in with %s: %s", lease.ErrConfig, op, s.kind, s.redact(first))
+		return newErr(fmt.Sprintf("could not sign in to Azure with %s: %s; %s", s.kind, s.redact(first), credHint), lease.ErrConfig)
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) && dns.IsNotFound {
-		return fmt.Errorf("%w: azblob: %s: no such host %s: check the account name", lease.ErrConfig, op, dns.Name)
+		return newErr(fmt.Sprintf("cannot reach %s: no such host %s: check the account name", where, dns.Name), lease.ErrConfig)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: azblob: %s: no answer from %s within %v", lease.ErrUnavailable, op, s.where, s.callTimeout)
+		return newErr(fmt.Sprintf("no answer from %s within %v", where, s.callTimeout), lease.ErrUnavailable, context.DeadlineExceeded)
 	}
-	// A network error. *url.Error quotes the request URL, SAS and all; keep
-	// only its cause.
+	return newErr(fmt.Sprintf("cannot reach %s: %s", where, s.redact(netReason(err))), lease.ErrUnavailable)
+}
+
+// netReason is the root cause of a network error, without the request URL
+// (*url.Error quotes it, SAS and all) and the operations around it.
+func netReason(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the connection was closed"
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return fmt.Errorf("%w: azblob: %s: %s", lease.ErrUnavailable, op, s.redact(err.Error()))
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return first
 }
 
-// configErr reports a failure to build the client.
-func (s *Store) configErr(op string, err error) error {
+// clientErr reports a failure to build the client.
+func (s *Store) clientErr(op string, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
-	return fmt.Errorf("%w: azblob: %s: %s", lease.ErrConfig, op, s.redact(first))
+	return configErr("Azure Blob Storage at %s: %s: %s", s.where, op, s.redact(first))
 }
 
 // redact removes every known secret from a message that quotes foreign text.

@@ -6,14 +6,37 @@
 // needs a TTL. The lock is taken on a descriptor opened O_CLOEXEC, so the child
 // never inherits it: a daemonised grandchild cannot keep the lease (unlike
 // flock(1) without -o). The file holds a JSON holder record and the fencing
-// counter; it is rewritten in place and never unlinked, because unlinking a
-// lock file lets two processes lock two different inodes under one name. For
-// the same reason every acquisition and every renewal checks that the path
-// still names the locked inode: a replaced or removed lock file means the
-// lease is lost.
+// counter; it is rewritten in place (fdatasync'ed) and never unlinked, because
+// unlinking a lock file lets two processes lock two different inodes under one
+// name. For the same reason every acquisition checks that the path still names
+// the locked inode, and a held lease watches its file with inotify
+// (IN_DELETE_SELF, IN_MOVE_SELF, IN_ATTRIB) from 100ms after it was taken:
+// a replaced or removed lock file makes the lease lost at once (the lease's
+// Lost channel closes), and every Renew checks it again.
 //
-// Deleting a lock file resets its fencing counter; don't. Network file
-// systems (NFS, CIFS/SMB) emulate or distort flock, so Open refuses them.
+// # Fencing tokens
+//
+// An acquisition's token is max(counter+1, the wall clock CLOCK_REALTIME in
+// microseconds), and the record carrying it is written only once the clock
+// has passed it. Tokens therefore strictly increase per name, and never go
+// back even when the lock file is deleted or truncated (or lives on a tmpfs
+// such as /run/lock that a reboot empties), under one assumption: the wall
+// clock does not step back by more than the time between two acquisitions.
+// (NTP slews it; a manual date change or a badly synchronised boot may step
+// it.) Tokens stay below 2^53, so JSON readers get them exactly; a counter at
+// or above 2^53 is refused as corrupt.
+//
+// # Shared directories
+//
+// A directory shared by several users works when created beforehand: group-
+// writable (2775, lock files 0660 in its group) or world-writable and sticky
+// (1777, lock files 0666). Lock files are opened with O_NOFOLLOW|O_NONBLOCK
+// and must be regular files whose write permission does not reach beyond
+// who may write the directory; see perm.go for the rules.
+//
+// Network file systems (NFS, CIFS/SMB, FUSE) emulate or distort flock, and
+// kernel pseudo file systems (/proc, /sys) cannot hold lock files, so Open
+// refuses them.
 //
 // Waiters watch the directory with inotify: a holder's release (and its
 // death) closes a descriptor opened for writing, which wakes them at once.
@@ -30,6 +53,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +73,8 @@ const PollInterval = time.Second
 // Store is a directory of lock files. Its methods are safe for concurrent use.
 type Store struct {
 	dir string
+	// now is the wall clock tokens are minted from; tests replace it.
+	now func() time.Time
 
 	// notify is the directory's inotify instance, made on the first Wait
 	// and kept until Close: closing one waits for an SRCU grace period in the
@@ -59,38 +86,56 @@ type Store struct {
 
 // DefaultDir returns the per-user default directory,
 // ~/.local/state/leaderrun, with ~ taken from the password database rather
-// than $HOME, so cron, systemd and a login shell of one user agree.
+// than $HOME, so cron, systemd and a login shell of one user agree. A uid
+// without a password entry (a container run with -u N) has no default: two
+// shells with different $HOME would otherwise get two leaders.
 func DefaultDir() (string, error) {
-	home := ""
-	if u, err := user.Current(); err == nil {
-		home = u.HomeDir
+	uid := os.Getuid()
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil || u.HomeDir == "" || !filepath.IsAbs(u.HomeDir) {
+		return "", newError(lease.ErrConfig, nil, fmt.Sprintf("no home directory for uid %d in the password database; give --store file:///some/dir", uid))
 	}
-	if home == "" {
-		home = os.Getenv("HOME")
-	}
-	if home == "" {
-		return "", fmt.Errorf("%w: no home directory for the default file store; use --store file:///some/dir", lease.ErrConfig)
-	}
-	return filepath.Join(home, ".local", "state", "leaderrun"), nil
+	return filepath.Join(u.HomeDir, ".local", "state", "leaderrun"), nil
 }
 
-// Open returns the store in dir, creating the directory (mode 0700) if needed.
-// It refuses network file systems with an error wrapping lease.ErrConfig.
+// Open returns the store in dir. It does not create dir: the first
+// acquisition does (mode 0700), so a read such as Status never writes. It
+// refuses, with an error wrapping lease.ErrConfig, a relative path, a path
+// that is not a directory, a world-writable directory without the sticky
+// bit, network file systems and kernel pseudo file systems.
 func Open(dir string) (*Store, error) {
 	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("%w: file store directory %q must be an absolute path", lease.ErrConfig, dir)
+		return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("the file store directory %q must be an absolute path", dir))
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: cannot create the file store directory: %w", lease.ErrConfig, err)
+	dir = filepath.Clean(dir)
+	// The file system is the one of dir, or of its nearest existing parent
+	// when dir is still to be created.
+	probe := dir
+	if _, err := statDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for probe != "/" {
+		var st unix.Stat_t
+		err := unix.Stat(probe, &st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			return nil, classified(err, "cannot read "+probe)
+		}
+		probe = filepath.Dir(probe)
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return nil, fmt.Errorf("%w: statfs %s: %w", lease.ErrConfig, dir, err)
+	if err := unix.Statfs(probe, &st); err != nil {
+		return nil, classified(err, "cannot read the file system of "+probe)
 	}
 	if fs := networkFS(st.Type); fs != "" {
-		return nil, fmt.Errorf("%w: %s is on %s, where flock is not reliable; use a local directory (e.g. --store file:///var/lock/leaderrun) or the redis store", lease.ErrConfig, dir, fs)
+		return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("%s is on %s, where flock is not reliable; use a local directory (e.g. --store file:///var/lock/leaderrun) or the redis store", dir, fs))
 	}
-	return &Store{dir: dir}, nil
+	if fs := pseudoFS(st.Type); fs != "" {
+		return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("%s is on %s, a kernel file system that cannot hold lock files; use a directory on a local disk or tmpfs", dir, fs))
+	}
+	return &Store{dir: dir, now: time.Now}, nil
 }
 
 func networkFS(magic int64) string {
@@ -101,6 +146,22 @@ func networkFS(magic int64) string {
 		return "CIFS/SMB"
 	case 0x65735546: // FUSE: sshfs and friends
 		return "FUSE"
+	}
+	return ""
+}
+
+func pseudoFS(magic int64) string {
+	switch uint32(magic) {
+	case unix.PROC_SUPER_MAGIC:
+		return "procfs"
+	case unix.SYSFS_MAGIC:
+		return "sysfs"
+	case unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC:
+		return "cgroupfs"
+	case unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC, unix.BPF_FS_MAGIC, unix.PSTOREFS_MAGIC:
+		return "a kernel pseudo file system"
+	case unix.DEVPTS_SUPER_MAGIC:
+		return "devpts"
 	}
 	return ""
 }
@@ -157,19 +218,24 @@ type record struct {
 	PID     int       `json:"pid,omitempty"`
 	Held    bool      `json:"held"`
 	Updated time.Time `json:"updated,omitzero"`
+	// OFD says the holder also holds an OFD read lock on the file, which
+	// probes test with F_OFD_GETLK without taking any lock. Records of
+	// older versions lack it and are probed with a shared flock.
+	OFD bool `json:"ofd,omitempty"`
 }
 
 func (r record) holder() lease.Holder {
 	return lease.Holder{Name: r.Name, Holder: r.Holder, ID: r.ID, Token: r.Token, Since: r.Since}
 }
 
-// readRecord reads the record at the start of f; a missing, empty or torn
-// record reads as the zero record.
+// readRecord reads the record at the start of f; a missing or empty record
+// reads as the zero record. A torn or unreadable record, or a counter at or
+// above 2^53, is an error wrapping lease.ErrConfig: the file is corrupt.
 func readRecord(f *os.File) (record, error) {
 	buf := make([]byte, 4096)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return record{}, err
+		return record{}, classified(err, "cannot read lock file "+f.Name())
 	}
 	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
 	var r record
@@ -177,7 +243,11 @@ func readRecord(f *os.File) (record, error) {
 		return record{}, nil
 	}
 	if err := json.Unmarshal(line, &r); err != nil {
-		return record{}, fmt.Errorf("corrupt lock file %s: %w", f.Name(), err)
+		return record{}, newError(lease.ErrConfig, err, fmt.Sprintf("lock file %s is corrupt; inspect it, then remove it (tokens still never go back: they follow the clock)", f.Name()))
+	}
+	if r.Token > MaxToken {
+		return record{}, newError(lease.ErrConfig, nil, fmt.Sprintf(
+			"lock file %s is corrupt: its fencing counter %d is not below 2^53; inspect it, then remove it (tokens still never go back: they follow the clock)", f.Name(), r.Token))
 	}
 	return r, nil
 }
@@ -199,13 +269,14 @@ func writeRecord(f *os.File, r record) error {
 	return unix.Fdatasync(int(f.Fd()))
 }
 
-// sameFile reports whether path still names the inode open as f.
+// sameFile reports whether path still names the inode open as f. A
+// symbolic link at path never matches, even one pointing to f.
 func sameFile(f *os.File, path string) (bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return false, err
 	}
-	pi, err := os.Stat(path)
+	pi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -215,7 +286,21 @@ func sameFile(f *os.File, path string) (bool, error) {
 	return os.SameFile(fi, pi), nil
 }
 
-// TryAcquire takes the lock without blocking.
+// dirInfo reads the store directory's permissions, creating it first when
+// create is set and it is missing.
+func (s *Store) dirInfo(create bool) (dirInfo, error) {
+	d, err := statDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) && create {
+		if err := makeDir(s.dir); err != nil {
+			return dirInfo{}, err
+		}
+		d, err = statDir(s.dir)
+	}
+	return d, err
+}
+
+// TryAcquire takes the lock without blocking, creating the directory and the
+// lock file if needed.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
 	if err := lease.ValidateName(req.Name); err != nil {
 		return nil, err
@@ -230,7 +315,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 			return l, err
 		}
 		if attempt == 5 {
-			return nil, fmt.Errorf("%w: lock file %s keeps being replaced", lease.ErrUnavailable, path)
+			return nil, newError(lease.ErrUnavailable, nil, "lock file "+path+" keeps being replaced")
 		}
 	}
 }
@@ -238,58 +323,101 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 // tryOnce makes one attempt; retry is true when the lock file was replaced
 // under us and the attempt should be repeated on the new inode.
 func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bool, _ error) {
+	d, err := s.dirInfo(true)
+	if err != nil {
+		return nil, false, err
+	}
 	// The lock is probed on a read-only descriptor: a failed attempt then
 	// closes without IN_CLOSE_WRITE, so waiters don't wake each other.
-	lockf, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o666)
+	lockf, err := openLock(path, unix.O_RDONLY, d, true)
 	if err != nil {
-		return nil, false, s.openErr(err)
-	}
-	if err := unix.Flock(int(lockf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		defer lockf.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			r, _ := readRecord(lockf) // best effort: a torn record just names no one
-			by := r.holder()
-			by.Name, by.ID = req.Name, ""
-			if !r.Held { // the new holder has not written its record yet
-				by = lease.Holder{Name: req.Name}
-			}
-			return nil, false, &lease.HeldError{By: by}
+		if errors.Is(err, unix.ENOENT) {
+			return nil, true, nil // the directory went away: make it again
 		}
-		return nil, false, fmt.Errorf("%w: flock %s: %w", lease.ErrUnavailable, path, err)
+		return nil, false, err
 	}
+	got, err := lockExclusive(int(lockf.Fd()))
+	if err != nil {
+		lockf.Close()
+		return nil, false, classified(err, "cannot lock "+path)
+	}
+	if !got {
+		defer lockf.Close()
+		r, _ := readRecord(lockf) // best effort: a torn record just names no one
+		by := r.holder()
+		by.Name, by.ID = req.Name, ""
+		if !r.Held { // the new holder has not written its record yet
+			by = lease.Holder{Name: req.Name}
+		}
+		return nil, false, &lease.HeldError{By: by}
+	}
+	// The OFD read lock lives on the same open file description as the
+	// flock, so it is dropped with it (a crash, or the last duplicate of the
+	// descriptor closing), and probes can test it without locking (probe).
+	// It cannot conflict with another read lock; if someone with write
+	// access holds a write lock, probes see theirs instead.
+	_ = unix.FcntlFlock(lockf.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_RDLCK})
 	ok, err := sameFile(lockf, path)
 	if err != nil || !ok {
 		lockf.Close()
-		return nil, err == nil, err
+		if err != nil {
+			return nil, false, classified(err, "cannot read lock file "+path)
+		}
+		return nil, true, nil
 	}
 	// The holder's descriptor is opened for writing: its close, on release or
 	// on death, is the IN_CLOSE_WRITE event that wakes waiters.
-	rw, err := os.OpenFile(path, os.O_RDWR, 0)
+	rw, err := openLock(path, unix.O_RDWR, d, false)
 	if err != nil {
 		lockf.Close()
-		return nil, false, s.openErr(err)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, true, nil
+		}
+		return nil, false, err
 	}
 	if same, err := sameFile(rw, path); err != nil || !same || !sameInode(rw, lockf) {
 		rw.Close()
 		lockf.Close()
-		return nil, err == nil, err
+		if err != nil {
+			return nil, false, classified(err, "cannot read lock file "+path)
+		}
+		return nil, true, nil
+	}
+	fail := func(err error) (lease.Lease, bool, error) {
+		rw.Close()
+		lockf.Close()
+		return nil, false, err
 	}
 	prev, err := readRecord(rw)
 	if err != nil {
-		// A torn record can only come from a crash mid-write; the counter
-		// is lost with it, so refuse rather than re-issue tokens.
-		rw.Close()
-		lockf.Close()
-		return nil, false, fmt.Errorf("%w: %w; inspect it, then remove it to reset the lease", lease.ErrConfig, err)
+		// A torn record can only come from a crash mid-write or an edit:
+		// refuse rather than guess.
+		return fail(err)
+	}
+	tok, err := mint(prev.Token, s.now, path)
+	if err != nil {
+		return fail(err)
 	}
 	now := time.Now()
-	rec := record{Name: req.Name, Holder: req.Holder, ID: req.ID, Token: prev.Token + 1, Since: now, PID: os.Getpid(), Held: true, Updated: now}
+	rec := record{Name: req.Name, Holder: req.Holder, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
 	if err := writeRecord(rw, rec); err != nil {
-		rw.Close()
-		lockf.Close()
-		return nil, false, fmt.Errorf("%w: writing %s: %w", lease.ErrUnavailable, path, err)
+		return fail(classified(err, "cannot write lock file "+path))
 	}
-	return &fileLease{path: path, lockf: lockf, rw: rw, rec: rec}, false, nil
+	l := &fileLease{path: path, lockf: lockf, rw: rw, rec: rec, lost: make(chan struct{})}
+	l.startWatch()
+	// The file may have been replaced while the record was written: then
+	// this acquisition is void (its token went into an inode nobody will
+	// see) and is made again on the new file. A replacement after this
+	// check comes after the record, so a holder of the new file mints from
+	// a clock already past our token; the watch, once armed, ends our lease.
+	if same, err := sameFile(lockf, path); err != nil || !same {
+		l.abandon()
+		if err != nil {
+			return nil, false, classified(err, "cannot read lock file "+path)
+		}
+		return nil, true, nil
+	}
+	return l, false, nil
 }
 
 func sameInode(a, b *os.File) bool {
@@ -298,38 +426,80 @@ func sameInode(a, b *os.File) bool {
 	return err1 == nil && err2 == nil && os.SameFile(ai, bi)
 }
 
-func (s *Store) openErr(err error) error {
-	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w: %w (check the directory's permissions or use another --store)", lease.ErrConfig, err)
+// probeTolerance bounds how long lockExclusive keeps retrying while only
+// shared locks (probes) stand in its way.
+const probeTolerance = 50 * time.Millisecond
+
+// lockExclusive takes the exclusive flock on fd without blocking, and
+// reports false when someone holds it exclusively. Only holders take the
+// lock exclusively; the shared locks that older versions' Status and waiters
+// take to probe for a crashed holder last microseconds (this version's take
+// none: see probe), so when the exclusive attempt
+// fails but a shared one succeeds, the lease is free and the attempt is
+// repeated (for up to probeTolerance): a probe never makes a free lease look
+// held to an acquirer.
+func lockExclusive(fd int) (bool, error) {
+	deadline := time.Now().Add(probeTolerance)
+	for i := 0; ; i++ {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return false, err
+		}
+		err = unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil // an exclusive lock: a holder
+		}
+		if err != nil {
+			return false, err
+		}
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		if time.Now().After(deadline) {
+			return false, nil // someone keeps a shared lock: treat as held
+		}
+		// Other acquirers doing the same dance back off at random, so one
+		// of them wins.
+		if i < 3 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Duration(rand.N(min(i, 50))+1) * 10 * time.Microsecond)
+		}
 	}
-	return fmt.Errorf("%w: %w", lease.ErrUnavailable, err)
 }
 
 // Status reads the holder record of name, or nil when nobody holds the lock.
-// A record its holder marked free on release is trusted. A record that says
-// held (its holder may have crashed instead) is checked with a shared,
-// non-blocking probe of the lock, released at once; only if the holder
-// crashed can that probe, in the microsecond it holds the lock, make a
-// concurrent acquirer see the lease as held. (Reading /proc/locks instead
-// stalls every flock on the machine for milliseconds.)
+// It never creates anything. A record its holder marked free on release is
+// trusted. A record that says held (its holder may have crashed instead) is
+// checked with probe, which takes no lock, so it cannot make a free lease
+// look held to an acquirer. (Reading /proc/locks instead stalls every flock
+// on the machine for milliseconds.)
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return nil, err
 	}
-	path := s.Path(name)
-	f, err := os.Open(path)
+	d, err := s.dirInfo(false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, s.openErr(err)
+		return nil, err
+	}
+	path := s.Path(name)
+	f, err := openLock(path, unix.O_RDONLY, d, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	r, err := readRecord(f)
 	if err != nil || !r.Held {
 		return nil, err
 	}
-	if free, err := s.looksFree(path); err != nil || free {
+	if held, err := probe(f, r); err != nil || !held {
 		return nil, err
 	}
 	h := r.holder()
@@ -403,24 +573,42 @@ func (s *Store) settle(ctx context.Context, path string) error {
 	return nil
 }
 
-// looksFree probes the lock with a shared, non-blocking flock on a read-only
-// descriptor, released at once. The probe can make a concurrent acquirer's
-// attempt fail only in the instant it holds the lock; only waiters probe, and
-// a waiter then tries to acquire, so that acquirer simply lost the race to it.
+// looksFree reports whether the lock on path looks free, by probe.
 func (s *Store) looksFree(path string) (bool, error) {
-	f, err := os.Open(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
 	if err != nil {
-		return true, nil
+		return true, nil // let TryAcquire say what is wrong
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return false, nil
-		}
-		return false, err
+	r, _ := readRecord(f)
+	held, err := probe(f, r)
+	return !held, err
+}
+
+// probe reports whether someone holds the lock on f, whose record is r.
+// Holders of this version keep an OFD read lock next to their flock, and
+// F_OFD_GETLK tests it without taking any lock, so probing never gets in an
+// acquirer's way. A record of an older version, still marked held, is
+// checked with a shared flock held for an instant instead; acquirers retry
+// past such a lock (lockExclusive).
+func probe(f *os.File, r record) (bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return false, classified(err, "cannot probe the lock of "+f.Name())
 	}
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return true, nil
+	if lk.Type != unix.F_UNLCK || !r.Held || r.OFD {
+		return lk.Type != unix.F_UNLCK, nil
+	}
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return true, nil
+		}
+		return false, classified(err, "cannot probe the lock of "+f.Name())
+	}
+	_ = unix.Flock(fd, unix.LOCK_UN)
+	return false, nil
 }
 
 // drain discards queued events without blocking.
@@ -456,87 +644,5 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	}
-}
-
-// fileLease is one held lock.
-type fileLease struct {
-	path  string
-	mu    sync.Mutex
-	lockf *os.File // holds the flock
-	rw    *os.File // writes the record; its close wakes waiters
-	rec   record
-}
-
-func (l *fileLease) Info() lease.Holder { return l.rec.holder() }
-
-// Renew checks that the path still names our locked inode and that the
-// record is still ours: a replaced, removed or rewritten file means lost.
-func (l *fileLease) Renew(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lockf == nil {
-		return fmt.Errorf("%w: already released", lease.ErrNotHeld)
-	}
-	return l.owned()
-}
-
-// owned checks that the path still names our locked inode and that the
-// record still carries our ID; l.mu must be held.
-func (l *fileLease) owned() error {
-	same, err := sameFile(l.lockf, l.path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", lease.ErrUnavailable, err)
-	}
-	if !same {
-		return fmt.Errorf("%w: lock file %s was replaced or removed", lease.ErrLost, l.path)
-	}
-	r, err := readRecord(l.rw)
-	if err != nil || r.ID != l.rec.ID {
-		return fmt.Errorf("%w: lock file %s was rewritten by someone else", lease.ErrLost, l.path)
-	}
-	return nil
-}
-
-// Release marks the record free (keeping the counter), drops the lock and
-// then closes the write descriptor, whose close wakes waiters after the lock
-// is already gone.
-func (l *fileLease) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lockf == nil {
-		return fmt.Errorf("%w: already released", lease.ErrNotHeld)
-	}
-	defer func() {
-		_ = unix.Flock(int(l.lockf.Fd()), unix.LOCK_UN)
-		l.lockf.Close()
-		l.rw.Close()
-		l.lockf, l.rw = nil, nil
-	}()
-	if err := l.owned(); err != nil {
-		return err
-	}
-	free := l.rec
-	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now()
-	b, _ := json.Marshal(free)
-	b = append(b, '\n')
-	if _, err := l.rw.WriteAt(b, 0); err == nil {
-		_ = l.rw.Truncate(int64(len(b)))
-	}
-	return nil
-}
-
-// abandon closes the descriptors without touching the record, as a crash
-// would. Tests use it through the Abandon hook.
-func (l *fileLease) abandon() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lockf != nil {
-		l.lockf.Close()
-		l.rw.Close()
-		l.lockf, l.rw = nil, nil
 	}
 }

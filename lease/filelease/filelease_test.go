@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
@@ -119,5 +124,228 @@ func TestNamesWithSlashes(t *testing.T) {
 func TestRelativeDirRefused(t *testing.T) {
 	if _, err := Open("relative/dir"); !errors.Is(err, lease.ErrConfig) {
 		t.Fatalf("Open(relative): %v; want ErrConfig", err)
+	}
+}
+
+func openT(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func acquireT(t *testing.T, s *Store, name string) *fileLease {
+	t.Helper()
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Holder: "h", ID: lease.NewID()})
+	if err != nil {
+		t.Fatalf("TryAcquire(%s): %v", name, err)
+	}
+	return l.(*fileLease)
+}
+
+// Tokens are at least the wall clock in microseconds, so they never go back
+// when the lock file is deleted or truncated, and they stay below 2^53.
+func TestTokensNeverGoBack(t *testing.T) {
+	s := openT(t, t.TempDir())
+	path := s.Path("job")
+	var last uint64
+	next := func(what string) {
+		t.Helper()
+		before := uint64(s.now().UnixMicro())
+		l := acquireT(t, s, "job")
+		tok := l.Info().Token
+		if tok <= last || tok < before || tok > MaxToken {
+			t.Fatalf("%s: token %d; want > previous %d, >= the clock %d, <= 2^53-1", what, tok, last, before)
+		}
+		last = tok
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		next("in a row")
+	}
+	must(t, os.Remove(path))
+	next("after the lock file was deleted")
+	must(t, os.Truncate(path, 0))
+	next("after the lock file was truncated")
+	must(t, os.WriteFile(path, []byte(`{"name":"job","token":1,"held":false}`+"\n"), 0o600))
+	next("after the counter was set back")
+
+	// A clock that steps back: the counter alone keeps tokens increasing.
+	s.now = func() time.Time { return time.Unix(1, 0) }
+	next("with the clock stepped back")
+	next("with the clock stepped back, again")
+}
+
+// A counter at or above 2^53 (here tampered with) is refused as corrupt; it
+// never wraps or loses precision.
+func TestHugeCounterRefused(t *testing.T) {
+	s := openT(t, t.TempDir())
+	for _, c := range []string{"9007199254740991", "9007199254740992", "18446744073709551615", "18446744073709551616", "-1", "1e20"} {
+		must(t, os.WriteFile(s.Path("job"), []byte(`{"name":"job","token":`+c+`,"held":false}`+"\n"), 0o600))
+		_, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
+		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("counter %s: %v; want a configuration error saying the file is corrupt", c, err)
+		}
+	}
+	must(t, os.WriteFile(s.Path("job"), []byte(`{"name":"job","token":9007199254740990,"held":false}`+"\n"), 0o600))
+	l := acquireT(t, s, "job")
+	defer l.Release(context.Background())
+	if l.Info().Token != MaxToken {
+		t.Fatalf("token %d; want 2^53-1", l.Info().Token)
+	}
+}
+
+// Deleting, moving or replacing the lock file makes the running lease lost
+// at once (Lost closes; no Renew needed), and the next holder's token is
+// larger. A change of mode (IN_ATTRIB too) does not make it lost.
+func TestLockFileWatched(t *testing.T) {
+	checked := make(chan struct{}, 16)
+	hook := func() { checked <- struct{}{} }
+	afterCheck.Store(&hook)
+	defer afterCheck.Store(nil)
+	old := watchDelay
+	watchDelay = 0
+	defer func() { watchDelay = old }()
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, path string)
+	}{
+		{"deleted", func(t *testing.T, p string) { must(t, os.Remove(p)) }},
+		{"moved away", func(t *testing.T, p string) { must(t, os.Rename(p, p+".old")) }},
+		{"replaced", func(t *testing.T, p string) { replaceFile(t, p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openT(t, t.TempDir())
+			l := acquireT(t, s, "job")
+			defer l.Release(context.Background())
+			path := s.Path("job")
+			<-checked // armed
+			// A chmod is checked and ignored.
+			must(t, os.Chmod(path, 0o640))
+			<-checked
+			select {
+			case <-l.Lost():
+				t.Fatal("a chmod made the lease lost")
+			default:
+			}
+			tc.change(t, path)
+			select {
+			case <-l.Lost():
+			case <-time.After(30 * time.Second):
+				t.Fatal("Lost not closed 30s after the lock file was " + tc.name)
+			}
+			if err := l.Renew(context.Background()); !errors.Is(err, lease.ErrLost) {
+				t.Fatalf("Renew: %v; want ErrLost", err)
+			}
+			l2 := acquireT(t, s, "job")
+			if l2.Info().Token <= l.Info().Token {
+				t.Fatalf("new holder's token %d <= the running holder's %d", l2.Info().Token, l.Info().Token)
+			}
+			_ = l2.Release(context.Background())
+		})
+	}
+}
+
+// Release drops the lock with flock(LOCK_UN) before closing, so a duplicate
+// of the lock descriptor still open (in a guard process, say) does not keep
+// the lease.
+func TestReleaseUnlocksDuplicates(t *testing.T) {
+	s := openT(t, t.TempDir())
+	l := acquireT(t, s, "job")
+	dup, err := unix.Dup(int(l.lockf.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dup)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l2 := acquireT(t, s, "job")
+	_ = l2.Release(context.Background())
+}
+
+// A status probe never makes a free lease look held to an acquirer. The
+// holders here crash (abandon), so their records say held and every Status
+// call probes the lock.
+func TestStatusProbeNeverBlocksAcquirers(t *testing.T) {
+	s := openT(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var probes atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := s.Status(ctx, "job"); err != nil {
+					t.Error(err)
+					return
+				}
+				probes.Add(1)
+			}
+		}()
+	}
+	conflicts := 0
+	const n = 1000
+	for i := 0; i < n; i++ {
+		l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
+		if errors.Is(err, lease.ErrHeld) {
+			conflicts++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.(*fileLease).abandon()
+	}
+	cancel()
+	wg.Wait()
+	if conflicts != 0 {
+		t.Fatalf("%d of %d acquisitions of a free lease reported it held while %d status probes ran", conflicts, n, probes.Load())
+	}
+}
+
+// Status is a read: on a directory that does not exist yet it says free and
+// creates nothing.
+func TestStatusCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "store")
+	s := openT(t, dir)
+	if h, err := s.Status(context.Background(), "job"); h != nil || err != nil {
+		t.Fatalf("Status = %v, %v; want free", h, err)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Status created %s (%v)", filepath.Dir(dir), err)
+	}
+	l := acquireT(t, s, "job")
+	_ = l.Release(context.Background())
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the first acquisition made %s: %v, %v; want a 0700 directory", dir, fi, err)
+	}
+}
+
+// A store that cannot hold lock files is a configuration error at once, not
+// an unavailable store to retry.
+func TestUnusableStoreIsConfigError(t *testing.T) {
+	for _, dir := range []string{"/proc/self", "/proc", "/sys/kernel"} {
+		if _, err := Open(dir); !errors.Is(err, lease.ErrConfig) {
+			t.Errorf("Open(%s): %v; want ErrConfig", dir, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	must(t, os.WriteFile(file, nil, 0o600))
+	if _, err := Open(file); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Open(a file): %v; want ErrConfig saying not a directory", err)
+	}
+	s := openT(t, t.TempDir())
+	must(t, os.Mkdir(s.Path("job"), 0o700))
+	_, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
+	if !errors.Is(err, lease.ErrConfig) || err.Error() != "lock file "+s.Path("job")+" is a directory, not a regular file: remove it" {
+		t.Fatalf("TryAcquire on a directory: %q; want a one-sentence configuration error", err)
 	}
 }

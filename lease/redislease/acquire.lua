@@ -1,7 +1,17 @@
 -- acquire.lua takes the lease if it is free, in one atomic step.
 -- KEYS[1] holder record (JSON, PX TTL)   KEYS[2] fencing counter (no TTL)
 -- ARGV[1] acquisition ID   ARGV[2] TTL in ms   ARGV[3] holder label   ARGV[4] since (RFC3339Nano)
--- Returns {1, token, since} when we hold it, {0, record, pttl} when another does.
+-- Returns {1, token, since} when we hold it, {0, record, pttl} when another
+-- does, and {2, counter} when the counter is not a number below 2^53 (corrupt:
+-- no token is minted from it).
+--
+-- The token is max(counter + 1, server TIME in microseconds), written back to
+-- the counter: strictly increasing while the counter survives, and still
+-- above every earlier token after it is lost (restart without persistence,
+-- failover to a replica that missed the write, the key deleted or evicted),
+-- as long as the server's clock does not step back. Scripts replicate their
+-- effects, not the script, so calling TIME before a write is allowed.
+-- Numbers are written with %d, never through cjson (which rounds past 14 digits).
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local ok, rec = pcall(cjson.decode, cur)
@@ -10,11 +20,37 @@ if cur then
     -- the TTL so the store keeps it at least TTL past this request's send time,
     -- which is what the caller counts its deadline from.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, rec.token, rec.since}
+    return {1, tonumber(rec.token), rec.since}
   end
   return {0, cur, redis.call('PTTL', KEYS[1])}
 end
-local token = redis.call('INCR', KEYS[2])
-local rec = cjson.encode({holder = ARGV[3], id = ARGV[1], token = token, since = ARGV[4], ttl_ms = tonumber(ARGV[2])})
+local limit = 9007199254740992 -- 2^53: JSON readers lose integers from here on
+local prev = 0
+local raw = redis.call('GET', KEYS[2])
+if raw then
+  if not string.match(raw, '^%d+$') or string.len(raw) > 16 then
+    return {2, raw}
+  end
+  prev = tonumber(raw)
+  if prev + 1 >= limit then
+    return {2, raw}
+  end
+end
+-- Redis 3.2-4.x replicate scripts verbatim unless told otherwise, and refuse
+-- writes after TIME; from 5.0 on this is the default and the call a no-op.
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local token = prev + 1
+if now > token then
+  token = now
+end
+if token >= limit then
+  return {2, raw or ''}
+end
+local tok = string.format('%d', token)
+redis.call('SET', KEYS[2], tok)
+local rec = cjson.encode({holder = ARGV[3], id = ARGV[1], since = ARGV[4], ttl_ms = tonumber(ARGV[2])})
+rec = string.sub(rec, 1, -2) .. ',"token":' .. tok .. '}'
 redis.call('SET', KEYS[1], rec, 'PX', ARGV[2])
 return {1, token, ARGV[4]}

@@ -6,11 +6,43 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/redis/go-redis/v9"
 )
+
+// storeError is what this package returns for a failed call: a message
+// written for the person reading leaderrun's log ("cannot reach Redis at
+// 127.0.0.1:6379: connection refused"), and the lease sentinels and context
+// errors it stands for, for errors.Is. The sentinels' own text ("lease: store
+// unavailable") is not part of the message.
+type storeError struct {
+	msg  string
+	errs []error
+}
+
+func (e *storeError) Error() string   { return e.msg }
+func (e *storeError) Unwrap() []error { return e.errs }
+
+// newErr builds a storeError; nil kinds are skipped.
+func newErr(msg string, kinds ...error) error {
+	e := &storeError{msg: msg}
+	for _, k := range kinds {
+		if k != nil {
+			e.errs = append(e.errs, k)
+		}
+	}
+	return e
+}
+
+// configErr is a store URL or option problem: it wraps lease.ErrConfig.
+func configErr(format string, args ...any) error {
+	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
+}
 
 // classify turns a go-redis error into one wrapping a lease sentinel, at the
 // store's edge, so nothing above this package looks at go-redis errors:
@@ -22,19 +54,22 @@ import (
 //     pool exhaustion) → lease.ErrUnavailable;
 //   - the store having been closed → a plain error.
 //
-// Context errors stay in the chain too, so errors.Is(err, context.Canceled)
-// works. secrets are masked out of the message as a last line of defence;
-// go-redis messages carry addresses but should never carry a password.
-func classify(op string, err error, secrets []string) error {
+// where names the server ("Redis at 127.0.0.1:6379"), op what was being done
+// (it appears only for answers we do not know). Context errors stay in the
+// chain too, so errors.Is(err, context.Canceled) works. secrets are masked
+// out of the message as a last line of defence; go-redis messages carry
+// addresses but should never carry a password.
+func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	kind := kindOf(err)
-	msg := err.Error()
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
+	mask := func(msg string) string {
+		for _, s := range secrets {
+			if s != "" {
+				msg = strings.ReplaceAll(msg, s, "xxxxx")
+			}
 		}
+		return msg
 	}
 	var ctxErr error
 	switch {
@@ -43,16 +78,92 @@ func classify(op string, err error, secrets []string) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		ctxErr = context.DeadlineExceeded
 	}
-	switch {
-	case kind == nil:
-		return fmt.Errorf("redislease: %s: %s", op, msg)
-	case ctxErr != nil && msg == ctxErr.Error():
-		return fmt.Errorf("redislease: %s: %w: %w", op, kind, ctxErr)
-	case ctxErr != nil:
-		return fmt.Errorf("redislease: %s: %w: %s (%w)", op, kind, msg, ctxErr)
-	default:
-		return fmt.Errorf("redislease: %s: %w: %s", op, kind, msg)
+	kind := kindOf(err)
+	return newErr(mask(describe(where, op, err, kind)), kind, ctxErr)
+}
+
+// describe writes the message for err; kind is what kindOf said.
+func describe(where, op string, err error, kind error) string {
+	if errors.Is(err, redis.ErrClosed) {
+		return fmt.Sprintf("%s: %s: the store is closed", where, op)
 	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Sprintf("%s: %s: cancelled", where, op)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer from %s in time", where)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		s := rerr.Error()
+		code, _, _ := strings.Cut(s, " ")
+		switch {
+		case code == "NOAUTH":
+			return fmt.Sprintf("%s wants a password: give it in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, EnvPassword)
+		case code == "WRONGPASS" || strings.Contains(s, "invalid password") || strings.Contains(s, "AUTH") && strings.Contains(s, "without any password"):
+			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, firstLine(s), EnvPassword)
+		case code == "NOPERM":
+			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, firstLine(s))
+		case kind == lease.ErrUnavailable:
+			return fmt.Sprintf("%s is not ready: %s", where, firstLine(s))
+		case kind == lease.ErrConfig:
+			return fmt.Sprintf("%s cannot run leaderrun's scripts: %s", where, firstLine(s))
+		}
+		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, firstLine(s))
+	}
+	if kind == lease.ErrConfig { // TLS verification
+		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?ca=FILE)", where, reason(err))
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return fmt.Sprintf("no free connection to %s in time", where)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("no answer from %s in time", where)
+	}
+	return fmt.Sprintf("cannot reach %s: %s", where, reason(err))
+}
+
+// reason is the root cause of a network or TLS error, without the
+// addresses and operations go-redis and net put around it.
+func reason(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		if dns.IsNotFound {
+			return "no such host " + dns.Name
+		}
+		return dns.Err
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the connection was closed"
+	}
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return "certificate signed by an unknown authority"
+	case errors.As(err, &hostErr):
+		return hostErr.Error()
+	case errors.As(err, &invalid):
+		return invalid.Error()
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return firstLine(op.Err.Error())
+	}
+	return firstLine(err.Error())
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 // kindOf picks the lease sentinel for a go-redis error; nil means neither.

@@ -9,12 +9,35 @@
 //	leaderrun:{NAME}:token  fencing counter, never expires
 //
 // Every change is one Lua script (embedded .lua files, run by EVALSHA with an
-// EVAL fallback): acquire = "if free: INCR the counter, SET the record PX"
-// (or, when the record already carries our acquisition ID, a retry of an
-// attempt whose answer was lost: restart its TTL and say yes); renew =
-// "if the record carries our ID: PEXPIRE"; release = "if it carries our ID:
-// DEL, then PUBLISH on leaderrun:{NAME}:released". Renew never re-creates a
-// vanished record.
+// EVAL fallback): acquire = "if free: mint the next token into the counter,
+// SET the record PX" (or, when the record already carries our acquisition ID,
+// a retry of an attempt whose answer was lost: restart its TTL and say yes);
+// renew = "if the record carries our ID: PEXPIRE"; release = "if it carries
+// our ID: DEL". After a release the client PUBLISHes on
+// leaderrun:{NAME}:released, separately and best effort, so a user without
+// channel permissions can still release (waiters then wake by PTTL). Renew
+// never re-creates a vanished record.
+//
+// # Fencing tokens
+//
+// acquire mints token = max(counter + 1, the server's TIME in microseconds)
+// and writes it back to the counter. So tokens strictly increase while the
+// counter lives, and a token is never below the server's clock at the moment
+// it was minted (in practice it equals it: two acquisitions of one name are
+// always more than a microsecond apart). When the counter is lost — a restart
+// without persistence, a failover to a replica that missed the write, the key
+// deleted or evicted — the next token comes from the clock of the server
+// that mints it, which is later than every earlier minting: the next token is
+// greater than every earlier one. The one assumption is that the servers'
+// clock does not step back (across a failover: the new master's clock is not
+// behind the old master's by more than the failover took). (A counter raised
+// by hand above the clock makes later tokens run ahead of it, and a loss of
+// that counter would then go back: leave the counter to leaderrun.) Tokens
+// stay below
+// 2^53, so JSON readers hold them exactly; they are written into the record
+// with %d, never through Lua's cjson, which rounds past 14 digits. A counter
+// that is not a number below 2^53 (edited by hand) is refused as corrupt:
+// acquire fails with an error that says how to repair it, and never wraps.
 //
 // # Time
 //
@@ -28,9 +51,9 @@
 //
 // Redis expires keys by its own wall clock: a clock step on the server moves
 // every TTL. Replication is asynchronous, so a Sentinel or Cluster failover
-// can lose a just-written record (two holders) or a just-issued fencing token
-// (a token issued twice). The fencing token only protects a resource that
-// checks it. Release notifications are hints: waiters fall back to sleeping
+// can lose a just-written record (two holders); the fencing token still never
+// goes back (see above), so a resource that checks it refuses the older
+// holder. The fencing token only protects a resource that checks it. Release notifications are hints: waiters fall back to sleeping
 // until the record's PTTL runs out.
 package redislease
 
@@ -44,7 +67,10 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -98,12 +124,17 @@ type Store struct {
 	client      redis.UniversalClient
 	topo        Topology
 	display     string
+	where       string
 	secrets     []string
 	callTimeout time.Duration
 	log         *slog.Logger
 
 	life context.Context // cancelled by Close; owns the watchers' goroutines
 	stop context.CancelFunc
+
+	// noChannel is set once the server refused us the release channel
+	// (NOPERM): no more PUBLISH, and waiters poll instead of subscribing.
+	noChannel atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -157,6 +188,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		client:      redis.NewUniversalClient(&opts),
 		topo:        c.topo,
 		display:     c.display,
+		where:       c.where,
 		secrets:     c.secrets,
 		callTimeout: o.CallTimeout,
 		log:         o.Log.With("store", c.display),
@@ -167,7 +199,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	if err := s.client.Ping(cctx).Err(); err != nil {
-		err = s.classify("open "+c.display, err)
+		err = s.classify("open", err)
 		if errors.Is(err, lease.ErrUnavailable) && ctx.Err() == nil {
 			s.log.Debug("redis not reachable yet", "err", err)
 			return s, nil
@@ -188,35 +220,56 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.callTimeout)
 }
 
-func (s *Store) classify(op string, err error) error { return classify(op, err, s.secrets) }
+func (s *Store) classify(op string, err error) error { return classify(s.where, op, err, s.secrets) }
 
 func recordKey(name string) string   { return "leaderrun:{" + name + "}" }
 func counterKey(name string) string  { return "leaderrun:{" + name + "}:token" }
 func releaseChan(name string) string { return "leaderrun:{" + name + "}:released" }
 
-// record is the JSON value of leaderrun:{NAME}.
-type record struct {
-	Holder string `json:"holder"`
-	ID     string `json:"id"`
-	Token  uint64 `json:"token"`
-	Since  string `json:"since"`
-	TTLms  int64  `json:"ttl_ms"`
-}
+// maxToken bounds fencing tokens: from 2^53 on, JSON readers (and Lua's
+// numbers) lose integers.
+const maxToken = 1<<53 - 1
 
-// holderOf decodes a record for display. The other holder's ID is left out:
-// it is what renew and release compare against, and nobody else needs it.
-// A value that is not our JSON still reports "held", with empty fields.
+// holderOf decodes a record (the JSON value of leaderrun:{NAME}) for display.
+// The other holder's ID is left out: it is what renew and release compare
+// against, and nobody else needs it. Each field is decoded on its own, so one
+// odd field (a token written as 1e+15 by an older version) does not hide the
+// others; a token that is not an exact integer below 2^53 reads as 0
+// (unknown). A value that is not our JSON still reports "held", with empty
+// fields.
 func holderOf(name, raw string, pttl int64) lease.Holder {
 	h := lease.Holder{Name: name}
-	var r record
+	var r map[string]json.RawMessage
 	if json.Unmarshal([]byte(raw), &r) == nil {
-		h.Holder, h.Token, h.TTL = r.Holder, r.Token, time.Duration(r.TTLms)*time.Millisecond
-		h.Since, _ = time.Parse(time.RFC3339Nano, r.Since)
+		_ = json.Unmarshal(r["holder"], &h.Holder)
+		h.Token = parseToken(r["token"])
+		var since string
+		if json.Unmarshal(r["since"], &since) == nil {
+			h.Since, _ = time.Parse(time.RFC3339Nano, since)
+		}
+		var ttl int64
+		if json.Unmarshal(r["ttl_ms"], &ttl) == nil && ttl > 0 {
+			h.TTL = time.Duration(ttl) * time.Millisecond
+		}
 	}
 	if pttl > 0 {
 		h.Remaining = time.Duration(pttl) * time.Millisecond
 	}
 	return h
+}
+
+// parseToken reads a token written as a JSON integer (or, leniently, a
+// string of digits); anything else, or a value at or above 2^53, is 0.
+func parseToken(raw json.RawMessage) uint64 {
+	s := strings.Trim(string(raw), `"`)
+	if s == "" || len(s) > 16 || strings.Trim(s, "0123456789") != "" {
+		return 0
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > maxToken {
+		return 0
+	}
+	return n
 }
 
 // ttlMillis rounds up, so the store never grants less than asked.
@@ -236,7 +289,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, errors.New("redislease: acquire: empty acquisition ID")
 	}
 	if req.TTL < MinTTL {
-		return nil, fmt.Errorf("%w: redis lease TTL %v is below the minimum %v", lease.ErrConfig, req.TTL, MinTTL)
+		return nil, configErr("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
 	}
 	ttl := ttlMillis(req.TTL)
 	since := time.Now().UTC().Format(time.RFC3339Nano)
@@ -248,19 +301,31 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if err != nil {
 		return nil, s.classify("acquire "+req.Name, err)
 	}
-	if len(res) != 3 {
-		return nil, fmt.Errorf("redislease: acquire %s: unexpected script answer %v", req.Name, res)
+	answer := int64(-1)
+	if len(res) >= 2 {
+		answer, _ = res[0].(int64)
 	}
-	ok, _ := res[0].(int64)
-	if ok != 1 {
+	switch {
+	case answer == 2:
+		v, _ := res[1].(string)
+		shown := v
+		if len(shown) > 24 {
+			shown = shown[:24] + "…"
+		}
+		return nil, newErr(fmt.Sprintf("%s: the fencing counter %s holds %q, which is not a whole number from 0 to 2^53−2: refusing to mint a token from it. "+
+			"If nothing edited it on purpose, delete it (redis-cli DEL '%s'): the next token then comes from the server's clock and is still above every token leaderrun issued",
+			s.where, counterKey(req.Name), shown, counterKey(req.Name)))
+	case answer == 0 && len(res) == 3:
 		raw, _ := res[1].(string)
 		pttl, _ := res[2].(int64)
 		return nil, &lease.HeldError{By: holderOf(req.Name, raw, pttl)}
+	case answer != 1 || len(res) != 3:
+		return nil, newErr(fmt.Sprintf("%s: acquire %s: unexpected script answer %v", s.where, req.Name, res))
 	}
 	token, _ := res[1].(int64)
 	at, _ := res[2].(string)
-	if token <= 0 {
-		return nil, fmt.Errorf("redislease: acquire %s: bad fencing token %v", req.Name, res[1])
+	if token <= 0 || token > maxToken {
+		return nil, newErr(fmt.Sprintf("%s: acquire %s: bad fencing token %v", s.where, req.Name, res[1]))
 	}
 	l := &redisLease{s: s, ttl: ttl, info: lease.Holder{
 		Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
@@ -336,25 +401,47 @@ func (l *redisLease) Renew(ctx context.Context) error {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redislease: renew %s: %w (the record is gone or another holder's)", l.info.Name, lease.ErrLost)
+		return newErr(fmt.Sprintf("%s no longer has our record of lease %s (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrLost)
 	}
 	return nil
 }
 
-// Release deletes the record if it still carries our ID and wakes waiters.
-// It wraps lease.ErrNotHeld when the record is gone or another holder's.
+// Release deletes the record if it still carries our ID, then wakes waiters
+// with a PUBLISH that is best effort: a user without channel permission
+// (NOPERM) or a failed PUBLISH does not make the release fail, waiters then
+// wake by PTTL or by polling. It wraps lease.ErrNotHeld when the record is
+// gone or another holder's.
 func (l *redisLease) Release(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
-	n, err := releaseScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)},
-		l.info.ID, releaseChan(l.info.Name)).Int64()
+	n, err := releaseScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID).Int64()
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redislease: release %s: %w", l.info.Name, lease.ErrNotHeld)
+		return newErr(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrNotHeld)
 	}
+	l.s.publishRelease(cctx, l.info.Name)
 	return nil
+}
+
+// publishRelease tells waiters on the release channel. It is a hint: any
+// failure is logged at debug level, and after a NOPERM (the user may not use
+// the channel) the store stops trying.
+func (s *Store) publishRelease(ctx context.Context, name string) {
+	if s.noChannel.Load() {
+		return
+	}
+	err := s.client.Publish(ctx, releaseChan(name), "released").Err()
+	if err == nil {
+		return
+	}
+	if redis.IsPermissionError(err) {
+		s.noChannel.Store(true)
+		s.log.Debug("no permission to publish on the release channel; waiters wake by TTL or polling (grant &leaderrun:* for instant handover)", "err", s.classify("publish", err))
+		return
+	}
+	s.log.Debug("release notification not sent; waiters wake by TTL", "err", s.classify("publish", err))
 }
 
 // slogAdapter sends go-redis' internal log lines to slog at debug level.

@@ -373,6 +373,12 @@ func TestPasswordNeverInErrors(t *testing.T) {
 					t.Fatalf("error %q contains the password", err)
 				}
 			}
+			// Written for people: the server, and how to give the password.
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "Redis at "+addr) || !strings.Contains(msg, "REDISCLI_AUTH") ||
+				!strings.Contains(msg, "redis://[USER]:PASSWORD@HOST") || strings.Contains(msg, "lease: ") || strings.Contains(msg, "redislease") {
+				t.Fatalf("message %q: want it to name the server and how to give the password, without package chains", msg)
+			}
 			t.Logf("%v", err)
 		})
 	}
@@ -385,6 +391,9 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	_, err = u.TryAcquire(ctxT(t), lease.Request{Name: "pw", Holder: "a", ID: lease.NewID(), TTL: time.Second})
 	if !errors.Is(err, lease.ErrUnavailable) || strings.Contains(err.Error(), "wr0ng") {
 		t.Fatalf("TryAcquire on an unreachable server: %v; want ErrUnavailable without the password", err)
+	}
+	if want := "cannot reach Redis at 127.0.0.1:1: connection refused"; err.Error() != want {
+		t.Fatalf("message %q; want %q", err, want)
 	}
 	u.Close()
 	s := open(t, "redis://:"+good+"@"+addr, redislease.Options{})

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leaderrun/leaderrun/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,27 +39,22 @@ type config struct {
 	topo    Topology
 	opts    redis.UniversalOptions
 	display string   // the URL with the password masked, for messages
+	where   string   // the server for people: "Redis at 127.0.0.1:6379"
 	secrets []string // passwords to keep out of every message
 }
 
 // parseURL turns a store URL into client options. Its errors wrap
-// lease.ErrConfig and never contain the password: they name the part that is
-// wrong, echoing URL text only when the URL carries no user info at all.
+// lease.ErrConfig and never contain the password or anything that could be
+// one: they name the part that is wrong and never echo the URL's text (a
+// typo can put a password anywhere, e.g. "redis:/:PW@h" or "redis://u:PW").
 func parseURL(raw string, getenv func(string) string) (*config, error) {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redis store URL: "+format, append([]any{lease.ErrConfig}, args...)...)
-	}
-	hasUserInfo := strings.Contains(raw, "@")
-	echo := func(s string) string {
-		if hasUserInfo {
-			return "(hidden: the URL has credentials)"
-		}
-		return strconv.Quote(s)
+		return configErr("bad Redis store URL: "+format, args...)
 	}
 
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, fail("want scheme://…, e.g. redis://host:6379/0")
+		return nil, fail("want scheme://…, e.g. redis://host:6379/0 (the URL is not shown: it may hold a password)")
 	}
 	scheme = strings.ToLower(scheme)
 	tlsOn := strings.HasPrefix(scheme, "rediss")
@@ -72,7 +66,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	case "redis+cluster", "rediss+cluster":
 		c.topo = Cluster
 	default:
-		return nil, fail("unknown scheme %q (want one of %s)", scheme, strings.Join(Schemes, ", "))
+		return nil, fail("unknown scheme %s (want one of %s)", safeKey(scheme), strings.Join(Schemes, ", "))
 	}
 	if strings.Contains(rest, "#") {
 		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
@@ -116,7 +110,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	}
 	for k, v := range q {
 		if len(v) != 1 {
-			return nil, fail("query parameter %s given %d times", safeKey(k), len(v))
+			return nil, fail("query parameter %s given %d times", queryKey(k, rawQuery), len(v))
 		}
 		switch k {
 		case "db":
@@ -132,7 +126,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 				return nil, fail("sentinel_user= is for redis+sentinel:// URLs")
 			}
 		default:
-			return nil, fail("unknown query parameter %s (known: db, ca, cert, key, servername, sentinel_user)", safeKey(k))
+			return nil, fail("unknown query parameter %s (known: db, ca, cert, key, servername, sentinel_user)", queryKey(k, rawQuery))
 		}
 	}
 
@@ -140,7 +134,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	setDB := func(s, where string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 || n > 1<<20 {
-			return fail("bad database number %s in %s", echo(s), where)
+			return fail("bad database number in %s (want 0 to %d)", where, 1<<20)
 		}
 		if db >= 0 && db != n {
 			return fail("database given twice (path and db=)")
@@ -172,10 +166,10 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		if hostPart == "" {
 			return nil, fail("missing host")
 		}
-		for _, h := range strings.Split(hostPart, ",") {
+		for i, h := range strings.Split(hostPart, ",") {
 			addr, err := hostPort(h, defPort)
 			if err != nil {
-				return nil, fail("bad host:port %s", echo(h))
+				return nil, fail("bad host:port (host %d; not shown; want HOST[:PORT] with a port from 1 to 65535, and '@' after any USER:PASSWORD)", i+1)
 			}
 			c.opts.Addrs = append(c.opts.Addrs, addr)
 		}
@@ -247,14 +241,33 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		disp += "/" + c.opts.MasterName
 	}
 	c.display = disp
+	switch c.topo {
+	case Cluster:
+		c.where = "Redis Cluster at " + strings.Join(c.opts.Addrs, ",")
+	case Sentinel:
+		c.where = "Redis master " + strconv.Quote(c.opts.MasterName) + " (Sentinel at " + strings.Join(c.opts.Addrs, ",") + ")"
+	default:
+		c.where = "Redis at " + strings.Join(c.opts.Addrs, ",")
+	}
 	return c, nil
 }
 
-// safeKey quotes a query key when it looks like a plain identifier and hides
-// it otherwise (it might be a piece of a badly encoded password).
+// queryKey shows a query key only when the query spells it KEY=…: a key
+// without a value may be a password typed in the wrong place.
+func queryKey(k, rawQuery string) string {
+	for _, kv := range strings.Split(rawQuery, "&") {
+		if name, _, ok := strings.Cut(kv, "="); ok && name == k {
+			return safeKey(k)
+		}
+	}
+	return "(not shown)"
+}
+
+// safeKey quotes a query key or scheme when it looks like a plain identifier
+// and hides it otherwise (it might be a piece of a badly encoded password).
 func safeKey(k string) string {
 	for _, r := range k {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
+		if !(r == '_' || r == '+' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
 			return "(not shown)"
 		}
 	}

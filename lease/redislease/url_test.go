@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/redis/go-redis/v9"
@@ -178,7 +179,7 @@ func TestClassify(t *testing.T) {
 		{"Closed", redis.ErrClosed, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := classify("op", tc.err, nil)
+			got := classify("Redis at h:1", "op", tc.err, nil)
 			for _, s := range []error{lease.ErrUnavailable, lease.ErrConfig, lease.ErrLost, lease.ErrNotHeld} {
 				if errors.Is(got, s) != (s == tc.want) {
 					t.Fatalf("classify(%v) = %v; want it to wrap %v only", tc.err, got, tc.want)
@@ -189,7 +190,32 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	if got := classify("op", errors.New("dial 10.0.0.1: auth topsecret refused"), []string{"topsecret"}); strings.Contains(got.Error(), "topsecret") {
+	if got := classify("Redis at h:1", "op", errors.New("dial 10.0.0.1: auth topsecret refused"), []string{"topsecret"}); strings.Contains(got.Error(), "topsecret") {
 		t.Fatalf("classify kept a secret: %v", got)
+	}
+}
+
+// TestHolderOf: each field of a record decodes on its own, so a token that an
+// older version wrote through cjson (1e+15) or a hand-written one does not
+// hide the holder; only exact integers below 2^53 are tokens.
+func TestHolderOf(t *testing.T) {
+	for _, tc := range []struct {
+		raw    string
+		holder string
+		token  uint64
+	}{
+		{`{"holder":"a:1","id":"x","token":9007199254740991,"since":"2026-01-02T03:04:05Z","ttl_ms":5000}`, "a:1", 1<<53 - 1},
+		{`{"holder":"a:1","token":1e+15,"ttl_ms":5000}`, "a:1", 0},
+		{`{"holder":"a:1","token":"123"}`, "a:1", 123},
+		{`{"holder":"a:1","token":9007199254740992}`, "a:1", 0},
+		{`{"holder":"a:1","token":18446744073709551615}`, "a:1", 0},
+		{`{"holder":"a:1","token":-3}`, "a:1", 0},
+		{`{"holder":7,"token":5}`, "", 5},
+		{`not json`, "", 0},
+	} {
+		h := holderOf("n", tc.raw, 100)
+		if h.Holder != tc.holder || h.Token != tc.token || h.Name != "n" || h.Remaining != 100*time.Millisecond {
+			t.Errorf("holderOf(%s) = %+v; want holder %q token %d", tc.raw, h, tc.holder, tc.token)
+		}
 	}
 }

@@ -30,6 +30,10 @@ const (
 	healthEvery = 60 * time.Second
 	// maxResubscribe caps the backoff between subscription attempts.
 	maxResubscribe = 5 * time.Second
+	// noChannelPoll is how often a waiter re-reads PTTL when the server
+	// refuses us the release channel (an ACL user without &leaderrun:*):
+	// the handover then takes up to this long instead of one round trip.
+	noChannelPoll = 200 * time.Millisecond
 )
 
 // Wait blocks until the lease may have become free: the record's PTTL ran
@@ -86,6 +90,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if w != nil {
 		// A release after await closes wake, which the select below sees.
 		defer w.remember()
+	}
+	if wake == nil && s.noChannel.Load() {
+		d = min(d, noChannelPoll)
 	}
 	d += jitter(d)
 	t := time.NewTimer(d)
@@ -222,9 +229,20 @@ func (w *watcher) run(life context.Context) {
 			return
 		}
 		wasUp, err := w.serve(life, ps)
+		noPerm := redis.IsPermissionError(err)
+		if noPerm {
+			// The user may not use the channel: waiters poll PTTL instead.
+			// Set before drop wakes the waiters blocked in await, so they
+			// see it.
+			w.s.noChannel.Store(true)
+		}
 		w.drop(ps)
 		_ = ps.Close()
 		if life.Err() != nil {
+			return
+		}
+		if noPerm {
+			w.s.log.Debug("no permission to subscribe to the release channel; waiters poll (grant &leaderrun:* for instant handover)", "channel", w.channel, "err", w.s.classify("subscribe", err))
 			return
 		}
 		if wasUp {
@@ -307,7 +325,11 @@ func (w *watcher) drop(ps *redis.PubSub) {
 		w.remembered = false
 		w.upCh = make(chan struct{})
 	} else {
+		// The attempt failed before it was up: release the waiters blocked in
+		// await now rather than at their timeout; they fall back to PTTL.
 		w.failed = true
+		close(w.upCh)
+		w.upCh = make(chan struct{})
 	}
 }
 

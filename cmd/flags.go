@@ -1,0 +1,569 @@
+package cmd
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// This file is leaderrun's own layer over urfave/cli's flag parsing. urfave
+// v2 stops at the first positional argument, reads LEADERRUN_* variables
+// from the real process environment with strconv.ParseBool and
+// time.ParseDuration, and gives a flag before a subcommand to the wrong
+// context. Here:
+//
+//   - preparse checks every flag before urfave sees it (unknown flags get a
+//     suggestion, bare numbers given as durations get the unit suggested,
+//     explicitly empty values are refused) and moves the flags of status and
+//     watch (before or after the subcommand, before or after NAME) behind the
+//     subcommand, so a flag means the same wherever it is written;
+//   - applyEnv reads the variables through env.getenv after the command line
+//     was parsed. A flag on the command line always wins over any variable,
+//     also over the variable of a related flag (--wait beats
+//     LEADERRUN_NO_WAIT); related flags that contradict each other at the same
+//     level (-n --wait 2s, -q -v) are refused. The same flag given twice takes
+//     the last value, as usual.
+
+// Floors below which a value is refused.
+const (
+	// MinWatchInterval is the shortest watch --interval: polling more than a
+	// hundred times a second only loads the store, and a store call under
+	// 10ms is already at the mercy of scheduling delays.
+	MinWatchInterval = 10 * time.Millisecond
+)
+
+// flagKind is how a flag's value is checked.
+type flagKind int
+
+const (
+	kindBool flagKind = iota
+	kindString
+	kindDuration
+	kindWait // a duration, 0 or forever
+	kindInt
+)
+
+// flagInfo is what preparse knows of one flag.
+type flagInfo struct {
+	name string // canonical long name
+	kind flagKind
+}
+
+// scope is the flags one form of the command line accepts.
+type scope struct {
+	name  string // "" for the run form, else the subcommand
+	flags map[string]flagInfo
+}
+
+func newScope(name string, flags []cli.Flag) scope {
+	s := scope{name: name, flags: map[string]flagInfo{}}
+	for _, f := range flags {
+		names := f.Names()
+		info := flagInfo{name: names[0], kind: kindOf(f)}
+		for _, n := range names {
+			s.flags[n] = info
+		}
+	}
+	return s
+}
+
+func kindOf(f cli.Flag) flagKind {
+	switch f.(type) {
+	case *cli.BoolFlag:
+		return kindBool
+	case *cli.DurationFlag:
+		return kindDuration
+	case *cli.IntFlag:
+		return kindInt
+	}
+	if f.Names()[0] == "wait" {
+		return kindWait
+	}
+	return kindString
+}
+
+// describe says which form a scope is, for messages.
+func (s scope) describe() string {
+	if s.name == "" {
+		return "the run form (leaderrun [flags] -- COMMAND)"
+	}
+	return s.name
+}
+
+// dashes writes a flag name as the user would: -n, --ttl.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// parsed is the command line after preparse.
+type parsed struct {
+	args    []string // what urfave parses (without the program name)
+	command []string // the run form's COMMAND [ARGS...]
+}
+
+// preparse checks the flags in args (the command line without the program
+// name and without "--" and what follows it) against scopes (the run form
+// first) and returns them normalised for urfave: every flag as --name=value,
+// a subcommand's flags right after it, and the run form's command apart.
+// hasDash says "--" followed, after which dashed is the command.
+func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (parsed, error) {
+	run := scopes[0]
+	union := scope{flags: map[string]flagInfo{}}
+	for _, s := range scopes {
+		for n, f := range s.flags {
+			union.flags[n] = f
+		}
+	}
+	type given struct {
+		info  flagInfo
+		token string // the flag's name as written (-n, --no-wait), for messages
+		value string
+		has   bool
+	}
+	// next reads the flag at args[i]; it returns the index after it.
+	next := func(i int, within scope) (given, int, error) {
+		a := args[i]
+		name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		info, ok := within.flags[name]
+		if !ok {
+			// Only the name: the value may be a password (--stor=redis://:pw@h).
+			token, _, _ := strings.Cut(a, "=")
+			return given{}, i, unknownFlag(token, name, within, scopes)
+		}
+		g := given{info: info, token: dashes(name), value: value, has: has}
+		if info.kind != kindBool && !has {
+			if i+1 >= len(args) {
+				return g, i, usagef("%s needs a value", g.token)
+			}
+			i++
+			g.value, g.has = args[i], true
+		}
+		return g, i + 1, nil
+	}
+	isFlag := func(a string) bool { return len(a) > 1 && a[0] == '-' }
+
+	var before []given
+	i := 0
+	for i < len(args) && isFlag(args[i]) {
+		g, j, err := next(i, union)
+		if err != nil {
+			return parsed{}, err
+		}
+		before, i = append(before, g), j
+	}
+	target := run
+	sub := ""
+	if i < len(args) {
+		switch args[i] {
+		case "status", "watch", "help":
+			sub = args[i]
+			for _, s := range scopes {
+				if s.name == sub {
+					target = s
+				}
+			}
+		}
+	}
+	norm := func(gs []given, s scope) ([]string, error) {
+		var out []string
+		for _, g := range gs {
+			if _, ok := s.flags[g.info.name]; !ok {
+				return nil, usagef("%s does not take %s; it is a flag of %s", s.describe(), g.token, ownerOf(g.info.name, scopes))
+			}
+			v, err := checkValue(g.info, g.token+" "+shellQuote(g.value), g.value, g.has)
+			if err != nil {
+				return nil, err
+			}
+			if g.has || g.info.kind != kindBool {
+				out = append(out, "--"+g.info.name+"="+v)
+			} else {
+				out = append(out, "--"+g.info.name)
+			}
+		}
+		return out, nil
+	}
+	switch sub {
+	case "":
+		flags, err := norm(before, run)
+		if err != nil {
+			return parsed{}, err
+		}
+		p := parsed{args: flags, command: dashed}
+		if i < len(args) {
+			if hasDash {
+				return parsed{}, usagef("unexpected %q before --; put flags before -- and the command after it", args[i])
+			}
+			p.command = args[i:]
+		}
+		return p, nil
+	case "help":
+		flags, err := norm(before, run)
+		if err != nil {
+			return parsed{}, err
+		}
+		return parsed{args: append(append(flags, "help"), args[i+1:]...)}, nil
+	}
+	// status or watch: flags anywhere after the subcommand, NAME among them.
+	var after []given
+	var positional []string
+	for i++; i < len(args); {
+		if !isFlag(args[i]) {
+			positional = append(positional, args[i])
+			i++
+			continue
+		}
+		g, j, err := next(i, target)
+		if err != nil {
+			return parsed{}, err
+		}
+		after, i = append(after, g), j
+	}
+	flags, err := norm(append(before, after...), target)
+	if err != nil {
+		return parsed{}, err
+	}
+	if hasDash {
+		return parsed{}, usagef("%s takes a lease NAME, not a command after --", sub)
+	}
+	out := append([]string{sub}, flags...)
+	for _, g := range append(before, after...) {
+		if b, _ := parseBool(g.value); g.info.name == "help" && (!g.has || b) {
+			positional = nil // urfave would take NAME for a help topic
+		}
+	}
+	if len(positional) > 0 {
+		out = append(append(out, "--"), positional...)
+	}
+	return parsed{args: out}, nil
+}
+
+// ownerOf names the form(s) that do take flag name, for messages.
+func ownerOf(name string, scopes []scope) string {
+	var owners []string
+	for _, s := range scopes {
+		if _, ok := s.flags[name]; ok {
+			owners = append(owners, s.describe())
+		}
+	}
+	return strings.Join(owners, " and ")
+}
+
+// unknownFlag refuses a flag no scope knows, suggesting the nearest one.
+func unknownFlag(token, name string, within scope, scopes []scope) error {
+	for _, s := range scopes {
+		if _, ok := s.flags[name]; ok {
+			return usagef("%s does not take %s; it is a flag of %s", within.describe(), dashes(name), ownerOf(name, scopes))
+		}
+	}
+	best, bestD := "", 3
+	for n := range within.flags {
+		if len(n) == 1 {
+			continue
+		}
+		if d := editDistance(strings.ToLower(name), n); d < bestD || d == bestD && n < best {
+			best, bestD = n, d
+		}
+	}
+	if best != "" && bestD <= max(1, len(name)/3) {
+		return usagef("unknown flag %s; did you mean --%s?", token, best)
+	}
+	return usagef("unknown flag %s", token)
+}
+
+// editDistance is the optimal-string-alignment distance (Levenshtein plus
+// transpositions) between a and b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// checkValue checks one value of a flag or variable and returns it in the
+// form urfave parses. what names it in messages: "--ttl 5" or
+// "LEADERRUN_TTL=5".
+func checkValue(f flagInfo, what, v string, has bool) (string, error) {
+	switch f.kind {
+	case kindBool:
+		if !has {
+			return "true", nil
+		}
+		b, ok := parseBool(v)
+		if !ok {
+			return "", usagef("%s: want true or false (also yes/no, on/off, 1/0)", what)
+		}
+		return strconv.FormatBool(b), nil
+	case kindDuration:
+		if _, err := parseDuration(what, v); err != nil {
+			return "", err
+		}
+	case kindWait:
+		switch t := strings.TrimSpace(v); {
+		case t == "":
+			return "", usagef("%s: want a duration such as 30s or 10m, 0 to try once, or forever", what)
+		case t != "0" && t != "-1" && isBareNumber(t):
+			return "", usagef("%s: did you mean %ss?", what, t)
+		}
+	case kindInt:
+		if _, err := strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			return "", usagef("%s: want a whole number", what)
+		}
+		return strings.TrimSpace(v), nil
+	case kindString:
+		if v == "" {
+			return "", usagef("%s: empty value; give a value or leave %s out", what, strings.Fields(what)[0])
+		}
+	}
+	return v, nil
+}
+
+// parseBool reads a boolean as systemd units and shells write it.
+func parseBool(s string) (value, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "1", "true", "yes", "on", "y", "t":
+		return true, true
+	case "0", "false", "no", "off", "n", "f":
+		return false, true
+	}
+	return false, false
+}
+
+// parseDuration is time.ParseDuration with a message that names the flag or
+// variable and suggests the unit a bare number lacks.
+func parseDuration(what, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err == nil {
+		return d, nil
+	}
+	if t := strings.TrimSpace(s); isBareNumber(t) {
+		return 0, usagef("%s: did you mean %ss?", what, t)
+	}
+	return 0, usagef("%s: want a duration such as 500ms, 15s or 10m", what)
+}
+
+func isBareNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && !strings.ContainsAny(s, "eEnNxX") // not 1e3, NaN, Inf, 0x10
+}
+
+// shellQuote shows a value as it would have to be typed.
+func shellQuote(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n'\"\\$`") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// flagEnv maps a flag's name to its variable. The flags are declared with
+// EnvVars (so help shows them); takeEnv moves them here so that urfave does
+// not read the process environment itself.
+var flagEnv sync.Map // string → string
+
+// takeEnv clears the EnvVars of flags, recording them in flagEnv.
+func takeEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		var vars *[]string
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			vars = &f.EnvVars
+		case *cli.StringFlag:
+			vars = &f.EnvVars
+		case *cli.DurationFlag:
+			vars = &f.EnvVars
+		case *cli.IntFlag:
+			vars = &f.EnvVars
+		case *cli.StringSliceFlag:
+			vars = &f.EnvVars // the variable's value is comma-separated, as urfave's
+		}
+		if vars != nil && len(*vars) > 0 {
+			flagEnv.Store(f.Names()[0], (*vars)[0])
+			*vars = nil
+		}
+	}
+	return flags
+}
+
+// envOf returns the variable of the flag called name, or "".
+func envOf(name string) string {
+	v, _ := flagEnv.Load(name)
+	s, _ := v.(string)
+	return s
+}
+
+// relatedFlags are flags that say the same thing: a command-line flag of a
+// group silences the variables of the whole group.
+var relatedFlags = [][]string{{"wait", "no-wait"}, {"quiet", "verbose"}}
+
+// applyEnv sets each of flags that was not given on the command line from
+// its variable, then refuses contradictions within a group of related flags.
+func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) error {
+	onLine := map[string]bool{}
+	for _, f := range flags {
+		onLine[f.Names()[0]] = c.IsSet(f.Names()[0])
+	}
+	silenced := func(name string) bool {
+		for _, g := range relatedFlags {
+			if slices.Contains(g, name) {
+				for _, other := range g {
+					if onLine[other] {
+						return true
+					}
+				}
+			}
+		}
+		return onLine[name]
+	}
+	fromEnv := map[string]bool{}
+	for _, f := range flags {
+		name := f.Names()[0]
+		env := envOf(name)
+		if env == "" || silenced(name) {
+			continue
+		}
+		raw := getenv(env)
+		if strings.TrimSpace(raw) == "" {
+			continue // an empty variable is an unset one
+		}
+		what := env + "=" + shellQuote(raw) + " (" + dashes(name) + ")"
+		if kindOf(f) == kindString {
+			what = env + " (" + dashes(name) + ")" // may hold a password (LEADERRUN_STORE)
+		}
+		v, err := checkValue(flagInfo{name: name, kind: kindOf(f)}, what, raw, true)
+		if err != nil {
+			return err
+		}
+		if err := c.Set(name, v); err != nil {
+			return usagef("%s: %v", what, err)
+		}
+		fromEnv[name] = true
+	}
+	// Contradictions at one level: both flags, or both variables.
+	spell := func(name string) string {
+		switch {
+		case fromEnv[name]:
+			return envOf(name) + "=" + shellQuote(getenv(envOf(name)))
+		case kindOfName(flags, name) == kindBool:
+			return dashes(name)
+		default:
+			return dashes(name) + " " + shellQuote(c.String(name))
+		}
+	}
+	has := func(name string) bool { return onLine[name] || fromEnv[name] }
+	if has("no-wait") && has("wait") && c.Bool("no-wait") && waitNonZero(c.String("wait")) {
+		return usagef("%s and %s contradict each other; give one of them", spell("no-wait"), spell("wait"))
+	}
+	if has("quiet") && has("verbose") && c.Bool("quiet") && c.Bool("verbose") {
+		return usagef("%s and %s contradict each other; give one of them", spell("quiet"), spell("verbose"))
+	}
+	return nil
+}
+
+func kindOfName(flags []cli.Flag, name string) flagKind {
+	for _, f := range flags {
+		if f.Names()[0] == name {
+			return kindOf(f)
+		}
+	}
+	return kindString
+}
+
+// waitNonZero reports whether a --wait value asks to wait at all.
+func waitNonZero(s string) bool {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	return err != nil || d != 0 // forever, or a duration
+}
+
+// guessLogFormat finds the log format for an error found before the flags
+// could be parsed: the last --log-format among the flags of args, else
+// LEADERRUN_LOG_FORMAT, else text; an invalid value means text. args is what came before "--" (hasDash)
+// or the whole command line; without "--", the run form's command starts at
+// the first word that is not a flag or its value.
+func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(string) string) string {
+	valid := func(s string) bool { return s == "json" || s == "text" }
+	union := map[string]flagInfo{}
+	for _, s := range scopes {
+		for n, f := range s.flags {
+			union[n] = f
+		}
+	}
+	found, seen, sub := "", false, false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' {
+			if !hasDash && !sub && a != "status" && a != "watch" {
+				break // the run form's command
+			}
+			sub = true
+			continue
+		}
+		name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f, ok := union[name]
+		if ok && f.kind != kindBool && !has && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if name == "log-format" {
+			found, seen = value, true
+		}
+	}
+	if seen {
+		// The flag beats the variable even when it is invalid: then the
+		// format cannot be told, and the line is text.
+		if valid(found) {
+			return found
+		}
+		return "text"
+	}
+	if v := strings.TrimSpace(getenv(envOf("log-format"))); valid(v) {
+		return v
+	}
+	return "text"
+}
+
+// flagString is cli.FlagStringer with the variable that takeEnv moved out
+// of EnvVars shown again.
+func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
+	return func(f cli.Flag) string {
+		s := base(f)
+		if _, ok := f.(*cli.StringSliceFlag); ok {
+			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;
+			// the usage says the flag is repeatable.
+			if i := strings.Index(s, " [ --"); i >= 0 {
+				if j := strings.Index(s[i:], " ]"); j >= 0 {
+					s = s[:i] + s[i+j+2:]
+				}
+			}
+		}
+		if env := envOf(f.Names()[0]); env != "" {
+			if df, ok := f.(cli.DocGenerationFlag); ok && len(df.GetEnvVars()) == 0 {
+				s += fmt.Sprintf(" [$%s]", env)
+			}
+		}
+		return s
+	}
+}

@@ -1,0 +1,664 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/filelease"
+)
+
+// runEnv runs the CLI in-process with the given variables as its whole
+// environment (plus NO_COLOR) and a bound on how long it may take.
+func runEnv(t *testing.T, vars map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, _ := os.Create(filepath.Join(dir, "out"))
+	errf, _ := os.Create(filepath.Join(dir, "err"))
+	defer out.Close()
+	defer errf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := run(ctx, append([]string{"leaderrun"}, args...), env{
+		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
+		getenv: func(k string) string {
+			if k == "NO_COLOR" {
+				return "1"
+			}
+			return vars[k]
+		},
+	})
+	o, _ := os.ReadFile(out.Name())
+	e, _ := os.ReadFile(errf.Name())
+	return code, string(o), string(e)
+}
+
+// holdLease takes name in a fresh file store for the rest of the test and
+// returns the store's URL.
+func holdLease(t *testing.T, name, holder string) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := filelease.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Release(context.Background())
+		s.Close()
+	})
+	return "file://" + dir
+}
+
+func oneLineOf(t *testing.T, stderr string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("stderr has %d lines; want one: %q", len(lines), stderr)
+	}
+	return lines[0]
+}
+
+// Issue 12 item 5: a flag means the same before the subcommand, after it,
+// and after NAME.
+func TestSubcommandFlagsAnywhere(t *testing.T) {
+	held := holdLease(t, "report", "h1")
+	free := "file://" + t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"store before status", []string{"--store", held, "status", "report"}, 0, "held by h1"},
+		{"store= before status", []string{"--store=" + held, "status", "report"}, 0, "held by h1"},
+		{"store after status", []string{"status", "--store", held, "report"}, 0, "held by h1"},
+		{"store after NAME", []string{"status", "report", "--store", held}, 0, "held by h1"},
+		{"json after NAME", []string{"status", "report", "--store", held, "--json"}, 0, `"held":true`},
+		{"json before status", []string{"--json", "--store", held, "status", "report"}, 0, `"held":true`},
+		{"last of two wins", []string{"--store", free, "status", "report", "--store", held}, 0, "held by h1"},
+		{"free store after NAME", []string{"status", "report", "--store", free}, ExitStatusFree, "report: free"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runEnv(t, nil, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.out) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", code, out, errOut, tc.code, tc.out)
+			}
+		})
+	}
+}
+
+// Flags of another form, unknown flags and extra arguments are refused with
+// one line that says what to do; the log format applies wherever it is.
+func TestSubcommandRefusals(t *testing.T) {
+	store := "file://" + t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"run flag before status", []string{"--ttl", "5s", "status", "x"}, "status does not take --ttl"},
+		{"run flag after NAME", []string{"status", "x", "--wait", "0"}, "status does not take --wait"},
+		{"watch flag on status", []string{"status", "--interval", "1s", "x"}, "it is a flag of watch"},
+		{"unknown flag on status", []string{"status", "x", "--jsn"}, "did you mean --json?"},
+		{"two names", []string{"status", "a", "b"}, "got 2: a b"},
+		{"no name", []string{"status"}, "status needs a lease NAME"},
+		{"command after --", []string{"status", "x", "--", "true"}, "not a command after --"},
+		{"flag without value after NAME", []string{"status", "x", "--store"}, "--store needs a value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, tc.args...)
+			line := oneLineOf(t, errOut)
+			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 125 saying %q", code, out, errOut, tc.says)
+			}
+		})
+	}
+}
+
+// Issue 13 item 14: a usage error honours --log-format and
+// LEADERRUN_LOG_FORMAT wherever they are given: one JSON object with
+// exit_code.
+func TestUsageErrorsHonourLogFormat(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		args []string
+		json bool
+	}{
+		{"flag before the bad flag", nil, []string{"--log-format", "json", "--tll", "5s", "--", "true"}, true},
+		{"flag after the bad flag", nil, []string{"--tll", "5s", "--log-format=json", "--", "true"}, true},
+		{"variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json"}, []string{"--ttl", "5", "--", "true"}, true},
+		{"flag beats variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json"}, []string{"--log-format", "text", "--ttl", "5", "--", "true"}, false},
+		{"before status, error after NAME", nil, []string{"--log-format", "json", "status", "x", "--ttl", "5s"}, true},
+		{"after NAME, error before status", nil, []string{"--ttl", "5s", "status", "x", "--log-format", "json"}, true},
+		{"found by parseRun", nil, []string{"--log-format", "json", "--stop-signal", "KILL", "--", "true"}, true},
+		{"no command", nil, []string{"--log-format", "json"}, true},
+		{"bad variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json", "LEADERRUN_QUIET": "maybe"}, []string{"--", "true"}, true},
+		{"invalid format falls back to text", nil, []string{"--log-format", "xml", "--", "true"}, false},
+		{"invalid flag beats valid variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json"}, []string{"--log-format", "xml", "--", "true"}, false},
+		{"invalid variable", map[string]string{"LEADERRUN_LOG_FORMAT": "xml"}, []string{"--", "true"}, false},
+		{"text by default", nil, []string{"--tll", "5s", "--", "true"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runEnv(t, tc.vars, tc.args...)
+			line := oneLineOf(t, errOut)
+			if code != ExitFailure {
+				t.Fatalf("exit %d; want 125 (stderr %q)", code, errOut)
+			}
+			var obj map[string]any
+			err := json.Unmarshal([]byte(line), &obj)
+			if !tc.json {
+				if err == nil || !strings.HasPrefix(line, "leaderrun: ") {
+					t.Fatalf("stderr %q; want a text line", line)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("stderr %q is not one JSON object: %v", line, err)
+			}
+			if obj["exit_code"] != float64(ExitFailure) || obj["level"] != "ERROR" || obj["msg"] == "" {
+				t.Fatalf("JSON line %q lacks exit_code 125, level or msg", line)
+			}
+		})
+	}
+}
+
+// Issue 12 item 6: a flag on the command line wins over any variable, also
+// over the variable of a related flag; related flags that contradict each
+// other at the same level are refused. Checked for every flag that has a
+// variable, through the same takeEnv/preparse/applyEnv path run uses.
+func TestFlagBeatsVariableForEveryFlag(t *testing.T) {
+	// Two valid values per kind: one for the flag, one for the variable.
+	sample := map[flagKind][2]string{
+		kindBool:     {"false", "true"},
+		kindString:   {"from-flag", "from-env"},
+		kindDuration: {"7s", "9s"},
+		kindWait:     {"7s", "9s"},
+		kindInt:      {"7", "9"},
+	}
+	forms := map[string][]cli.Flag{"": runFlags(), "status": statusFlags(), "watch": watchFlags()}
+	for form, flags := range forms {
+		flags = takeEnv(flags)
+		for _, f := range flags {
+			name := f.Names()[0]
+			envName := envOf(name)
+			if envName == "" {
+				continue
+			}
+			k := kindOf(f)
+			t.Run(strings.TrimSpace(form+" "+name), func(t *testing.T) {
+				vals := sample[k]
+				vars := map[string]string{envName: vals[1]}
+				args := []string{"--" + name + "=" + vals[0]}
+				got := probeFlags(t, form, flags, args, vars)
+				if got.err != nil {
+					t.Fatalf("%v", got.err)
+				}
+				if got.values[name] != vals[0] {
+					t.Fatalf("--%s=%s with %s=%s gives %q; want the flag's value", name, vals[0], envName, vals[1], got.values[name])
+				}
+				// Without the flag, the variable applies.
+				got = probeFlags(t, form, flags, nil, vars)
+				if got.err != nil || got.values[name] != vals[1] {
+					t.Fatalf("%s=%s alone gives %q, %v; want the variable's value", envName, vals[1], got.values[name], got.err)
+				}
+			})
+		}
+	}
+}
+
+func TestRelatedFlagsPrecedence(t *testing.T) {
+	flags := takeEnv(runFlags())
+	tests := []struct {
+		name   string
+		args   []string
+		vars   map[string]string
+		want   map[string]string // flag → value after applyEnv
+		errHas string
+	}{
+		{"--wait beats LEADERRUN_NO_WAIT", []string{"--wait", "2s"}, map[string]string{"LEADERRUN_NO_WAIT": "1"}, map[string]string{"wait": "2s", "no-wait": "false"}, ""},
+		{"-n beats LEADERRUN_WAIT", []string{"-n"}, map[string]string{"LEADERRUN_WAIT": "10m"}, map[string]string{"wait": "forever", "no-wait": "true"}, ""},
+		{"-n with --wait 0 agrees", []string{"-n", "--wait", "0"}, nil, map[string]string{"no-wait": "true"}, ""},
+		{"-n --wait 2s contradict", []string{"-n", "--wait", "2s"}, nil, nil, "--no-wait and --wait 2s contradict"},
+		{"--wait 2s -n contradict", []string{"--wait", "2s", "-n"}, nil, nil, "contradict"},
+		{"variables contradict", nil, map[string]string{"LEADERRUN_NO_WAIT": "yes", "LEADERRUN_WAIT": "2s"}, nil, "LEADERRUN_NO_WAIT=yes and LEADERRUN_WAIT=2s contradict"},
+		{"-v beats LEADERRUN_QUIET", []string{"-v"}, map[string]string{"LEADERRUN_QUIET": "on"}, map[string]string{"verbose": "true", "quiet": "false"}, ""},
+		{"-q beats LEADERRUN_VERBOSE", []string{"-q"}, map[string]string{"LEADERRUN_VERBOSE": "on"}, map[string]string{"verbose": "false", "quiet": "true"}, ""},
+		{"-q -v contradict", []string{"-q", "-v"}, nil, nil, "--quiet and --verbose contradict"},
+		{"quiet and verbose variables contradict", nil, map[string]string{"LEADERRUN_QUIET": "1", "LEADERRUN_VERBOSE": "1"}, nil, "contradict"},
+		{"same flag twice: last wins", []string{"--ttl", "5s", "--ttl", "6s"}, nil, map[string]string{"ttl": "6s"}, ""},
+		{"empty variable is unset", nil, map[string]string{"LEADERRUN_NAME": "", "LEADERRUN_TTL": " "}, map[string]string{"name": "", "ttl": "15s"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := probeFlags(t, "", flags, tc.args, tc.vars)
+			if tc.errHas != "" {
+				if got.err == nil || !strings.Contains(got.err.Error(), tc.errHas) {
+					t.Fatalf("error %v; want one saying %q", got.err, tc.errHas)
+				}
+				return
+			}
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			for k, v := range tc.want {
+				if got.values[k] != v {
+					t.Errorf("%s = %q; want %q", k, got.values[k], v)
+				}
+			}
+		})
+	}
+}
+
+type probed struct {
+	values map[string]string
+	err    error
+}
+
+// probeFlags parses args for form (the run form or a subcommand) as run
+// does and returns every flag's value after applyEnv.
+func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars map[string]string) probed {
+	t.Helper()
+	scopes := []scope{newScope("", flags)}
+	if form != "" {
+		scopes = append(scopes, newScope(form, flags))
+	}
+	in := args
+	if form != "" {
+		in = append([]string{form, "x"}, args...)
+	}
+	p, err := preparse(in, false, nil, scopes)
+	if err != nil {
+		return probed{err: err}
+	}
+	var res probed
+	action := func(c *cli.Context) error {
+		if err := applyEnv(c, flags, func(k string) string { return vars[k] }); err != nil {
+			return err
+		}
+		res.values = map[string]string{}
+		for _, f := range flags {
+			n := f.Names()[0]
+			if _, ok := f.(*cli.StringSliceFlag); ok {
+				res.values[n] = strings.Join(c.StringSlice(n), ",")
+				continue
+			}
+			switch kindOf(f) {
+			case kindBool:
+				res.values[n] = fmt.Sprint(c.Bool(n))
+			case kindDuration:
+				res.values[n] = c.Duration(n).String()
+			case kindInt:
+				res.values[n] = fmt.Sprint(c.Int(n))
+			default:
+				res.values[n] = c.String(n)
+			}
+		}
+		return nil
+	}
+	app := &cli.App{Name: "probe", Flags: flags, Action: action, HideHelp: true, HideVersion: true,
+		ExitErrHandler: func(*cli.Context, error) {}, Writer: os.Stderr, ErrWriter: os.Stderr}
+	if form != "" {
+		app.Flags = nil
+		app.Commands = []*cli.Command{{Name: form, Flags: flags, Action: action, HideHelp: true}}
+	}
+	res.err = app.Run(append([]string{"probe"}, p.args...))
+	return res
+}
+
+// Issue 12 item 6, end to end: the flag wins, and the precedence shows in
+// what leaderrun does.
+func TestPrecedenceEndToEnd(t *testing.T) {
+	held := holdLease(t, "busy", "other")
+	free := "file://" + t.TempDir()
+	t.Run("--wait beats LEADERRUN_NO_WAIT", func(t *testing.T) {
+		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_NO_WAIT": "yes", "LEADERRUN_STORE": held}, "--wait", "50ms", "--name", "busy", "--", "true")
+		if code != ExitConflict || !strings.Contains(errOut, "waiting") {
+			t.Fatalf("exit %d, stderr %q; want 75 after waiting", code, errOut)
+		}
+	})
+	t.Run("-n beats LEADERRUN_WAIT", func(t *testing.T) {
+		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_WAIT": "forever", "LEADERRUN_STORE": held}, "-n", "--name", "busy", "--", "true")
+		if code != ExitConflict || strings.Contains(errOut, "waiting") {
+			t.Fatalf("exit %d, stderr %q; want 75 without waiting", code, errOut)
+		}
+	})
+	t.Run("run variables do not reach status", func(t *testing.T) {
+		code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held, "LEADERRUN_TTL": "5", "LEADERRUN_NO_WAIT": "maybe"}, "status", "busy")
+		if code != 0 || !strings.Contains(out, "held by other") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want status to ignore the run form's variables", code, out, errOut)
+		}
+	})
+	t.Run("-n --wait 2s refused", func(t *testing.T) {
+		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, "-n", "--wait", "2s", "--name", "busy", "--", "true")
+		if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), "contradict") {
+			t.Fatalf("exit %d, stderr %q; want 125 saying they contradict", code, errOut)
+		}
+	})
+	t.Run("flags beat variables for timing, name, holder, code", func(t *testing.T) {
+		vars := map[string]string{"LEADERRUN_STORE": held, "LEADERRUN_TTL": "9s", "LEADERRUN_GRACE": "1s", "LEADERRUN_NAME": "busy",
+			"LEADERRUN_HOLDER": "env-holder", "LEADERRUN_CONFLICT_EXIT_CODE": "9", "LEADERRUN_QUIET": "yes"}
+		code, _, errOut := runEnv(t, vars, "-v", "--store", free, "--ttl", "6s", "--grace", "500ms", "--name", "mine", "--holder", "flag-holder", "--", "true")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		for _, want := range []string{"ttl=6s", "grace=500ms", "lease mine acquired", "holder=flag-holder"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		}
+		code, _, errOut = runEnv(t, vars, "--conflict-exit-code", "3", "-n", "--", "true")
+		if code != 3 {
+			t.Fatalf("exit %d, stderr %q; want the flag's conflict code 3", code, errOut)
+		}
+	})
+}
+
+// Issue 12 item 12: booleans as systemd users write them, durations
+// without a unit, unknown flags, explicitly empty values.
+func TestValueMessages(t *testing.T) {
+	store := "file://" + t.TempDir()
+	for _, v := range []string{"yes", "YES", "on", "On", "true", "1", "y"} {
+		t.Run("LEADERRUN_QUIET="+v, func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store, "LEADERRUN_QUIET": v}, "--", "true")
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q; want a quiet clean run", code, errOut)
+			}
+		})
+	}
+	for _, v := range []string{"no", "NO", "off", "false", "0"} {
+		t.Run("LEADERRUN_QUIET="+v, func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store, "LEADERRUN_QUIET": v}, "--", "true")
+			if code != 0 || !strings.Contains(errOut, "acquired") {
+				t.Fatalf("exit %d, stderr %q; want the normal lines", code, errOut)
+			}
+		})
+	}
+	tests := []struct {
+		name string
+		vars map[string]string
+		args []string
+		says string
+	}{
+		{"bool variable", map[string]string{"LEADERRUN_NO_WAIT": "maybe"}, []string{"--", "true"}, `LEADERRUN_NO_WAIT=maybe (--no-wait): want true or false (also yes/no, on/off, 1/0)`},
+		{"bool flag", nil, []string{"--quiet=maybe", "--", "true"}, `--quiet maybe: want true or false`},
+		{"bare ttl", nil, []string{"--ttl", "5", "--", "true"}, "--ttl 5: did you mean 5s?"},
+		{"bare ttl=", nil, []string{"--ttl=5", "--", "true"}, "--ttl 5: did you mean 5s?"},
+		{"bare ttl variable", map[string]string{"LEADERRUN_TTL": "5"}, []string{"--", "true"}, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?"},
+		{"bare grace", nil, []string{"--grace", "1.5", "--", "true"}, "--grace 1.5: did you mean 1.5s?"},
+		{"bare wait", nil, []string{"--wait", "10", "--", "true"}, "--wait 10: did you mean 10s?"},
+		{"bare wait variable", map[string]string{"LEADERRUN_WAIT": "30"}, []string{"--", "true"}, "LEADERRUN_WAIT=30 (--wait): did you mean 30s?"},
+		{"bare interval", nil, []string{"watch", "x", "--interval", "2"}, "--interval 2: did you mean 2s?"},
+		{"bare interval variable", map[string]string{"LEADERRUN_WATCH_INTERVAL": "2"}, []string{"watch", "x"}, "LEADERRUN_WATCH_INTERVAL=2 (--interval): did you mean 2s?"},
+		{"not a duration", nil, []string{"--ttl", "soon", "--", "true"}, "--ttl soon: want a duration such as 500ms, 15s or 10m"},
+		{"unknown flag", nil, []string{"--tll", "5s", "--", "true"}, "unknown flag --tll; did you mean --ttl?"},
+		{"unknown flag 2", nil, []string{"--renew-evry", "5s", "--", "true"}, "did you mean --renew-every?"},
+		{"unknown flag far off", nil, []string{"--frobnicate", "--", "true"}, "unknown flag --frobnicate"},
+		{"unknown flag with a secret", nil, []string{"--stor=redis://:hunter2@127.0.0.1", "--", "true"}, "unknown flag --stor; did you mean --store?"},
+		{"empty name", nil, []string{"--name", "", "--", "true"}, `--name "": empty value`},
+		{"empty name=", nil, []string{"--name=", "--", "true"}, `--name "": empty value`},
+		{"empty store", nil, []string{"--store", "", "--", "true"}, `--store "": empty value`},
+		{"int", nil, []string{"--conflict-exit-code", "x", "--", "true"}, "--conflict-exit-code x: want a whole number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{"LEADERRUN_STORE": store}
+			for k, v := range tc.vars {
+				vars[k] = v
+			}
+			code, out, errOut := runEnv(t, vars, tc.args...)
+			line := oneLineOf(t, errOut)
+			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
+				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
+			}
+			if strings.Contains(line, "hunter2") {
+				t.Fatalf("stderr %q shows the password", line)
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"ttl", "ttl", 0}, {"tll", "ttl", 1}, {"tl", "ttl", 1}, {"stroe", "store", 1}, {"", "abc", 3}, {"grace", "trace", 1}} {
+		if got := editDistance(tc.a, tc.b); got != tc.d {
+			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.d)
+		}
+	}
+}
+
+// Issue 12 item 7: help is a command, `-- help` is a program.
+func TestHelpCommand(t *testing.T) {
+	tests := []struct {
+		args []string
+		has  []string
+	}{
+		{[]string{"help"}, []string{"leaderrun [flags] -- COMMAND", "GLOBAL OPTIONS"}},
+		{[]string{"-h"}, []string{"leaderrun [flags] -- COMMAND"}},
+		{[]string{"help", "status"}, []string{"leaderrun status [flags] NAME", "DESCRIPTION", "3 free", "--json"}},
+		{[]string{"status", "--help"}, []string{"leaderrun status [flags] NAME", "DESCRIPTION"}},
+		{[]string{"help", "watch"}, []string{"leaderrun watch [flags] NAME", "DESCRIPTION", "--interval DURATION"}},
+		{[]string{"watch", "x", "-h"}, []string{"leaderrun watch [flags] NAME"}},
+		{[]string{"status", "x", "--help=yes"}, []string{"leaderrun status [flags] NAME"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runEnv(t, nil, tc.args...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			for _, h := range tc.has {
+				if !strings.Contains(out, h) {
+					t.Errorf("help does not say %q:\n%s", h, out)
+				}
+			}
+			checkHelpText(t, out)
+		})
+	}
+	// After "--", help and h are programs to run.
+	for _, args := range [][]string{{"--", "help"}, {"h"}} {
+		code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": "file://" + t.TempDir()}, args...)
+		if code != ExitNotFound || out != "" || !strings.Contains(errOut, "not found") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 127: %s looked up as a program", args, code, out, errOut, args[len(args)-1])
+		}
+	}
+	code, _, errOut := runEnv(t, nil, "help", "bogus")
+	if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), `no help for "bogus"`) {
+		t.Fatalf("help bogus: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// checkHelpText: placeholders name what a value is, and no default is
+// given twice or for booleans.
+func checkHelpText(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Count(line, "(default:") > 1 {
+			t.Errorf("doubled default: %q", line)
+		}
+		if strings.Contains(line, "(default: false)") || strings.Contains(line, "(default: 0s)") {
+			t.Errorf("meaningless default: %q", line)
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "--") && strings.Contains(line, " value ") {
+			t.Errorf("placeholder says value: %q", line)
+		}
+	}
+	for _, want := range []string{"--ttl DURATION", "--renew-every DURATION", "--grace DURATION", "--call-timeout DURATION", "--stop-signal SIGNAL", "--wait DURATION"} {
+		if strings.Contains(out, "GLOBAL OPTIONS") && !strings.Contains(out, want) {
+			t.Errorf("help does not show %q", want)
+		}
+	}
+}
+
+// Issue 12 item 15: --version says version, commit and Go version.
+func TestVersion(t *testing.T) {
+	code, out, errOut := runEnv(t, nil, "--version")
+	if code != 0 || errOut != "" || !strings.Contains(out, runtime.Version()) || !strings.HasPrefix(out, "leaderrun ") {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want the Go version", code, out, errOut)
+	}
+	tests := []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"no build info", nil, "leaderrun dev (built with " + runtime.Version()},
+		{"release", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"}},
+			"leaderrun v1.2.3 (built with go1.26.0 for "},
+		{"clean checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "5fb793553759488abcaf1091d4ac4a48deefd326"}, {Key: "vcs.modified", Value: "false"}}},
+			"leaderrun dev (commit 5fb793553759, built with go1.26.0 for "},
+		{"dirty checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20261122235307-5fb793553759+dirty"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "5fb793553759488abcaf1091d4ac4a48deefd326"}, {Key: "vcs.modified", Value: "true"}}},
+			"leaderrun v0.0.0-20261122235307-5fb793553759+dirty (commit 5fb793553759 with local changes, built with go1.26.0 for "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := formatVersion(tc.bi); !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("formatVersion = %q; want it to start with %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatTime(t *testing.T) {
+	zone := time.FixedZone("XST", 3*3600)
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, zone)
+	tests := []struct {
+		name string
+		t    time.Time
+		want string
+	}{
+		{"today", time.Date(2026, 11, 22, 9, 15, 7, 0, zone), "09:15:07"},
+		{"today from UTC", time.Date(2026, 11, 21, 22, 0, 1, 0, time.UTC), "01:00:01"}, // 01:00:01 XST on the 22nd
+		{"yesterday", time.Date(2026, 11, 21, 23, 59, 59, 0, zone), "2026-11-21 23:59:59"},
+		{"a year ago same day", time.Date(2025, 11, 22, 9, 0, 0, 0, zone), "2025-11-22 09:00:00"},
+		{"tomorrow", time.Date(2026, 11, 23, 0, 0, 0, 0, zone), "2026-11-23 00:00:00"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FormatTime(tc.t, now); got != tc.want {
+				t.Errorf("FormatTime = %q; want %q", got, tc.want)
+			}
+			if got := FormatTimeZone(tc.t, now); got != tc.want+" XST" {
+				t.Errorf("FormatTimeZone = %q; want %q", got, tc.want+" XST")
+			}
+		})
+	}
+}
+
+// status shows when the holder took the lease, with a zone.
+func TestStatusShowsZone(t *testing.T) {
+	store := holdLease(t, "zoned", "h1")
+	code, out, errOut := runEnv(t, nil, "status", "--store", store, "zoned")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	zone := time.Now().Format("MST")
+	if !strings.Contains(out, " since ") || !strings.Contains(out, " "+zone+" (") {
+		t.Fatalf("status %q does not show the time with its zone %s", out, zone)
+	}
+}
+
+// Issue 13 item 10: floors, refused before anything starts.
+func TestFloors(t *testing.T) {
+	store := "file://" + t.TempDir()
+	marker := filepath.Join(t.TempDir(), "started")
+	tests := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"renew-every 1us", []string{"--renew-every", "1us", "--call-timeout", "1ms"}, "--renew-every ≥ 10ms"},
+		{"call-timeout 1ms", []string{"--renew-every", "100ms", "--call-timeout", "1ms"}, "--call-timeout ≥ 5ms"},
+		{"watch interval 1ns", []string{"watch", "x", "--interval", "1ns"}, "--interval 1ns: want at least 10ms"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--store", store}, tc.args...)
+			if args[2] != "watch" {
+				args = append(args, "--", "touch", marker)
+			}
+			code, out, errOut := runEnv(t, nil, args...)
+			if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), tc.says) || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 125 saying %q", code, out, errOut, tc.says)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the child was started")
+			}
+		})
+	}
+	// At the floors, a run works.
+	code, _, errOut := runEnv(t, nil, "--store", store, "--ttl", "2s", "--renew-every", "10ms", "--call-timeout", "5ms", "--", "true")
+	if code != 0 {
+		t.Fatalf("at the floors: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// The scopes preparse uses know every flag urfave will see.
+func TestScopesCoverHelpAndVersion(t *testing.T) {
+	s := newScope("", slices.Concat(runFlags(), []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
+	for _, n := range []string{"h", "help", "version", "n", "q", "v", "ttl"} {
+		if _, ok := s.flags[n]; !ok {
+			t.Errorf("run scope lacks %s", n)
+		}
+	}
+}
+
+// Main reads the real process environment (run's tests inject getenv).
+func TestMainReadsProcessEnvironment(t *testing.T) {
+	t.Setenv("LEADERRUN_STORE", "file://"+t.TempDir())
+	t.Setenv("LEADERRUN_TTL", "5")
+	t.Setenv("LEADERRUN_LOG_FORMAT", "json")
+	dir := t.TempDir()
+	errf, err := os.Create(filepath.Join(dir, "err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	code := Main(context.Background(), []string{"leaderrun", "--", "true"}, Stdio{In: os.Stdin, Out: errf, Err: errf})
+	b, _ := os.ReadFile(errf.Name())
+	var obj struct {
+		Msg      string `json:"msg"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(oneLineOf(t, string(b))), &obj); err != nil {
+		t.Fatalf("stderr %q: %v", b, err)
+	}
+	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?") {
+		t.Fatalf("exit %d, stderr %q; want 125 suggesting 5s", code, b)
+	}
+}
+
+// A repeatable flag (StringSliceFlag) reads its variable through getenv
+// too, comma-separated, and the command line replaces it.
+func TestListFlagVariable(t *testing.T) {
+	flags := takeEnv([]cli.Flag{&cli.StringSliceFlag{Name: "keep-test", EnvVars: []string{"LEADERRUN_KEEP_TEST"}}})
+	vars := map[string]string{"LEADERRUN_KEEP_TEST": "A,B"}
+	if got := probeFlags(t, "", flags, nil, vars); got.err != nil || got.values["keep-test"] != "A,B" {
+		t.Fatalf("variable alone: %q, %v; want A,B", got.values["keep-test"], got.err)
+	}
+	got := probeFlags(t, "", flags, []string{"--keep-test", "C", "--keep-test=D"}, vars)
+	if got.err != nil || got.values["keep-test"] != "C,D" {
+		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["keep-test"], got.err)
+	}
+}

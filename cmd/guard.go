@@ -1,0 +1,200 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// Containment modes of --contain.
+const (
+	containAuto   = "auto"   // a cgroup when one can be made, else the process group
+	containCgroup = "cgroup" // a cgroup, or refuse to run
+	containGroup  = "group"  // the process group only
+)
+
+func parseContain(s string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(s)); m {
+	case "", containAuto:
+		return containAuto, nil
+	case containCgroup, containGroup:
+		return m, nil
+	}
+	return "", usagef("--contain %q: want auto, cgroup or group", s)
+}
+
+// checkContain refuses --contain cgroup before any lease is taken when no
+// cgroup can be made here, so a misconfigured job fails without touching the
+// store.
+func checkContain(mode string) error {
+	if mode != containCgroup {
+		return nil
+	}
+	cg, err := runner.NewCgroup()
+	if err != nil {
+		return fmt.Errorf("%w: --contain cgroup: %w", lease.ErrConfig, err)
+	}
+	return cg.Remove()
+}
+
+// lockFiler is a lease whose hold is a local lock descriptor (the file
+// store): the guard keeps a duplicate of it until the child's tree is gone.
+type lockFiler interface{ LockFile() *os.File }
+
+// protection is what enforces a run's safety outside leaderrun itself: the
+// guard process and, where one could be made, the child's own cgroup
+// (DESIGN §3.14-15).
+type protection struct {
+	guard *runner.Guard
+	cg    *runner.Cgroup
+}
+
+// guardStart is a guard started in the background before the lease is
+// taken, so that its fork and exec overlap opening the store and the first
+// acquire attempt instead of delaying the child. If leaderrun has to wait for
+// the lease, the early guard is dropped (a standby keeps no idle guard) and
+// a fresh one is started once the lease is ours.
+type guardStart struct {
+	done chan struct{}
+	once sync.Once
+	g    *runner.Guard
+	err  error
+}
+
+func startGuardAsync() *guardStart {
+	s := &guardStart{done: make(chan struct{})}
+	go func() { // owned by s: take and drop wait for it
+		defer close(s.done)
+		s.g, s.err = runner.StartGuard()
+	}()
+	return s
+}
+
+// take hands the early guard over, or starts a fresh one if it was dropped.
+func (s *guardStart) take() (*runner.Guard, error) {
+	<-s.done
+	var g *runner.Guard
+	var err error
+	s.once.Do(func() { g, err = s.g, s.err })
+	if g == nil && err == nil {
+		return runner.StartGuard()
+	}
+	return g, err
+}
+
+// drop disarms the early guard unless it was taken. Idempotent.
+func (s *guardStart) drop() {
+	<-s.done
+	s.once.Do(func() {
+		if s.g != nil {
+			s.g.Disarm()
+		}
+	})
+}
+
+// dropGuardOnWait wraps a wait reporter: once leaderrun has to wait for the
+// lease, the early guard is not kept idling.
+func dropGuardOnWait(pre *guardStart, report func(lease.WaitEvent)) func(lease.WaitEvent) {
+	return func(ev lease.WaitEvent) {
+		pre.drop()
+		if report != nil {
+			report(ev)
+		}
+	}
+}
+
+// protect starts the guard for lease l (taking the early one from pre) and
+// makes the child's cgroup as --contain asks. On error nothing is left
+// running.
+func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t lease.Timing, log *slog.Logger) (*protection, error) {
+	p := &protection{}
+	if mode != containGroup {
+		cg, err := runner.NewCgroup()
+		switch {
+		case err == nil:
+			p.cg = cg
+			log.Debug("containment: the child runs in its own cgroup", "cgroup", cg.Path())
+		case mode == containCgroup:
+			return nil, fmt.Errorf("%w: --contain cgroup: %w", lease.ErrConfig, err)
+		default:
+			log.Debug("containment: process group only (no cgroup: a descendant that calls setsid escapes)", "reason", err)
+		}
+	} else {
+		log.Debug("containment: process group only (--contain group)")
+	}
+	g, err := pre.take()
+	if err != nil {
+		p.removeCgroup(log)
+		return nil, err
+	}
+	p.guard = g
+	err = g.Timing(stop, t.Grace, t.KillBound)
+	if err == nil && p.cg != nil {
+		err = g.Cgroup(p.cg)
+	}
+	if lf, ok := l.(lockFiler); ok && err == nil {
+		if f := lf.LockFile(); f != nil {
+			err = g.Hold(f)
+		}
+	}
+	if err != nil {
+		p.finish(true, log)
+		return nil, err
+	}
+	log.Debug("guard started", "guard_pid", g.PID())
+	return p, nil
+}
+
+// guardCause is the cause of the run's end when the guard died.
+type guardCause struct{ pid int }
+
+func (g guardCause) Error() string {
+	return fmt.Sprintf("the guard process (pid %d) died, so leaderrun could no longer enforce the lease should it die itself", g.pid)
+}
+
+func (g guardCause) Unwrap() error { return runner.ErrGuardDied }
+
+// watch returns a context derived from ctx that is also cancelled when the
+// guard dies, and a function that stops watching (and waits for it).
+func (p *protection) watch(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-p.guard.Died():
+			cancel(guardCause{p.guard.PID()})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil); <-done }
+}
+
+// finish ends the protection. treeGone says the child's tree is confirmed
+// gone (or never existed): only then is the guard disarmed and the cgroup
+// removed; otherwise the guard is left to kill and wait for the tree when
+// leaderrun exits, holding the file lock until then.
+func (p *protection) finish(treeGone bool, log *slog.Logger) {
+	if !treeGone {
+		return
+	}
+	p.guard.Disarm()
+	p.removeCgroup(log)
+}
+
+func (p *protection) removeCgroup(log *slog.Logger) {
+	if p.cg == nil {
+		return
+	}
+	if err := p.cg.Remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Debug("removing the child's cgroup", "cgroup", p.cg.Path(), "err", err)
+	}
+}

@@ -1,0 +1,17 @@
+package cmd
+
+import (
+	"os"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// TestMain lets the test binary serve as the guard process that runs started
+// in-process re-execute (/proc/self/exe is the test binary here).
+func TestMain(m *testing.M) {
+	if runner.IsGuard() {
+		os.Exit(runner.GuardMain())
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,71 @@
+package cmd
+
+import (
+	"fmt"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// acquiredText is the "lease X acquired" line, saying how long it took when
+// leaderrun had to wait.
+func acquiredText(name string, waited time.Duration) string {
+	if waited > 0 {
+		return fmt.Sprintf("lease %s acquired after %s", name, humanDuration(waited))
+	}
+	return fmt.Sprintf("lease %s acquired", name)
+}
+
+// stopText says how leaderrun stopped the child, as it actually happened:
+// after the grace, at the lease's kill point, or both signals at once.
+func stopText(name string, stop syscall.Signal, res runner.Result) string {
+	sig := unix.SignalName(stop)
+	switch {
+	case !res.Killed && res.Signal == syscall.SIGKILL && stop != syscall.SIGKILL:
+		// Not ours: the guard's SIGKILL at the kill point landed first.
+		return fmt.Sprintf("stopped %s with %s, then SIGKILL at the lease's kill point (from the guard)", name, sig)
+	case !res.Killed:
+		return fmt.Sprintf("stopped %s with %s", name, sig)
+	case res.KillPoint && res.KillAfter == 0:
+		return fmt.Sprintf("killed %s with %s and SIGKILL at once: the lease's kill point had come", name, sig)
+	case res.KillPoint:
+		return fmt.Sprintf("stopped %s with %s, then SIGKILL %s later at the lease's kill point", name, sig, humanDuration(res.KillAfter))
+	default:
+		return fmt.Sprintf("stopped %s with %s, then SIGKILL after the %s grace", name, sig, humanDuration(res.KillAfter))
+	}
+}
+
+// reportShrunkGrace says, at the default level, that the grace the user did
+// not set was shrunk to fit a short --ttl: it changes how long the child has
+// to stop cleanly.
+func reportShrunkGrace(log *slog.Logger, asked, got lease.Timing) {
+	if !asked.Explicit.Grace && got.Grace < asked.Grace {
+		log.Info(fmt.Sprintf("grace shrunk from %s to %s to fit --ttl %s (give --grace, or a longer --ttl, to choose)",
+			humanDuration(asked.Grace), humanDuration(got.Grace), asked.TTL), "event", "grace_shrunk")
+	}
+}
+
+// lostWhy is " (why)" for the cause of a lost lease, without the chain of
+// package prefixes, or "" when there is nothing more to say than "lost".
+func lostWhy(cause error) string {
+	if _, _, rest := readableParts(cause); rest != "" {
+		return " (" + rest + ")"
+	}
+	return ""
+}
+
+// conflictText is the final line when the lease stayed held: who holds it
+// (with the date when the acquisition was not today) and whether leaderrun
+// waited for it.
+func conflictText(rc runConfig, by lease.Holder) string {
+	waited := ""
+	if rc.wait > 0 {
+		waited = "; gave up after --wait " + humanDuration(rc.wait)
+	}
+	return fmt.Sprintf("lease %s is %s%s; %s not started (exit %d)", rc.name, heldBy(by, time.Now()), waited, rc.args[0], rc.conflictCode)
+}

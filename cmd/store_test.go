@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// secretForms are --store values with a typo that puts a credential where
+// no parser expects it, for every scheme. The secret is S3cr3tPW (a
+// password, key or SAS signature); no message may show it.
+var secretForms = []string{
+	// Redis: the forms and their relatives.
+	"redis:/:S3cr3tPW@127.0.0.1:1",
+	"redis:://:S3cr3tPW@127.0.0.1:1",
+	"redis:S3cr3tPW@127.0.0.1",
+	"redis//u:S3cr3tPW@127.0.0.1",
+	"redis:/u:S3cr3tPW@127.0.0.1:1/0",
+	"REDIS:/:S3cr3tPW@127.0.0.1:1",
+	"redis:///:S3cr3tPW@127.0.0.1:1/x",
+	"redis://u:S3cr3tPW",
+	"redis://:S3cr3tPW",
+	"redis://u:S3cr3tPW@",
+	"redis://u:S3cr3tPW@127.0.0.1:S3cr3tPW",
+	"redis://:S3cr3tPW@127.0.0.1:1/S3cr3tPW",
+	"redis://:S3cr3tPW@127.0.0.1:1/0/1",
+	"redis://127.0.0.1:1?S3cr3tPW",
+	"redis://127.0.0.1:1?S3cr3tPW&db=1",
+	"redis://127.0.0.1:1?password=S3cr3tPW",
+	"redis://127.0.0.1:1#S3cr3tPW",
+	"redis://:S3cr3tPW@127.0.0.1:1,127.0.0.1:2",
+	"redis://:%zzS3cr3tPW@127.0.0.1:1",
+	"redis://:S3cr3t?PW@127.0.0.1:1",
+	"rediss:/:S3cr3tPW@127.0.0.1:1",
+	"rediss://u:S3cr3tPW",
+	"unix:/:S3cr3tPW@/tmp/redis.sock",
+	"unix://:S3cr3tPW@127.0.0.1/sock",
+	"unix://:S3cr3tPW@",
+	"unix//:S3cr3tPW@/tmp/redis.sock",
+	"redis+sentinel:/:S3cr3tPW@127.0.0.1:1/m",
+	"redis+sentinel://:S3cr3tPW@127.0.0.1:1",
+	"redis+sentinel://:S3cr3tPW@127.0.0.1:1/m/x",
+	"redis+sentinel://u:S3cr3tPW",
+	"redis+sentinal://:S3cr3tPW@127.0.0.1:1/m",
+	"redis+cluster:/:S3cr3tPW@127.0.0.1:1",
+	"redis+cluster://:S3cr3tPW@127.0.0.1:1/1",
+	"redis+cluster://:S3cr3tPW@127.0.0.1:1?db=1",
+	"redis+cluster//:S3cr3tPW@127.0.0.1:1",
+	"rediss+cluster://u:S3cr3tPW",
+	"redis+clustr://:S3cr3tPW@127.0.0.1:1",
+	// Azure: keys and SAS signatures in the wrong place.
+	"azblob:/acct/c?sv=2024&sig=S3cr3tPW",
+	"azblob+https//acct.blob.core.windows.net/c?sig=S3cr3tPW",
+	"azblob://acct/c?sv=2024&sg=S3cr3tPW",
+	"azblob://acct/c?S3cr3tPW",
+	"azblob://u:S3cr3tPW@acct/c",
+	"azblob://acct:S3cr3tPW/c",
+	"azblob://acct/c?sig=%zzS3cr3tPW",
+	"azblob://acct/c?poll=S3cr3tPW",
+	"azblob://acct/S3cr3tPW+key/=",
+	"azblob+https://acct.blob.core.windows.net/S3cr3tPW+/=?sig=x",
+	"azblob+http://127.0.0.1:1/S3cr3tPW+key=/c",
+	"azblob+htps://acct/c?sig=S3cr3tPW",
+	"azblob://acct/c#sig=S3cr3tPW",
+	"azblob:///c?sig=S3cr3tPW&sv=2024&x",
+	// Other schemes and no scheme at all.
+	"file:/:S3cr3tPW@/tmp/x",
+	"file:///tmp/x?sig=S3cr3tPW",
+	"bogus://u:S3cr3tPW@127.0.0.1",
+	"S3cr3tPW",
+	":S3cr3tPW@127.0.0.1:1",
+	"//u:S3cr3tPW@127.0.0.1:1",
+	"https://acct.blob.core.windows.net/c?sig=S3cr3tPW",
+}
+
+// TestStoreURLTyposHideSecrets: every malformed --store value is refused
+// with a configuration error whose message (and leaderrun's whole stderr)
+// never shows the secret.
+func TestStoreURLTyposHideSecrets(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for _, raw := range secretForms {
+		t.Run(raw, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := openStore(ctx, raw, storeOptions{CallTimeout: time.Second, Getenv: getenv})
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("openStore accepted %s", redactURL(raw))
+			}
+			if !errors.Is(err, lease.ErrConfig) {
+				t.Fatalf("openStore: %v; want ErrConfig", err)
+			}
+			for _, frag := range []string{"S3cr3t", "PW@"} {
+				if strings.Contains(err.Error(), frag) {
+					t.Fatalf("message shows the secret: %s", err)
+				}
+			}
+			if got := redactURL(raw); strings.Contains(got, "S3cr3t") {
+				t.Fatalf("redactURL = %q shows the secret", got)
+			}
+			code, _, errOut := runCapture(t, "--store", raw, "--wait", "0", "--", "true")
+			chain := strings.Contains(errOut, "lease: ") && !strings.HasPrefix(raw, "file:") // file:// errors are the file store's
+			if code != ExitFailure || strings.Contains(errOut, "S3cr3t") || chain {
+				t.Fatalf("leaderrun: exit %d, stderr %q; want 125, one line without the secret or package chains", code, errOut)
+			}
+			t.Logf("%s", strings.TrimSpace(errOut))
+		})
+	}
+}
+
+// TestRedactURLShowsPlainParts: what cannot be a secret stays readable.
+func TestRedactURLShowsPlainParts(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":                               "redis://127.0.0.1:6379/0",
+		"redis://u:pw@h:6379/0":                                  "redis://…@h:6379/0",
+		"redis+cluster://a:1,b:2":                                "redis+cluster://a:1,b:2",
+		"rediss://[::1]:6380?ca=/x":                              "rediss://[::1]:6380?…",
+		"azblob+https://acct.blob.core.windows.net/c?sv=1&sig=S": "azblob+https://acct.blob.core.windows.net/c?…",
+		"file:///var/lock/leaderrun":                             "file:///var/lock/leaderrun",
+		"/var/lock/leaderrun":                                    "/var/lock/leaderrun",
+		"redis://h:pw/0":                                         storeURLHidden,
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The file store on hostile or shared ground, driven through the binary.
+
+// asUser is who a leaderrun under test runs as; uid 0 means root. 54321 has
+// no passwd entry; both unprivileged ones are in group 54320.
+type asUser struct{ uid, gid uint32 }
+
+var (
+	e2eRoot   = asUser{}
+	e2eNobody = asUser{65534, 65534}
+	e2eNoPw   = asUser{54321, 54399}
+)
+
+const e2eGroup = 54320
+
+func requireRootE2E(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run leaderrun as other users (CI runs tests as root)")
+	}
+	// The binary's directory is private to root by default.
+	if err := os.Chmod(filepath.Dir(lrBin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runAs runs leaderrun as u and returns its exit code and stderr. A run that
+// does not end within a minute (a hang, or a configuration error retried as
+// an unavailable store) fails the test.
+func runAs(t *testing.T, u asUser, env []string, args ...string) (int, string) {
+	t.Helper()
+	p := &lr{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(lrBin, args...)
+	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	p.cmd.Dir = "/"
+	if u.uid != 0 {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{e2eGroup}}}
+	}
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p.wait(), p.stderr.String()
+}
+
+// sharedStore makes a store directory every uid can reach, with mode and
+// group gid.
+func sharedStore(t *testing.T, mode os.FileMode, gid int) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d = filepath.Join(d, "locks")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Two users and root take turns on one lease in a pre-created shared
+// directory, as the README's /var/lock/leaderrun example does.
+func TestFileSharedDirectoryAcrossUsers(t *testing.T) {
+	requireRootE2E(t)
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		gid  int
+	}{
+		{"1777", os.ModeSticky | 0o777, 0},
+		{"2775", os.ModeSetgid | 0o775, e2eGroup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
+			for _, u := range []asUser{e2eNobody, e2eNoPw, e2eRoot, e2eNobody} {
+				if code, stderr := runAs(t, u, env, "-q", "--name", "nightly", "--", "true"); code != 0 {
+					t.Fatalf("as uid %d: exit %d: %s", u.uid, code, stderr)
+				}
+			}
+		})
+	}
+}
+
+// Whatever is planted under a lock file's name, leaderrun (root or not)
+// says so in one line and exits 125 at once, even with --wait 1h: no hang,
+// no retrying, no link followed, and the child never starts.
+func TestFileHostileLockPath(t *testing.T) {
+	requireRootE2E(t)
+	outside := t.TempDir()
+	absent := filepath.Join(outside, "absent")
+	marker := filepath.Join(outside, "started")
+	plants := []struct {
+		name  string
+		plant func(path string) error
+		says  string
+	}{
+		{"symlink", func(p string) error { return os.Symlink(absent, p) }, "symbolic link"},
+		{"FIFO", func(p string) error { return unix.Mkfifo(p, 0o666) }, "FIFO"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o777) }, "directory"},
+	}
+	for _, pl := range plants {
+		for _, u := range []asUser{e2eRoot, e2eNobody} {
+			t.Run(fmt.Sprintf("%s/uid%d", pl.name, u.uid), func(t *testing.T) {
+				dir := sharedStore(t, os.ModeSticky|0o777, 0)
+				if err := pl.plant(filepath.Join(dir, "job.lock")); err != nil {
+					t.Fatal(err)
+				}
+				code, stderr := runAs(t, u, nil, "--store", "file://"+dir, "--name", "job", "--wait", "1h", "--", "touch", marker)
+				lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+				if code != 125 || len(lines) != 1 || !strings.Contains(lines[0], pl.says) {
+					t.Fatalf("exit %d, stderr %q; want 125 and one line saying %q", code, stderr, pl.says)
+				}
+				if _, err := os.Lstat(absent); err == nil {
+					t.Fatal("the symlink was followed")
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the child was started")
+				}
+			})
+		}
+	}
+}
+
+// Store paths that can never hold lock files are configuration errors at
+// once (exit 125, one line), not an unavailable store retried for --wait.
+func TestFileUnusableStore(t *testing.T) {
+	for _, tc := range []struct{ store, says string }{
+		{"file:///proc/self", "procfs"},
+		{"file://" + t.TempDir() + "#frag", "#fragment"},
+		{"file://" + t.TempDir() + "?", "file:///absolute/directory"},
+	} {
+		code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + tc.store}, "--wait", "1h", "--name", "x", "--", "true")
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != 125 || len(lines) != 1 || !strings.Contains(lines[0], tc.says) {
+			t.Errorf("--store %s: exit %d, stderr %q; want 125 and one line saying %q", tc.store, code, stderr, tc.says)
+		}
+	}
+}
+
+// status is a read: on a store directory that does not exist yet it says
+// free and creates nothing.
+func TestFileStatusCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	code, m := statusJSON(t, []string{"LEADERRUN_STORE=file://" + dir}, "job")
+	if code != 3 || m["held"] != false {
+		t.Fatalf("status: %d %v; want 3, free", code, m)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); err == nil {
+		t.Fatalf("status created %s", filepath.Dir(dir))
+	}
+}
+
+// Deleting the lock file under a running leader stops it at once (its next
+// renewal check is an hour away), and the next holder's token is larger.
+func TestFileLockDeletedStopsLeaderAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"LEADERRUN_STORE=file://" + dir}
+	leader, child := holdLease(t, env, "gone", "--ttl", "3h", "--renew-every", "1h")
+	_, first := statusJSON(t, env, "gone")
+	if err := os.Remove(filepath.Join(dir, "gone.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if code := leader.wait(); code != 124 {
+		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
+	}
+	if last := leader.lastLine(); !strings.Contains(last, "lost") || !strings.Contains(last, "removed") {
+		t.Fatalf("final line %q does not say the lock file was removed", last)
+	}
+	waitGone(t, child, 30*time.Second)
+	next, _ := holdLease(t, env, "gone")
+	_, second := statusJSON(t, env, "gone")
+	if f, s := first["token"].(float64), second["token"].(float64); !(s > f) {
+		t.Fatalf("token after the lock file was deleted %.0f; want > %.0f", s, f)
+	}
+	_ = next.cmd.Process.Signal(syscall.SIGTERM)
+	next.wait()
+}
+
+// A uid without a passwd entry has no default store: leaderrun asks for
+// --store instead of trusting $HOME.
+func TestFileNoPasswdEntry(t *testing.T) {
+	requireRootE2E(t)
+	home := t.TempDir()
+	code, stderr := runAs(t, e2eNoPw, []string{"HOME=" + home, "LEADERRUN_STORE="}, "--name", "x", "--", "true")
+	if code != 125 || !strings.Contains(stderr, "no home directory for uid 54321") || !strings.Contains(stderr, "--store") {
+		t.Fatalf("exit %d, stderr %q; want 125 asking for --store", code, stderr)
+	}
+}

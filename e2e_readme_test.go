@@ -1,0 +1,952 @@
+package main
+
+// TestReadmeExamples runs every code block of README.md, so the examples
+// cannot rot. Each block is either output (fence info `text`, `console` or
+// `json`, or a `<!-- readme-test: not-run: REASON -->` line before it) or is
+// preceded by `<!-- readme-test: ID -->`, where ID names a check in
+// readmeChecks below (or is `exit N`, see readmeExitRE).
+// A block without either fails the test, so a new example is covered by
+// default. A check runs the block's own text, with only these substitutions:
+//
+//   - placeholder hosts (redis.internal) become this test's own redis-server
+//     on 127.0.0.1; any other host left in a command fails the test, so no
+//     example sends traffic off this machine;
+//   - absolute paths under /usr/local, /opt, /var, /etc and /srv move under a
+//     temporary root, `sudo` is dropped, and the default file store (no
+//     --store) is a temporary directory;
+//   - placeholder programs (./backup.sh, /opt/report/run, ...) are small
+//     scripts the check writes, which print their arguments and fencing token.
+//
+// Every command of a block must be taken by its check, so a line added to an
+// example without a check fails too.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+// readmeChecks maps a block's readme-test ID to the check that runs it.
+var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
+	"quickstart": readmeQuickstart,
+	"install":    readmeInstall,
+	"usage":      readmeUsage,
+	"cron":       readmeCron,
+	"systemd":    readmeSystemd,
+	"ci":         readmeCI,
+}
+
+// readmeExitRE is the marker of a shell block that needs no check of its
+// own: `<!-- readme-test: exit N -->` runs each of its commands in turn, as
+// the other checks do, and expects each to exit N.
+var readmeExitRE = regexp.MustCompile(`^exit (\d+)$`)
+
+// readmeOutputInfos are fence info strings of blocks that show output or
+// data rather than something to run.
+var readmeOutputInfos = []string{"text", "console", "json"}
+
+func TestReadmeExamples(t *testing.T) {
+	t.Parallel()
+	blocks := readmeParse(t, "README.md")
+	fx := newReadmeFixture(t)
+	seen := map[string]int{}
+	for _, b := range blocks {
+		switch {
+		case slices.Contains(readmeOutputInfos, b.info):
+			if b.marker != "" {
+				t.Errorf("README.md:%d: a ```%s block is output; drop its marker %q", b.line, b.info, b.marker)
+			}
+			continue
+		case strings.HasPrefix(b.marker, "not-run:"):
+			if strings.TrimSpace(strings.TrimPrefix(b.marker, "not-run:")) == "" {
+				t.Errorf("README.md:%d: readme-test: not-run needs a reason", b.line)
+			}
+			continue
+		case b.marker == "":
+			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e_readme_test.go, or fence it as ```text if it is output", b.line, b.info)
+			continue
+		}
+		name, check := b.marker, readmeChecks[b.marker]
+		if m := readmeExitRE.FindStringSubmatch(b.marker); m != nil && (b.info == "sh" || b.info == "bash") {
+			want, _ := strconv.Atoi(m[1])
+			name, check = fmt.Sprintf("line%d_exit%d", b.line, want), readmeExit(want)
+		} else if check == nil {
+			t.Errorf("README.md:%d: readme-test %q: no such check in e2e_readme_test.go", b.line, b.marker)
+			continue
+		} else if seen[b.marker]++; seen[b.marker] > 1 {
+			t.Errorf("README.md:%d: readme-test %q used twice", b.line, b.marker)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			check(t, fx, b)
+			if !t.Failed() {
+				b.allTaken(t)
+			}
+		})
+	}
+	for id := range readmeChecks {
+		if seen[id] == 0 {
+			t.Errorf("check %q has no block in README.md (remove it, or mark the block)", id)
+		}
+	}
+}
+
+// readmeBlock is one fenced code block of the README.
+type readmeBlock struct {
+	line   int    // 1-based line of the opening fence
+	info   string // the fence's info string: "sh", "ini", ...
+	marker string // the readme-test ID before it, "" if none
+	body   []string
+	cmds   []readmeCmd // what its check must take, see take
+	next   int
+}
+
+// readmeCmd is one command of a block, with its README line.
+type readmeCmd struct {
+	line int
+	text string
+}
+
+var readmeMarkerRE = regexp.MustCompile(`^<!--\s*readme-test:\s*(.*?)\s*-->$`)
+
+// readmeParse returns README's fenced blocks with their markers; commands
+// are the non-comment lines of sh, bash and cron blocks (with trailing
+// comments removed and backslash continuations joined).
+func readmeParse(t *testing.T, path string) []*readmeBlock {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []*readmeBlock
+	var cur *readmeBlock
+	marker := ""
+	for i, l := range strings.Split(string(b), "\n") {
+		if cur != nil {
+			if strings.TrimSpace(l) == "```" {
+				blocks = append(blocks, cur)
+				cur = nil
+				continue
+			}
+			cur.body = append(cur.body, l)
+			continue
+		}
+		if info, ok := strings.CutPrefix(strings.TrimSpace(l), "```"); ok {
+			cur = &readmeBlock{line: i + 1, info: strings.TrimSpace(info), marker: marker}
+			marker = ""
+			continue
+		}
+		if m := readmeMarkerRE.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			marker = m[1]
+		} else if strings.TrimSpace(l) != "" {
+			marker = "" // a marker belongs to the block right after it
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README.md:%d: unclosed code block", cur.line)
+	}
+	for _, bl := range blocks {
+		if bl.info != "sh" && bl.info != "bash" && bl.info != "cron" {
+			continue
+		}
+		joined := ""
+		for j, l := range bl.body {
+			s := strings.TrimSpace(l)
+			if joined == "" && (s == "" || strings.HasPrefix(s, "#")) {
+				continue
+			}
+			if c, ok := strings.CutSuffix(s, `\`); ok {
+				joined += c + " "
+				continue
+			}
+			bl.cmds = append(bl.cmds, readmeCmd{bl.line + 1 + j, shStripComment(joined + s)})
+			joined = ""
+		}
+	}
+	return blocks
+}
+
+// shStripComment removes a trailing shell comment (a # that starts a word
+// outside quotes) and surrounding blanks.
+func shStripComment(s string) string {
+	var quote rune
+	for i, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '#' && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t'):
+			return strings.TrimSpace(s[:i])
+		}
+	}
+	return strings.TrimSpace(s)
+}
+
+// take returns the block's next command, which must start with prefix.
+func (b *readmeBlock) take(t *testing.T, prefix string) readmeCmd {
+	t.Helper()
+	if b.next >= len(b.cmds) {
+		t.Fatalf("README.md:%d: the block has no more commands; the check expected one starting %q", b.line, prefix)
+	}
+	c := b.cmds[b.next]
+	b.next++
+	if !strings.HasPrefix(c.text, prefix) {
+		t.Fatalf("README.md:%d: %q does not start with %q, which the check runs here", c.line, c.text, prefix)
+	}
+	return c
+}
+
+// allTaken fails the test when the check left commands of its block unrun.
+func (b *readmeBlock) allTaken(t *testing.T) {
+	t.Helper()
+	for _, c := range b.cmds[b.next:] {
+		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e_readme_test.go", c.line, c.text, b.marker)
+	}
+}
+
+// readmeFixture is what every check shares: a temporary root for absolute
+// paths, a working directory for relative ones, and a redis-server.
+type readmeFixture struct {
+	root  string // stands for / in /usr/local, /opt, /var, /etc, /srv
+	work  string // the working directory of shell examples (./backup.sh)
+	redis string // 127.0.0.1:PORT of this test's own redis-server
+	clone string // a copy of the source tree, made by cloneDir
+}
+
+func newReadmeFixture(t *testing.T) *readmeFixture {
+	fx := &readmeFixture{root: t.TempDir(), work: t.TempDir()}
+	if os.Getenv("LEADERRUN_TEST_REDIS") != "" {
+		// A redis-server of its own, so the README's fixed lease names meet
+		// no other test's keys, nor a previous run's. Without one, subst
+		// skips (or, under CI, fails) only the checks that need Redis.
+		env := leasetest.StartServer(t, t.TempDir(), "scripts/redis.sh", "single")
+		if fx.redis = env["LEADERRUN_TEST_REDIS"]; fx.redis == "" {
+			t.Fatalf("scripts/redis.sh wrote no address: %v", env)
+		}
+	}
+	for _, d := range []string{"usr/local/bin", "opt", "var/lock", "etc", "srv", "home", "state"} {
+		if err := os.MkdirAll(filepath.Join(fx.root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fx
+}
+
+var (
+	// readmeRootRE finds absolute paths the fixture moves under its root.
+	readmeRootRE = regexp.MustCompile(`(^|[\s='"]|file://)/(usr/local|opt|var|etc|srv)/`)
+	readmeSudoRE = regexp.MustCompile(`(^|[\s;&|(])sudo\s+`)
+	// readmeURLRE finds URLs, to check that every host left is local.
+	readmeURLRE = regexp.MustCompile(`\b[a-z][a-z0-9+.-]*://([^\s/'"?#]*)`)
+)
+
+// subst applies the fixture's substitutions to a command or configuration
+// value and fails the test if it would still reach a host other than
+// 127.0.0.1.
+func (fx *readmeFixture) subst(t *testing.T, s string) string {
+	t.Helper()
+	if strings.Contains(s, "redis.internal") && fx.redis == "" {
+		requireEnv(t, "LEADERRUN_TEST_REDIS")
+	}
+	s = strings.NewReplacer("redis.internal:6379", fx.redis, "redis.internal", fx.redis).Replace(s)
+	s = readmeSudoRE.ReplaceAllString(s, "$1")
+	s = readmeRootRE.ReplaceAllString(s, "${1}"+fx.root+"/${2}/")
+	for _, m := range readmeURLRE.FindAllStringSubmatch(s, -1) {
+		host := m[1]
+		if i := strings.LastIndexByte(host, '@'); i >= 0 {
+			host = host[i+1:]
+		}
+		if h, _, ok := strings.Cut(host, ":"); ok && !strings.HasPrefix(host, "[") {
+			host = h
+		}
+		if host != "" && host != "127.0.0.1" && host != "[::1]" && !strings.HasPrefix(host, "[::1]:") {
+			t.Fatalf("%q would reach %s: e2e_readme_test.go must map that placeholder to a test server", s, host)
+		}
+	}
+	return s
+}
+
+// underRoot fails the test unless path lies in the fixture's root, so a
+// check never writes a stand-in program into the real file system.
+func (fx *readmeFixture) underRoot(t *testing.T, path string) {
+	t.Helper()
+	if !strings.HasPrefix(path, fx.root+"/") {
+		t.Fatalf("%s is not under the test's root %s", path, fx.root)
+	}
+}
+
+// goBin is the go command that built the test binary.
+func goBin() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
+
+// shellEnv is the environment of a shell example: this test's environment
+// without leaderrun's or the stores' variables, leaderrun on PATH (as after
+// an install), and the default file store moved into the fixture.
+func (fx *readmeFixture) shellEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "LEADERRUN_") || strings.HasPrefix(k, "AZURE_") || k == "REDISCLI_AUTH" || k == "PATH" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"PATH="+filepath.Dir(lrBin)+":"+filepath.Dir(goBin())+":/usr/bin:/bin",
+		"LEADERRUN_STORE=file://"+filepath.Join(fx.root, "state"),
+		"NO_COLOR=1")
+}
+
+// cronEnv is the environment cron gives a job.
+func (fx *readmeFixture) cronEnv() []string {
+	return []string{"HOME=" + filepath.Join(fx.root, "home"), "LOGNAME=leaderrun", "SHELL=/bin/sh", "PATH=/usr/bin:/bin"}
+}
+
+// installed returns the leaderrun that the install example put under the
+// root's /usr/local/bin, copying the test binary there when that check did
+// not run (go test -run TestReadmeExamples/cron).
+func (fx *readmeFixture) installed(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
+	if _, err := os.Stat(dst); err == nil {
+		return dst
+	}
+	b, err := os.ReadFile(lrBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// cloneDir returns a copy of the source tree as a fresh clone has it:
+// without .git, .tools and build output.
+func (fx *readmeFixture) cloneDir(t *testing.T) string {
+	t.Helper()
+	if fx.clone != "" {
+		return fx.clone
+	}
+	src, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(fx.root, "srv/clone")
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		switch {
+		case d.IsDir() && slices.Contains([]string{".git", ".tools", "node_modules", "bench-out"}, rel):
+			return filepath.SkipDir
+		case rel == "leaderrun" || strings.HasSuffix(rel, ".test") || rel == ".git":
+			return nil
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.clone = dst
+	return dst
+}
+
+// writeScript writes an executable /bin/sh script.
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readmeToken is how a stand-in program prints its fencing token, under the
+// child's variable of either name.
+const readmeToken = `${LEADERRUN_LEASE_TOKEN:-$LEADERRUN_TOKEN}`
+
+// runOut runs a command to completion and returns its exit code, stdout and
+// stderr.
+func runOut(t *testing.T, env []string, dir string, argv ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &ee) && ctx.Err() == nil:
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatalf("%q: %v (stderr: %s)", argv, err, errb.String())
+	return -1, "", ""
+}
+
+// shOut runs a shell command line to completion in dir.
+func shOut(t *testing.T, env []string, dir, line string) (int, string, string) {
+	t.Helper()
+	return runOut(t, env, dir, "/bin/sh", "-c", line)
+}
+
+// launchArgv starts argv as an lr (see e2e_helpers_test.go) with exactly env,
+// so a check can read its stdout line by line, signal and wait for it.
+func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...string) (*lr, io.WriteCloser) {
+	t.Helper()
+	p := &lr{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env, p.cmd.Dir = env, dir
+	p.cmd.Stderr = &p.stderr
+	// A group of its own, so that cleanup can kill a leaderrun started
+	// through sh together with the sh; leaderrun's death takes its child
+	// (PR_SET_PDEATHSIG), which closes the output pipes Wait waits for.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.WaitDelay = 10 * time.Second
+	var in io.WriteCloser
+	var err error
+	if withStdin {
+		if in, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	return p, in
+}
+
+// waitWithin is lr.wait with a bound of the check's own.
+func waitWithin(t *testing.T, p *lr, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("%v did not exit within %v (stderr: %s)", p.cmd.Args, within, p.stderr.String())
+	}
+	return p.wait()
+}
+
+// lineToken returns the last field of a stand-in's line, its fencing token.
+func lineToken(t *testing.T, line string) uint64 {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		t.Fatalf("empty line from a stand-in program")
+	}
+	n, err := strconv.ParseUint(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("line %q does not end in a fencing token", line)
+	}
+	return n
+}
+
+// flagValue returns the value of --flag in a command line's words.
+func flagValue(t *testing.T, words []string, flag string) string {
+	t.Helper()
+	for i, w := range words {
+		if v, ok := strings.CutPrefix(w, flag+"="); ok {
+			return v
+		}
+		if w == flag && i+1 < len(words) {
+			return words[i+1]
+		}
+	}
+	t.Fatalf("%q has no %s", words, flag)
+	return ""
+}
+
+// afterDashDash returns the words after the first "--": COMMAND and ARGS.
+func afterDashDash(t *testing.T, words []string) []string {
+	t.Helper()
+	i := slices.Index(words, "--")
+	if i < 0 || i+1 >= len(words) {
+		t.Fatalf("%q has no -- COMMAND", words)
+	}
+	return words[i+1:]
+}
+
+// readmeExit is the check of an `exit N` block.
+func readmeExit(want int) func(*testing.T, *readmeFixture, *readmeBlock) {
+	return func(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+		for b.next < len(b.cmds) {
+			c := b.take(t, "")
+			if code, out, stderr := shOut(t, fx.shellEnv(), fx.work, fx.subst(t, c.text)); code != want {
+				t.Fatalf("README.md:%d: %q: exit %d; want %d (stdout %q, stderr %q)", c.line, c.text, code, want, out, stderr)
+			}
+		}
+	}
+}
+
+// Quick start: `go run . -- echo hello` works in the source tree and prints
+// what the command prints; scripts/test.sh exists (it is what runs this test,
+// so it is not run again here). The tree is the one under test rather than a
+// copy, so `go run` finds TestMain's build in the cache; the install check
+// builds in a copy.
+func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	src, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.take(t, "go run . -- ")
+	cmd := fx.subst(t, c.text)
+	_, want, _ := shOut(t, fx.shellEnv(), fx.work, strings.Join(afterDashDash(t, strings.Fields(cmd)), " "))
+	code, out, stderr := shOut(t, fx.shellEnv(), src, cmd)
+	if code != 0 || out != want {
+		t.Fatalf("README.md:%d: %q: exit %d, stdout %q; want 0 and %q (stderr: %s)", c.line, c.text, code, out, want, stderr)
+	}
+
+	c = b.take(t, "scripts/test.sh")
+	if c.text != "scripts/test.sh" {
+		t.Fatalf("README.md:%d: %q: the check only knows plain scripts/test.sh", c.line, c.text)
+	}
+	info, err := os.Stat(filepath.Join(src, c.text))
+	if err != nil || info.Mode()&0o111 == 0 {
+		t.Fatalf("README.md:%d: %s is not an executable file in a clone: %v", c.line, c.text, err)
+	}
+}
+
+// Install: the go install path names this module's main package (fetching
+// @latest needs the network, so it is resolved in the source tree instead);
+// the from-clone build, run in a copy of the tree as a fresh clone has it,
+// installs an executable leaderrun into /usr/local/bin.
+func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	c := b.take(t, "go install ")
+	words := strings.Fields(c.text)
+	if len(words) != 3 || !strings.HasSuffix(words[2], "@latest") {
+		t.Fatalf("README.md:%d: %q: want go install MODULE@latest", c.line, c.text)
+	}
+	pkg := strings.TrimSuffix(words[2], "@latest")
+	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}}", pkg)
+	if code != 0 || strings.TrimSpace(out) != "main" {
+		t.Fatalf("README.md:%d: %s is not this module's main package: exit %d, %q %s", c.line, pkg, code, out, stderr)
+	}
+
+	c = b.take(t, "go build ")
+	clone := fx.cloneDir(t)
+	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
+	_ = os.Remove(dst)
+	cmd := fx.subst(t, c.text)
+	if code, _, stderr := shOut(t, fx.shellEnv(), clone, cmd); code != 0 {
+		t.Fatalf("README.md:%d: %q: exit %d: %s", c.line, cmd, code, stderr)
+	}
+	info, err := os.Stat(dst)
+	if err != nil || info.Mode().Perm() != 0o755 {
+		t.Fatalf("README.md:%d: no mode 0755 leaderrun in /usr/local/bin after the install: %v", c.line, err)
+	}
+	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
+		t.Fatalf("installed leaderrun --version: exit %d, %q %s", code, out, stderr)
+	}
+}
+
+// Usage: a second backup waits for the first and then runs, with a higher
+// token; status says held (exit 0) while one runs and free (exit 3) after;
+// status --json on Redis gives the documented fields.
+func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.shellEnv()
+	backup := b.take(t, "leaderrun ")
+	words := strings.Fields(fx.subst(t, backup.text))
+	name := flagValue(t, words, "--name")
+	child := afterDashDash(t, words)
+	if !strings.HasPrefix(child[0], "./") {
+		t.Fatalf("README.md:%d: the check expects a ./script as COMMAND, not %q", backup.line, child[0])
+	}
+	// The stand-in prints its arguments and token, then runs until its stdin closes.
+	writeScript(t, filepath.Join(fx.work, child[0]), `echo "backup $* `+readmeToken+`"; read -r _ || true`+"\n")
+	wantLine := "backup " + strings.Join(child[1:], " ") + " "
+
+	first, in1 := launchArgv(t, env, fx.work, true, "/bin/sh", "-c", fx.subst(t, backup.text))
+	l1 := first.line()
+	if !strings.HasPrefix(l1, wantLine) {
+		t.Fatalf("first backup printed %q; want %q followed by its token", l1, wantLine)
+	}
+	second, in2 := launchArgv(t, env, fx.work, true, "/bin/sh", "-c", fx.subst(t, backup.text))
+
+	status := b.take(t, "leaderrun status ")
+	if f := strings.Fields(status.text); f[len(f)-1] != name {
+		t.Fatalf("README.md:%d: %q asks about another lease than the backup above (%s)", status.line, status.text, name)
+	}
+	code, out, stderr := shOut(t, env, fx.work, fx.subst(t, status.text))
+	if code != 0 || !strings.HasPrefix(out, name+": held by ") {
+		t.Fatalf("README.md:%d: while a backup runs: exit %d, %q; want 0 and %q... (stderr: %s)", status.line, code, out, name+": held by ", stderr)
+	}
+
+	in1.Close()
+	if c := first.wait(); c != 0 {
+		t.Fatalf("first backup: exit %d: %s", c, first.stderr.String())
+	}
+	l2 := second.line()
+	if !strings.HasPrefix(l2, wantLine) || lineToken(t, l2) <= lineToken(t, l1) {
+		t.Fatalf("second backup printed %q after the first (%q); want it to run with a higher token", l2, l1)
+	}
+	in2.Close()
+	if c := second.wait(); c != 0 {
+		t.Fatalf("second backup: exit %d: %s", c, second.stderr.String())
+	}
+	code, out, _ = shOut(t, env, fx.work, fx.subst(t, status.text))
+	if code != 3 || !strings.HasPrefix(out, name+": free") {
+		t.Fatalf("README.md:%d: after the backups: exit %d, %q; want 3 and %q", status.line, code, out, name+": free")
+	}
+
+	js := b.take(t, "leaderrun status --json ")
+	jsCmd := fx.subst(t, js.text)
+	jsWords := strings.Fields(jsCmd)
+	store, jsName := flagValue(t, jsWords, "--store"), jsWords[len(jsWords)-1]
+	holder, in := launchArgv(t, env, fx.work, true, lrBin, "--store", store, "--name", jsName, "--", "/bin/sh", "-c", `echo up; read -r _ || true`)
+	holder.line()
+	code, out, stderr = shOut(t, env, fx.work, jsCmd)
+	var st struct {
+		Name        string  `json:"name"`
+		Held        bool    `json:"held"`
+		Holder      string  `json:"holder"`
+		Token       uint64  `json:"token"`
+		Since       string  `json:"since"`
+		RemainingMS float64 `json:"remaining_ms"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("README.md:%d: while held: exit %d, %q (stderr: %s)", js.line, code, out, stderr)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, st.Since); st.Name != jsName || !st.Held || st.Holder == "" || st.Token == 0 || err != nil || st.RemainingMS <= 0 {
+		t.Fatalf("README.md:%d: status --json while held: %s", js.line, out)
+	}
+	in.Close()
+	if c := holder.wait(); c != 0 {
+		t.Fatalf("holder of %s: exit %d: %s", jsName, c, holder.stderr.String())
+	}
+	code, out, _ = shOut(t, env, fx.work, jsCmd)
+	st.Held = true
+	if code != 3 || json.Unmarshal([]byte(out), &st) != nil || st.Held {
+		t.Fatalf("README.md:%d: once released: exit %d, %q; want 3 and held false", js.line, code, out)
+	}
+}
+
+// cron: with cron's environment, the job runs on exactly one of the hosts;
+// the others exit 0 and print nothing (cron mails any output); a clean run
+// prints nothing of leaderrun's either.
+func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	c := b.take(t, "")
+	fields := strings.Fields(c.text)
+	if len(fields) < 6 {
+		t.Fatalf("README.md:%d: %q is not a crontab line (5 time fields and a command)", c.line, c.text)
+	}
+	if !strings.HasPrefix(fields[5], "/") {
+		t.Fatalf("README.md:%d: %q: give leaderrun's absolute path; cron's PATH is /usr/bin:/bin", c.line, fields[5])
+	}
+	cmd := fx.subst(t, strings.Join(fields[5:], " "))
+	fx.installed(t)
+	job := afterDashDash(t, strings.Fields(cmd))[0]
+	fx.underRoot(t, job)
+	marks := filepath.Join(fx.work, "cron.marks")
+	// The stand-in job records each run, says so, and runs until its stdin
+	// closes (cron's /dev/null ends it at once).
+	writeScript(t, job, fmt.Sprintf("echo \"ran $$ %s\" >> %s\necho running\nread -r _ || true\n", readmeToken, marks))
+
+	leader, in := launchArgv(t, fx.cronEnv(), fx.root, true, "/bin/sh", "-c", cmd)
+	if l := leader.line(); l != "running" {
+		t.Fatalf("the job printed %q", l)
+	}
+	for i := range 3 {
+		code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
+		if code != 0 || out != "" || stderr != "" {
+			t.Fatalf("README.md:%d: host %d while the job runs elsewhere: exit %d, stdout %q, stderr %q; want 0 and nothing", c.line, i+2, code, out, stderr)
+		}
+	}
+	in.Close()
+	if code := leader.wait(); code != 0 || leader.stderr.String() != "" {
+		t.Fatalf("README.md:%d: the running job: exit %d, stderr %q; want 0 and nothing", c.line, code, leader.stderr.String())
+	}
+	code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
+	if code != 0 || out != "running\n" || stderr != "" {
+		t.Fatalf("README.md:%d: the next run: exit %d, stdout %q, stderr %q; want the job's own output only", c.line, code, out, stderr)
+	}
+	b2, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := strings.Count(string(b2), "ran "); runs != 2 {
+		t.Fatalf("the job ran %d times over 5 runs of which 2 were free:\n%s", runs, b2)
+	}
+}
+
+// unitFile is a parsed systemd unit: section → key → values in order.
+type unitFile map[string]map[string][]string
+
+func parseUnit(t *testing.T, body []string) unitFile {
+	t.Helper()
+	u := unitFile{}
+	sec := ""
+	for _, l := range body {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, ";"):
+		case strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]"):
+			sec = l[1 : len(l)-1]
+			u[sec] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || sec == "" {
+				t.Fatalf("unit line %q", l)
+			}
+			u[sec][k] = append(u[sec][k], v)
+		}
+	}
+	return u
+}
+
+// one returns the last value of a key (systemd's rule for single-valued
+// keys), or def.
+func (u unitFile) one(sec, key, def string) string {
+	if v := u[sec][key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return def
+}
+
+// unitDuration parses a systemd time span of the forms this check knows
+// ("5s", "100ms", "1min30s" is not among them).
+func unitDuration(t *testing.T, key, v string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		if n, err2 := strconv.Atoi(v); err2 == nil {
+			return time.Duration(n) * time.Second
+		}
+		t.Fatalf("%s=%s: the check reads only Go-style spans such as 30s: %v", key, v, err)
+	}
+	return d
+}
+
+// systemd: the unit is well-formed (systemd-analyze verify), its timeouts
+// fit together, and its exact Environment= and ExecStart= run a worker on
+// one host, keep the standby waiting, stop cleanly on SIGTERM to the main
+// process (KillMode=mixed) within TimeoutStopSec with a success status, and
+// let the standby take over.
+func readmeSystemd(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	u := parseUnit(t, b.body)
+	if slices.Contains(strings.Fields(strings.Join(u["Unit"]["After"], " ")), "network-online.target") &&
+		!slices.Contains(strings.Fields(strings.Join(u["Unit"]["Wants"], " ")), "network-online.target") {
+		t.Errorf("After=network-online.target without Wants=network-online.target does not wait for the network")
+	}
+
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"} // systemd's default
+	unitEnv := map[string]string{}
+	for _, v := range u["Service"]["Environment"] {
+		if strings.ContainsAny(v, `"' `) {
+			t.Fatalf("Environment=%s: the check reads one unquoted assignment per line", v)
+		}
+		v = fx.subst(t, v)
+		k, val, _ := strings.Cut(v, "=")
+		unitEnv[k] = val
+		env = append(env, v)
+	}
+	grace := 3 * time.Second
+	if g, ok := unitEnv["LEADERRUN_GRACE"]; ok {
+		grace = unitDuration(t, "LEADERRUN_GRACE", g)
+	}
+	stopTimeout := unitDuration(t, "TimeoutStopSec", u.one("Service", "TimeoutStopSec", "90s"))
+	if stopTimeout <= grace {
+		t.Errorf("TimeoutStopSec=%v is not longer than the grace %v: systemd's SIGKILL would cut leaderrun's stop short", stopTimeout, grace)
+	}
+	if r := u.one("Service", "Restart", "no"); r != "no" {
+		restartSec := unitDuration(t, "RestartSec", u.one("Service", "RestartSec", "100ms"))
+		interval := unitDuration(t, "StartLimitIntervalSec", u.one("Unit", "StartLimitIntervalSec", "10s"))
+		burst, err := strconv.Atoi(u.one("Unit", "StartLimitBurst", "5"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Duration(burst)*restartSec <= interval {
+			t.Errorf("Restart=%s every RestartSec=%v reaches the start limit (%d starts in %v)", r, restartSec, burst, interval)
+		}
+	}
+	codes := func(key string) []int {
+		var c []int
+		for _, f := range strings.Fields(strings.Join(u["Service"][key], " ")) {
+			if n, err := strconv.Atoi(f); err == nil {
+				c = append(c, n)
+			}
+		}
+		return c
+	}
+	success := append([]int{0}, codes("SuccessExitStatus")...)
+	// A lost lease (exit 124) must put the host back into standby.
+	restart := u.one("Service", "Restart", "no")
+	if !(restart == "always" || restart == "on-failure" && !slices.Contains(success, 124)) ||
+		slices.Contains(codes("RestartPreventExitStatus"), 124) {
+		t.Errorf("Restart=%s: a unit whose lease was lost (exit 124) is not restarted into standby", restart)
+	}
+
+	execs := u["Service"]["ExecStart"]
+	if len(execs) != 1 {
+		t.Fatalf("want one ExecStart=, got %q", execs)
+	}
+	b.cmds = []readmeCmd{{b.line, execs[0]}}
+	c := b.take(t, "/")
+	if strings.ContainsAny(c.text, `"'%$`) {
+		t.Fatalf("ExecStart=%s: the check splits only plain words", c.text)
+	}
+	argv := strings.Fields(fx.subst(t, c.text))
+	if argv[0] != fx.installed(t) {
+		t.Fatalf("ExecStart=%s: want the leaderrun that the install example puts in /usr/local/bin", c.text)
+	}
+	worker := afterDashDash(t, argv)[0]
+	fx.underRoot(t, worker)
+	// The stand-in worker prints its PID and token, then runs until a signal ends it.
+	writeScript(t, worker, `echo "worker $$ `+readmeToken+`"`+"\nexec sleep 600\n")
+
+	if sa, err := exec.LookPath("systemd-analyze"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Errorf("systemd-analyze not found: it checks the unit under CI")
+		}
+		t.Logf("systemd-analyze not found; the unit's syntax is not checked")
+	} else {
+		unit := filepath.Join(t.TempDir(), "leaderrun-example.service")
+		var sb strings.Builder
+		for _, l := range b.body {
+			sb.WriteString(fx.subst(t, l) + "\n")
+		}
+		if err := os.WriteFile(unit, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, stderr := runOut(t, os.Environ(), fx.work, sa, "verify", unit); code != 0 || stderr != "" {
+			t.Errorf("systemd-analyze verify: exit %d: %s%s", code, out, stderr)
+		}
+	}
+
+	leader, _ := launchArgv(t, env, "/", false, argv...)
+	l1 := leader.line()
+	standby, _ := launchArgv(t, env, "/", false, argv...)
+	code, out, stderr := runOut(t, env, "/", argv[0], "status", unitEnv["LEADERRUN_NAME"])
+	if code != 0 || !strings.Contains(out, fmt.Sprintf(":%d ", leader.cmd.Process.Pid)) {
+		t.Fatalf("status while the first unit runs: exit %d, %q (stderr: %s); want it held by pid %d", code, out, stderr, leader.cmd.Process.Pid)
+	}
+
+	stop := func(p *lr, line string) {
+		t.Helper()
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil { // KillMode=mixed: the main process only
+			t.Fatal(err)
+		}
+		code := waitWithin(t, p, stopTimeout)
+		if !slices.Contains(success, code) {
+			t.Fatalf("systemctl stop: leaderrun exited %d, which systemd counts as a failure (success: %v): %s", code, success, p.stderr.String())
+		}
+		pid, err := strconv.Atoi(strings.Fields(line)[1])
+		if err != nil {
+			t.Fatalf("worker line %q", line)
+		}
+		if alive(pid) {
+			t.Fatalf("the worker (pid %d) outlived leaderrun", pid)
+		}
+	}
+	stop(leader, l1)
+	l2 := standby.line()
+	if lineToken(t, l2) <= lineToken(t, l1) {
+		t.Fatalf("the standby's worker has token %d, not above the first's %d", lineToken(t, l2), lineToken(t, l1))
+	}
+	stop(standby, l2)
+}
+
+// CI: the step's env and run line, with the secret pointing at the test's
+// Redis: two jobs started at once both succeed, one after the other, with
+// increasing tokens.
+func readmeCI(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.shellEnv()
+	inEnv := false
+	for _, l := range b.body {
+		s := strings.TrimSpace(shStripComment(l))
+		switch {
+		case s == "env:":
+			inEnv = true
+		case strings.HasPrefix(s, "run:"):
+			inEnv = false
+			b.cmds = append(b.cmds, readmeCmd{b.line, strings.TrimSpace(strings.TrimPrefix(s, "run:"))})
+		case inEnv && strings.HasPrefix(l, "    ") && s != "":
+			k, v, ok := strings.Cut(s, ":")
+			if !ok {
+				t.Fatalf("env line %q", l)
+			}
+			v = strings.Trim(strings.TrimSpace(v), `"'`)
+			if strings.Contains(v, "${{ secrets.LEADERRUN_REDIS_URL }}") {
+				v = strings.ReplaceAll(v, "${{ secrets.LEADERRUN_REDIS_URL }}", "redis://"+fx.subst(t, "redis.internal"))
+			}
+			if strings.Contains(v, "${{") {
+				t.Fatalf("env %s: %s: the check knows no such expression", k, v)
+			}
+			env = append(env, k+"="+fx.subst(t, v))
+		default:
+			inEnv = false
+		}
+	}
+	c := b.take(t, "leaderrun ")
+	cmd := fx.subst(t, c.text)
+	script := afterDashDash(t, strings.Fields(cmd))[0]
+	marks := filepath.Join(fx.work, "ci.marks")
+	writeScript(t, filepath.Join(fx.work, script), fmt.Sprintf(
+		"echo \"start $$ %s\" >> %s\nsleep 0.1\necho \"end $$\" >> %s\n", readmeToken, marks, marks))
+	var jobs []*lr
+	for range 2 {
+		p, _ := launchArgv(t, env, fx.work, false, "/bin/sh", "-c", cmd)
+		jobs = append(jobs, p)
+	}
+	for i, p := range jobs {
+		if code := p.wait(); code != 0 {
+			t.Fatalf("README.md:%d: CI job %d: exit %d: %s", c.line, i, code, p.stderr.String())
+		}
+	}
+	if runs := checkMarks(t, marks); runs != 2 {
+		t.Fatalf("%d deploys ran; want 2", runs)
+	}
+}

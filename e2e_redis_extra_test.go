@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A Redis 7 ACL user without channel permission (the default for new users)
+// runs leaderrun with no warning at release, and a waiting instance takes
+// over soon after the release (by polling), not when the TTL runs out.
+func TestRedisACLUserWithoutChannels(t *testing.T) {
+	t.Parallel()
+	addr, _ := redisE2EPrivate(t)
+	redisE2ECLI(t, addr, "ACL", "SETUSER", "lr", "on", ">acl-pw", "resetkeys", "~leaderrun:*", "resetchannels", "-@all",
+		"+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time")
+	env := []string{"LEADERRUN_STORE=redis://lr@" + addr, "REDISCLI_AUTH=acl-pw"}
+	name := redisE2EName(t, "acl")
+	const ttl = 10 * time.Second
+	leader, stdin := startStdin(t, env, "--name", name, "--ttl", ttl.String(), "--", "sh", "-c", "echo ready; read x; exit 0")
+	if l := leader.line(); l != "ready" {
+		t.Fatalf("leader's child said %q", l)
+	}
+	waiter := start(t, env, "--name", name, "--ttl", ttl.String(), "--wait", "60s", "--", "date", "+%s%N")
+	waitStderr(t, waiter, "waiting", 30*time.Second)
+	t0 := time.Now()
+	stdin.Close()
+	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := time.Unix(0, ns).Sub(t0)
+	if c := leader.wait(); c != 0 {
+		t.Fatalf("leader exit %d: %s", c, leader.stderr.String())
+	}
+	if c := waiter.wait(); c != 0 {
+		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
+	}
+	for _, l := range leader.stderrLines() {
+		if strings.Contains(l, "WARN") || strings.Contains(strings.ToLower(l), "releas") && strings.Contains(strings.ToLower(l), "fail") {
+			t.Fatalf("leader logged %q; want a clean release", l)
+		}
+	}
+	t.Logf("handover %v without channel permission (TTL %v)", d, ttl)
+	if d > 2*time.Second {
+		t.Fatalf("handover took %v; want about the 200ms poll, far below the TTL %v", d, ttl)
+	}
+}
+
+// The README's smallest --ttl for Redis (with default flags, and with the
+// default 3s grace kept) is what the binary accepts: that value runs, one
+// millisecond less is refused as unsafe.
+func TestRedisReadmeMinimumTTL(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		re    string
+		extra []string
+	}{
+		{`smallest ` + "`--ttl`" + ` accepted with default flags is \*\*([0-9.]+m?s)\*\*`, nil},
+		{`keeping the default 3s grace\s+needs ` + "`--ttl`" + ` ≥ ([0-9.]+m?s)`, []string{"--grace", "3s"}},
+	} {
+		m := regexp.MustCompile(tc.re).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("README has no match for %s", tc.re)
+		}
+		min, err := time.ParseDuration(string(m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := redisE2EName(t, "minttl")
+		run := func(ttl time.Duration) (int, string) {
+			args := append([]string{"--name", name, "--wait", "0", "--ttl", ttl.String()}, tc.extra...)
+			return runLR(t, env, append(args, "--", "true")...)
+		}
+		if code, out := run(min); code != 0 {
+			t.Fatalf("--ttl %v %v (the README's minimum): exit %d: %s", min, tc.extra, code, out)
+		}
+		if code, out := run(min - time.Millisecond); code != 125 || !strings.Contains(out, "--ttl") {
+			t.Fatalf("--ttl %v %v (below the README's minimum): exit %d: %s; want 125 saying which --ttl fits", min-time.Millisecond, tc.extra, code, out)
+		}
+	}
+}

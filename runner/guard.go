@@ -1,0 +1,225 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrGuardDied is the cause of a run's end when the guard process died: with
+// it gone, leaderrun could no longer keep its promise should it die or freeze
+// itself, so it stops the child as on lease loss.
+var ErrGuardDied = errors.New("runner: the guard process died")
+
+// Guard is leaderrun's side of the guard process: a second process, in a
+// session of its own and deaf to the signals leaderrun forwards, that knows
+// the child's process group (or cgroup) and the lease's current stop and
+// kill points, and enforces them should leaderrun die or freeze:
+//
+//   - leaderrun's end of the socket closes without Disarm (leaderrun was
+//     SIGKILLed, OOM-killed, crashed): the guard SIGKILLs the tree at once and
+//     waits until it is gone, and only then closes the lock descriptors it
+//     holds (file store), so the kernel lock outlives every process of the
+//     tree;
+//   - the stop point E−K−G passes without a newer E (leaderrun frozen): the
+//     guard sends the stop signal (then SIGCONT), and SIGKILL at E−K, exactly
+//     as leaderrun would. A passed point is never moved back.
+//
+// Methods are safe for concurrent use; Until never blocks. The zero value is
+// not usable: call StartGuard.
+type Guard struct {
+	cmd  *exec.Cmd
+	conn *net.UnixConn
+
+	mu       sync.Mutex
+	until    time.Duration // the latest E to send; coalesced
+	sent     time.Duration
+	disarmed bool
+	wake     chan struct{} // has room for one: a new E is pending
+	quit     chan struct{}
+	died     chan struct{} // closed when the guard's end closes before Disarm
+	armed    chan struct{} // closed once the child's group was sent (tests)
+	armOnce  sync.Once
+	wg       sync.WaitGroup
+}
+
+// StartGuard starts the guard process (this program, re-run with GuardArg0)
+// and returns once it exists. It does not wait for the guard to be ready:
+// messages queue in the socket, and if the guard dies before reading them,
+// Died closes.
+func StartGuard() (*Guard, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("runner: guard socket: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "guard-conn")
+	theirs := os.NewFile(uintptr(fds[1]), "guard-peer")
+	defer theirs.Close()
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("runner: guard socket: %w", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("runner: guard: %w", err)
+	}
+	defer devnull.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{GuardArg0},
+		Env:        []string{"GOMAXPROCS=1"},
+		Stdin:      devnull,
+		Stdout:     devnull,
+		Stderr:     os.Stderr,
+		ExtraFiles: []*os.File{theirs},
+		Dir:        "/",
+		// Its own session: no terminal signals, and a kill of leaderrun's
+		// process group does not reach it.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("runner: start the guard: %w", err)
+	}
+	g := &Guard{cmd: cmd, conn: c.(*net.UnixConn), wake: make(chan struct{}, 1),
+		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{})}
+	g.wg.Add(2)
+	go g.send()
+	go g.watch()
+	return g, nil
+}
+
+// PID returns the guard's process ID.
+func (g *Guard) PID() int { return g.cmd.Process.Pid }
+
+// Died is closed when the guard process ends (or its socket breaks) before
+// Disarm.
+func (g *Guard) Died() <-chan struct{} { return g.died }
+
+// Hold passes the guard a duplicate of f's descriptor to keep open until the
+// child's tree is gone (the file store's lock). The guard has it once Hold
+// returns, even if leaderrun dies right after.
+func (g *Guard) Hold(f *os.File) error {
+	return g.msg("hold", unix.UnixRights(int(f.Fd())))
+}
+
+// Timing tells the guard the stop signal, the grace G and the kill bound K.
+// The guard sends its own stop signal only if leaderrun has not said it did
+// within a short slack after the stop point (so a healthy leaderrun's child
+// does not get the signal twice); its SIGKILL at E−K has no slack.
+func (g *Guard) Timing(stop syscall.Signal, grace, killBound time.Duration) error {
+	slack := min(grace/2, 50*time.Millisecond)
+	return g.msg(fmt.Sprintf("timing %d %d %d %d", stop, grace, killBound, slack), nil)
+}
+
+// Cgroup tells the guard the child's cgroup, before the child starts.
+func (g *Guard) Cgroup(c *Cgroup) error { return g.msg("cgroup "+c.Path(), nil) }
+
+// Arm tells the guard the child's process group; Run calls it the moment the
+// child has started. Until then only Pdeathsig covers the child, so in the
+// instant between the child's exec and this message a SIGKILL of leaderrun
+// leaves grandchildren forked in that instant running, unless the child runs
+// in a cgroup (which the guard knows before the child starts).
+func (g *Guard) Arm(pgid int) error {
+	err := g.msg("pgid "+strconv.Itoa(pgid), nil)
+	g.armOnce.Do(func() { close(g.armed) })
+	return err
+}
+
+// Until hands the guard E, the boot-clock reading until which the lease is
+// certainly ours, after a confirmed acquisition or renewal. It never blocks:
+// values are coalesced and the largest is sent by a goroutine of the Guard.
+func (g *Guard) Until(e time.Duration) {
+	g.mu.Lock()
+	if e > g.until {
+		g.until = e
+	}
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stopping tells the guard leaderrun has begun the stop sequence itself.
+func (g *Guard) Stopping() { _ = g.msg("stopping", nil) }
+
+// Gone tells the guard the child's tree is confirmed gone: it must no longer
+// signal the process group, whose ID may now be reused.
+func (g *Guard) Gone() { _ = g.msg("gone", nil) }
+
+// Disarm ends the guard once the tree is gone and the lease released (or
+// when no child was started). By then the guard has nothing left to do (the
+// lock it may hold was unlocked by the release, which drops the flock for
+// every duplicate), so it is simply SIGKILLed and reaped: that does not wait
+// for a guard still starting up, which a short run would otherwise pay for.
+func (g *Guard) Disarm() {
+	g.mu.Lock()
+	already := g.disarmed
+	g.disarmed = true
+	g.mu.Unlock()
+	if already {
+		return
+	}
+	close(g.quit)
+	_ = g.cmd.Process.Kill()
+	_ = g.cmd.Wait()
+	g.conn.Close()
+	g.wg.Wait()
+}
+
+func (g *Guard) msg(s string, oob []byte) error {
+	_, _, err := g.conn.WriteMsgUnix([]byte(s), oob, nil)
+	if err != nil {
+		return fmt.Errorf("runner: tell the guard %q: %w", s, err)
+	}
+	return nil
+}
+
+// send writes the latest E whenever it grows.
+func (g *Guard) send() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.quit:
+			return
+		case <-g.wake:
+		}
+		g.mu.Lock()
+		e, sent := g.until, g.sent
+		g.sent = e
+		g.mu.Unlock()
+		if e > sent {
+			_ = g.msg("until "+strconv.FormatInt(int64(e), 10), nil)
+		}
+	}
+}
+
+// watch closes died when the guard's end of the socket closes before Disarm.
+func (g *Guard) watch() {
+	defer g.wg.Done()
+	buf := make([]byte, 64)
+	for {
+		n, _, _, _, err := g.conn.ReadMsgUnix(buf, nil)
+		if err == nil && n > 0 {
+			continue
+		}
+		g.mu.Lock()
+		disarmed := g.disarmed
+		g.mu.Unlock()
+		if !disarmed {
+			close(g.died)
+		}
+		return
+	}
+}

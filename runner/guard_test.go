@@ -1,0 +1,233 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+func startGuard(t *testing.T) *runner.Guard {
+	t.Helper()
+	g, err := runner.StartGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Disarm)
+	return g
+}
+
+// treeScript starts two background sleeps and prints "kid PID" for each,
+// then "ready PID" for itself, and waits.
+const treeScript = `sleep 300 & echo "kid $!"; sleep 300 & echo "kid $!"; echo "ready $$"; wait`
+
+// When leaderrun's end of the socket closes without a disarm (leaderrun
+// died), the guard SIGKILLs the whole group at once.
+func TestGuardKillsTreeWhenOwnerGoes(t *testing.T) {
+	t.Parallel()
+	g := startGuard(t)
+	c := startRun(t, runner.Config{Args: []string{"sh", "-c", treeScript}, Guard: g, Grace: time.Hour})
+	kids := []int{c.expectPID("kid "), c.expectPID("kid "), c.expectPID("ready ")}
+	<-g.Armed() // see Guard.Arm for the instant before it
+	g.Abandon()
+	for _, fd := range kids {
+		if !exited(t, fd, 5*time.Second) {
+			t.Fatal("a process of the tree outlived the guard's owner")
+		}
+	}
+	res, err := c.result()
+	if err != nil || res.Signal != syscall.SIGKILL {
+		t.Fatalf("Run = %+v, %v; want the child SIGKILLed by the guard", res, err)
+	}
+}
+
+// The guard keeps a duplicate of a lock descriptor: the flock outlives the
+// owner's copy and is let go only once the tree is gone.
+func TestGuardHoldsLockUntilTreeGone(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	g := startGuard(t)
+	if err := g.Hold(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // our copy; the guard's keeps the lock
+	other, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		t.Fatalf("flock by another open file = %v; want EWOULDBLOCK while the guard holds the lock", err)
+	}
+	c := startRun(t, runner.Config{Args: []string{"sh", "-c", treeScript}, Guard: g, Grace: time.Hour})
+	kids := []int{c.expectPID("kid "), c.expectPID("kid "), c.expectPID("ready ")}
+	<-g.Armed() // see Guard.Arm for the instant before it
+	g.Abandon()
+	// Abandon returns once the guard exited, and the guard exits only after
+	// the tree is gone: the lock must be free and every process gone now.
+	for _, fd := range kids {
+		if !exited(t, fd, 0) {
+			t.Fatal("the guard let the lock go while a process of the tree still ran")
+		}
+	}
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock after the guard exited: %v", err)
+	}
+}
+
+// At the stop point without a newer deadline (leaderrun frozen), the guard
+// sends the stop signal, then SIGKILL at E−K; a deadline that arrives after
+// the stop signal does not move the kill back.
+func TestGuardStopAndKillPoints(t *testing.T) {
+	t.Parallel()
+	const grace, k = 400 * time.Millisecond, 250 * time.Millisecond
+	clock := lease.BootClock{}
+	g := startGuard(t)
+	if err := g.Timing(syscall.SIGTERM, grace, k); err != nil {
+		t.Fatal(err)
+	}
+	args, env := helperArgs(t, "sigrec") // catches TERM and prints it
+	c := startRun(t, runner.Config{Args: args, Env: env, Guard: g, Grace: time.Hour})
+	pid := c.expectPID("ready ")
+	e := clock.Now() + 1500*time.Millisecond
+	g.Until(e)
+	c.expect("signal SIGTERM")
+	termAt := clock.Now()
+	if stopAt := e - k - grace; termAt < stopAt {
+		t.Fatalf("stop signal %v before the stop point", stopAt-termAt)
+	}
+	g.Until(e + time.Hour) // too late: the stop has begun
+	if !exited(t, pid, e-clock.Now()+time.Second) {
+		t.Fatal("the child was not killed at the kill point")
+	}
+	diedAt := clock.Now()
+	if diedAt < e-k {
+		t.Fatalf("killed %v before the kill point", e-k-diedAt)
+	}
+	t.Logf("stop signal %v after E-K-G, death seen %v after E-K", termAt-(e-k-grace), diedAt-(e-k))
+	if res, _ := c.result(); res.Signal != syscall.SIGKILL {
+		t.Fatalf("child ended with %+v; want SIGKILL", res)
+	}
+}
+
+// When leaderrun runs the stop sequence itself, the guard does not send the
+// stop signal a second time.
+func TestGuardNoDoubleStopSignal(t *testing.T) {
+	t.Parallel()
+	const grace, k = 400 * time.Millisecond, 250 * time.Millisecond
+	clock := lease.BootClock{}
+	g := startGuard(t)
+	if err := g.Timing(syscall.SIGTERM, grace, k); err != nil {
+		t.Fatal(err)
+	}
+	args, env := helperArgs(t, "sigrec")
+	c := startRun(t, runner.Config{Args: args, Env: env, Guard: g, Grace: grace})
+	c.expectPID("ready ")
+	e := clock.Now() + time.Second
+	g.Until(e)
+	if err := clock.SleepUntil(context.Background(), e-k-grace); err != nil {
+		t.Fatal(err)
+	}
+	c.cancel(lease.ErrLost) // leaderrun's own keeper fires at the same point
+	c.expect("signal SIGTERM")
+	res, _ := c.result()
+	for l := range c.lines {
+		if strings.HasPrefix(l, "signal SIGTERM") {
+			t.Fatalf("the child got the stop signal twice (Run %+v)", res)
+		}
+	}
+}
+
+// Died closes when the guard process dies before Disarm.
+func TestGuardDied(t *testing.T) {
+	t.Parallel()
+	g := startGuard(t)
+	if err := syscall.Kill(g.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.Died():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Died did not close after the guard was killed")
+	}
+}
+
+// Disarm ends the guard and leaves the tree alone; Died stays open.
+func TestGuardDisarm(t *testing.T) {
+	t.Parallel()
+	g, err := runner.StartGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gfd := pidfd(t, g.PID())
+	g.Disarm()
+	if !exited(t, gfd, 0) {
+		t.Fatal("the guard still runs after Disarm returned")
+	}
+	select {
+	case <-g.Died():
+		t.Fatal("Died closed after a Disarm")
+	default:
+	}
+}
+
+// A daemon that calls setsid stays in the child's cgroup: Run stops it after
+// the child exits, and the tree is gone only when the cgroup is empty.
+func TestCgroupContainsSetsidDaemon(t *testing.T) {
+	t.Parallel()
+	cg, err := runner.NewCgroup()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cgroup containment in CI: %v", err)
+		}
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cg.Remove(); err != nil {
+			t.Errorf("remove %s: %v", cg.Path(), err)
+		}
+	})
+	c := startRun(t, runner.Config{
+		Args:   []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo "daemon $!"; exit 0`},
+		Cgroup: cg, Grace: time.Second,
+	})
+	daemon := c.expectPID("daemon ")
+	res, err := c.result()
+	if err != nil || !res.GroupGone {
+		t.Fatalf("Run = %+v, %v; want the tree confirmed gone", res, err)
+	}
+	if !exited(t, daemon, 0) {
+		t.Fatal("the setsid daemon outlived Run")
+	}
+	if pop, err := cg.Populated(); err != nil || pop {
+		t.Fatalf("cgroup populated=%v (%v) after Run", pop, err)
+	}
+}
+
+// BenchmarkStartGuard is what the guard adds to a run's critical path:
+// starting it (fork and exec; Start returns once exec succeeded) and
+// disarming it.
+func BenchmarkStartGuard(b *testing.B) {
+	for b.Loop() {
+		g, err := runner.StartGuard()
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.Disarm()
+	}
+}

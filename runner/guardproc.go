@@ -1,0 +1,324 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// GuardArg0 is the argv[0] leaderrun gives the guard process; ps shows it.
+// IsGuard checks for it.
+const GuardArg0 = "leaderrun: guard"
+
+// guardFD is the descriptor of the guard's end of the socket pair.
+const guardFD = 3
+
+// guardKillWait bounds how long the guard waits for the tree to vanish after
+// SIGKILL before it gives up (and, on the file store, lets the lock go).
+const guardKillWait = 30 * time.Second
+
+// IsGuard reports whether this process was started as a guard (see
+// StartGuard); main calls GuardMain instead of the command line then.
+func IsGuard() bool { return len(os.Args) == 1 && os.Args[0] == GuardArg0 }
+
+// GuardMain is the whole life of the guard process: it enforces the stop and
+// kill points of one child tree on its own, so that they hold even when
+// leaderrun is SIGKILLed, frozen or otherwise unscheduled. It returns the
+// process's exit code. See the package comment for what it does.
+func GuardMain() int {
+	// Forwarded and terminal signals are leaderrun's business; a dead log
+	// reader must not kill the guard either.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGPIPE,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	f := os.NewFile(guardFD, "guard")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "leaderrun guard: %v\n", err)
+		return 2
+	}
+	g := &guardProc{conn: c.(*net.UnixConn), clock: lease.BootClock{}}
+	return g.run()
+}
+
+// guardProc is the guard's state; only its run loop touches it.
+type guardProc struct {
+	conn  *net.UnixConn
+	clock lease.Clock
+
+	pgid     int     // the child's process group; 0 until armed or once gone
+	cg       *Cgroup // the child's cgroup, if any
+	stopSig  syscall.Signal
+	grace    time.Duration
+	killB    time.Duration // K
+	slack    time.Duration // how long to give leaderrun to send its own stop signal
+	until    time.Duration // E; 0 means no expiry known
+	stopSent bool          // the stop signal went out (by us or leaderrun)
+	killed   bool
+	held     []*os.File // lock descriptors to hold until the tree is gone
+}
+
+type guardMsg struct {
+	fields []string
+	files  []*os.File
+	err    error // non-nil: the connection ended (io.EOF: leaderrun's end closed)
+}
+
+func (g *guardProc) run() int {
+	msgs := make(chan guardMsg)
+	quit := make(chan struct{})
+	defer close(quit)
+	go g.read(msgs, quit) // ends when the connection does or quit closes
+
+	var (
+		timer  context.CancelFunc
+		fired  chan struct{}
+		armedT time.Duration = -1
+	)
+	defer func() {
+		if timer != nil {
+			timer()
+		}
+	}()
+	for {
+		// Re-arm the one boot-clock timer for the next point, if it moved.
+		if at, ok := g.nextPoint(); ok && at != armedT {
+			if timer != nil {
+				timer()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			timer, fired, armedT = cancel, make(chan struct{}), at
+			go func(at time.Duration, fired chan struct{}) {
+				if g.clock.SleepUntil(ctx, at) == nil {
+					close(fired)
+				}
+			}(at, fired)
+		} else if !ok && timer != nil {
+			timer()
+			timer, fired, armedT = nil, nil, -1
+		}
+		select {
+		case m := <-msgs:
+			if m.err != nil {
+				return g.ownerGone()
+			}
+			if g.handle(m) {
+				g.release()
+				return 0
+			}
+		case <-fired:
+			timer, fired, armedT = nil, nil, -1
+			g.deadline()
+		}
+	}
+}
+
+// nextPoint is the boot-clock reading of the next thing to do.
+func (g *guardProc) nextPoint() (time.Duration, bool) {
+	if g.until == 0 || g.killed || (g.pgid == 0 && g.cg == nil) {
+		return 0, false
+	}
+	if !g.stopSent {
+		return g.until - g.killB - g.grace + g.slack, true
+	}
+	return g.until - g.killB, true
+}
+
+// deadline acts at a stop or kill point that passed without a newer deadline.
+func (g *guardProc) deadline() {
+	now := g.clock.Now()
+	if !g.stopSent && now < g.until-g.killB {
+		g.stopSent = true
+		g.signalTree(g.stopSig)
+		g.signalTree(syscall.SIGCONT)
+		g.logf("no renewal confirmed by leaderrun in time; sent %s to the child's processes", unix.SignalName(g.stopSig))
+		return
+	}
+	g.stopSent = true
+	g.killTree()
+	g.logf("lease kill point reached without a renewal confirmed by leaderrun; killed the child's processes")
+}
+
+// handle applies one message; it returns true on disarm.
+func (g *guardProc) handle(m guardMsg) bool {
+	g.held = append(g.held, m.files...)
+	if len(m.fields) == 0 {
+		return false
+	}
+	arg := func(i int) int64 {
+		if i >= len(m.fields) {
+			return 0
+		}
+		n, _ := strconv.ParseInt(m.fields[i], 10, 64)
+		return n
+	}
+	switch m.fields[0] {
+	case "timing": // stop-signal grace K slack
+		g.stopSig, g.grace = syscall.Signal(arg(1)), time.Duration(arg(2))
+		g.killB, g.slack = time.Duration(arg(3)), time.Duration(arg(4))
+	case "cgroup":
+		if len(m.fields) > 1 {
+			g.cg = OpenCgroup(strings.Join(m.fields[1:], " "))
+		}
+	case "pgid":
+		g.pgid = int(arg(1))
+	case "until":
+		// A passed point is never moved back: once the stop signal has gone
+		// out, the kill follows at the E it was computed from.
+		if e := time.Duration(arg(1)); !g.stopSent && e > g.until {
+			g.until = e
+		}
+	case "stopping":
+		g.stopSent = true
+	case "gone":
+		// The tree is confirmed gone; its group ID may be reused from now on.
+		g.pgid = 0
+		g.until = 0
+	case "disarm":
+		return true
+	}
+	return false
+}
+
+// ownerGone runs when leaderrun's end of the socket closed without a disarm:
+// leaderrun died. Kill the tree at once, wait until it is gone, then let the
+// held lock go.
+func (g *guardProc) ownerGone() int {
+	if g.pgid == 0 && g.cg == nil {
+		g.release()
+		return 0
+	}
+	g.killTree()
+	gone := g.waitGone(guardKillWait)
+	if gone {
+		g.logf("leaderrun ended without releasing; killed the child's processes")
+	} else {
+		g.logf("leaderrun ended without releasing; the child's processes are not confirmed gone after SIGKILL and %v", guardKillWait)
+	}
+	g.release()
+	if !gone {
+		return 1
+	}
+	return 0
+}
+
+// signalTree sends a catchable signal once to each process of the tree: the
+// cgroup's processes when there is one, else the process group.
+func (g *guardProc) signalTree(sig syscall.Signal) {
+	if g.cg != nil {
+		_ = g.cg.Signal(sig)
+	} else if g.pgid > 0 {
+		_ = signalGroup(g.pgid, sig)
+	}
+}
+
+func (g *guardProc) killTree() {
+	g.killed = true
+	if g.cg != nil {
+		_ = g.cg.Kill()
+	}
+	if g.pgid > 0 {
+		_ = signalGroup(g.pgid, syscall.SIGKILL)
+	}
+}
+
+// waitGone polls until the tree is gone or d has passed.
+func (g *guardProc) waitGone(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	poll := 500 * time.Microsecond
+	for {
+		alive := g.pgid > 0 && groupAlive(g.pgid)
+		if !alive && g.cg != nil {
+			pop, err := g.cg.Populated()
+			alive = err != nil || pop
+		}
+		if !alive {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(poll)
+		poll = min(2*poll, 10*time.Millisecond)
+		if g.pgid > 0 || g.cg != nil {
+			g.killTree() // again: a process may have been forked meanwhile
+		}
+	}
+}
+
+// release closes the held lock descriptors and removes an empty cgroup.
+func (g *guardProc) release() {
+	for _, f := range g.held {
+		f.Close()
+	}
+	g.held = nil
+	if g.cg != nil {
+		_ = g.cg.Remove()
+	}
+}
+
+func (g *guardProc) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "leaderrun guard: "+format+"\n", args...)
+}
+
+// read turns socket messages (text fields, maybe with descriptors) into
+// guardMsgs until the connection ends or quit closes.
+func (g *guardProc) read(msgs chan<- guardMsg, quit <-chan struct{}) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*8))
+	for {
+		n, oobn, _, _, err := g.conn.ReadMsgUnix(buf, oob)
+		m := guardMsg{}
+		if err == nil && n == 0 && oobn == 0 {
+			err = errors.New("EOF") // SOCK_SEQPACKET: a zero read is the peer's close
+		}
+		if err != nil {
+			m.err = err
+		} else {
+			m.fields = strings.Fields(string(buf[:n]))
+			m.files = parseRights(oob[:oobn])
+		}
+		select {
+		case msgs <- m:
+		case <-quit:
+			return
+		}
+		if m.err != nil {
+			return
+		}
+	}
+}
+
+func parseRights(oob []byte) []*os.File {
+	if len(oob) == 0 {
+		return nil
+	}
+	cmsgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var files []*os.File
+	for _, cm := range cmsgs {
+		fds, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			files = append(files, os.NewFile(uintptr(fd), "held"))
+		}
+	}
+	return files
+}
