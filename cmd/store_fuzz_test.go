@@ -42,6 +42,10 @@ func FuzzOpenStore(f *testing.F) {
 		{"file://u", "localhost/tmp/x"},
 		{"azblob+http://", "127.0.0.1:10000/devstoreaccount1/c"},
 		{"memcached://u", "h"},
+		{"redis//u", "h"},
+		{"redis:", "h"},
+		{"redis:/", "h:6379"},
+		{"redis:://u", "h"},
 		{"", "h"},
 	} {
 		f.Add(s[0], "S3cr3tPassw0rd", s[1])

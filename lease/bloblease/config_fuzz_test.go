@@ -46,6 +46,7 @@ func FuzzParseURL(f *testing.F) {
 	} {
 		f.Add(s[0], "S3cr3tSignatureValue", s[1], "u", byte('='))
 	}
+	f.Add("azblob://myaccount/c?sv=1&", "S3cr3tSignatureValue", "", "", byte(':'))
 	f.Add("azblob://", "S3cr3tPassw0rd", "myaccount/c", "", byte('='))
 	f.Add("azblob+https://", "S3cr3tPassw0rd", "host/acct/c", "user", byte('='))
 	f.Fuzz(func(t *testing.T, before, secret, after, user string, sep byte) {
