@@ -5,7 +5,7 @@
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
-# (CLOCK_MONOTONIC, its PID, its leaderrun's PID, LEADERRUN_TOKEN) and writes
+# (CLOCK_MONOTONIC, its PID, its leaderrun's PID, LEADERRUN_LEASE_TOKEN) and writes
 # every 15 ms to a fencing resource (a file that rejects a token below the
 # highest it has seen, and logs each decision). For DURATION (default 10m)
 # faults are injected at random, one at a time:

@@ -4,7 +4,7 @@
 // goes to JSON-lines logs in one directory, which scripts/chaoscheck reads.
 //
 //	chaosrun run   -dir D -store file|redis|azurite -url URL -leaderrun BIN [flags]
-//	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_TOKEN)
+//	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN)
 //
 // Logs (every time stamp is CLOCK_MONOTONIC in nanoseconds, comparable
 // between processes of one host):
@@ -102,9 +102,13 @@ func main() {
 // write is the last sign of life the checker sees.
 func child() error {
 	dir := os.Getenv("CHAOS_DIR")
-	token, err := strconv.ParseUint(os.Getenv("LEADERRUN_TOKEN"), 10, 64)
+	tok := os.Getenv("LEADERRUN_LEASE_TOKEN")
+	if tok == "" {
+		tok = os.Getenv("LEADERRUN_TOKEN") // before the rename
+	}
+	token, err := strconv.ParseUint(tok, 10, 64)
 	if dir == "" || err != nil {
-		return fmt.Errorf("child: CHAOS_DIR or LEADERRUN_TOKEN missing or bad")
+		return fmt.Errorf("child: CHAOS_DIR or LEADERRUN_LEASE_TOKEN missing or bad")
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
