@@ -24,8 +24,9 @@
 //   - lost: the store lost the lease under the older child's leaderrun (key
 //     deleted, lock file replaced or deleted, blob lease broken, server
 //     restarted without its data or SIGKILLed with unsaved data) after the
-//     older child started and before
-//     the newer one did, and the older child was gone within TTL+1 s of it
+//     older child's leaderrun acquired it (taken as: at most 1 s before the
+//     older child started) and before the newer child started, and the
+//     older child was gone within TTL+1 s of it
 //     (the holder learns at its next renewal).
 //
 // Either way the fencing resource must have rejected every write of the
@@ -371,7 +372,7 @@ func check(dir string) (*Report, error) {
 				case strings.HasPrefix(f.Kind, "holder_pause") && f.PID == a.Wrapper && f.End-f.T > ttl &&
 					f.T <= b.Start && b.Start <= sat(f.End, slack) && a.Last <= sat(f.End, ttl+slack):
 					o.Cause = "pause"
-				case lost[f.Kind] && a.Start <= f.T && f.T <= b.Start && a.Last <= sat(f.End, ttl+slack):
+				case lost[f.Kind] && a.Start <= f.T+slack && f.T <= b.Start && a.Last <= sat(f.End, ttl+slack):
 					o.Cause = "lost"
 				default:
 					continue

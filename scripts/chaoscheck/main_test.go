@@ -142,6 +142,16 @@ func TestCheck(t *testing.T) {
 			fail: "stale write accepted",
 		},
 		{
+			// The key is deleted just after A's leaderrun acquired it, before
+			// A's child logged its start.
+			name: "store lost a fresh lease",
+			logs: logs{
+				"runs.log":   {start(1005*ms, 11, 1, 5), start(1010*ms, 12, 2, 6), end(1300*ms, 11, "signal terminated"), end(2000*ms, 12, "done")},
+				"faults.log": {faultRec(1000*ms, "key_delete", 0, "")},
+			},
+			want: map[string]int{"overlaps_lost": 1, "overlaps_unexplained": 0},
+		},
+		{
 			// A restart without data that loses the lease long before the
 			// overlap does not explain it.
 			name: "overlap long after the store lost the lease",
