@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,31 +43,13 @@ func requireRootE2E(t *testing.T) {
 // an unavailable store) fails the test.
 func runAs(t *testing.T, u asUser, env []string, args ...string) (int, string) {
 	t.Helper()
-	p := &lr{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(lrBin, args...)
+	p := newLR(t, exec.Command(lrBin, args...))
 	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	p.cmd.Dir = "/"
 	if u.uid != 0 {
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{e2eGroup}}}
 	}
-	p.cmd.Stderr = &p.stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdout = bufio.NewReader(out)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	p.begin(false)
 	return p.wait(), p.stderr.String()
 }
 

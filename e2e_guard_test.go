@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -401,27 +400,10 @@ func TestGuardContainUnprivileged(t *testing.T) {
 // launchAs is launch for another user (root only).
 func launchAs(t *testing.T, uid int, args ...string) *lr {
 	t.Helper()
-	p := &lr{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(lrBin, args...)
+	p := newLR(t, exec.Command(lrBin, args...))
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	p.cmd.Stderr = &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdout = bufio.NewReader(out)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
+	p.begin(false)
 	return p
 }
 

@@ -98,10 +98,25 @@ func startStdin(t *testing.T, env []string, args ...string) (*lr, io.WriteCloser
 
 func launch(t *testing.T, env []string, withStdin bool, args ...string) (*lr, io.WriteCloser) {
 	t.Helper()
-	p := &lr{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(lrBin, args...)
+	p := newLR(t, exec.Command(lrBin, args...))
 	p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	return p, p.begin(withStdin)
+}
+
+// newLR wraps cmd, not yet started, as an lr whose stderr is collected;
+// the caller sets its environment, directory or credentials, then begin.
+func newLR(t *testing.T, cmd *exec.Cmd) *lr {
+	p := &lr{t: t, cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
+	return p
+}
+
+// begin starts p with its stdout readable line by line (and a pipe on its
+// stdin if withStdin); the test's cleanup kills it (its whole process group
+// if it has one of its own) unless it has exited.
+func (p *lr) begin(withStdin bool) io.WriteCloser {
+	t := p.t
+	t.Helper()
 	var in io.WriteCloser
 	if withStdin {
 		var err error
@@ -126,11 +141,15 @@ func launch(t *testing.T, env []string, withStdin bool, args ...string) (*lr, io
 		select {
 		case <-p.done:
 		default:
-			_ = p.cmd.Process.Kill()
+			if a := p.cmd.SysProcAttr; a != nil && a.Setpgid {
+				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			} else {
+				_ = p.cmd.Process.Kill()
+			}
 			<-p.done
 		}
 	})
-	return p, in
+	return in
 }
 
 // runCrowd starts n instances at once on one lease name, each running a

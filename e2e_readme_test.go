@@ -21,7 +21,6 @@ package main
 // example without a check fails too.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -431,43 +430,14 @@ func shOut(t *testing.T, env []string, dir, line string) (int, string, string) {
 // so a check can read its stdout line by line, signal and wait for it.
 func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...string) (*lr, io.WriteCloser) {
 	t.Helper()
-	p := &lr{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p := newLR(t, exec.Command(argv[0], argv[1:]...))
 	p.cmd.Env, p.cmd.Dir = env, dir
-	p.cmd.Stderr = &p.stderr
 	// A group of its own, so that cleanup can kill a leaderrun started
 	// through sh together with the sh; leaderrun's death takes its child
 	// (PR_SET_PDEATHSIG), which closes the output pipes Wait waits for.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.WaitDelay = 10 * time.Second
-	var in io.WriteCloser
-	var err error
-	if withStdin {
-		if in, err = p.cmd.StdinPipe(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdout = bufio.NewReader(out)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-	return p, in
+	return p, p.begin(withStdin)
 }
 
 // waitWithin is lr.wait with a bound of the check's own.

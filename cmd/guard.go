@@ -59,9 +59,9 @@ type protection struct {
 
 // guardStart is a guard started in the background before the lease is
 // taken, so that its fork and exec overlap opening the store and the first
-// acquire attempt instead of delaying the child. If leaderrun has to wait for
-// the lease, the early guard is dropped (a standby keeps no idle guard) and
-// a fresh one is started once the lease is ours.
+// acquire attempt instead of delaying the child. A standby keeps it while it
+// waits (about 1.5 MiB of private memory), so that a handover does not wait
+// for a process start either; without the lease it is dropped.
 type guardStart struct {
 	done chan struct{}
 	once sync.Once
@@ -78,16 +78,19 @@ func startGuardAsync() *guardStart {
 	return s
 }
 
-// take hands the early guard over, or starts a fresh one if it was dropped.
+// take hands the early guard over, or starts a fresh one if the early one
+// could not be started.
 func (s *guardStart) take() (*runner.Guard, error) {
 	<-s.done
-	var g *runner.Guard
-	var err error
+	var (
+		g   *runner.Guard
+		err error
+	)
 	s.once.Do(func() { g, err = s.g, s.err })
-	if g == nil && err == nil {
+	if g == nil || err != nil {
 		return runner.StartGuard()
 	}
-	return g, err
+	return g, nil
 }
 
 // drop disarms the early guard unless it was taken. Idempotent.
@@ -98,17 +101,6 @@ func (s *guardStart) drop() {
 			s.g.Disarm()
 		}
 	})
-}
-
-// dropGuardOnWait wraps a wait reporter: once leaderrun has to wait for the
-// lease, the early guard is not kept idling.
-func dropGuardOnWait(pre *guardStart, report func(lease.WaitEvent)) func(lease.WaitEvent) {
-	return func(ev lease.WaitEvent) {
-		pre.drop()
-		if report != nil {
-			report(ev)
-		}
-	}
 }
 
 // protect starts the guard for lease l (taking the early one from pre) and

@@ -180,7 +180,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	defer watch.cancel(nil)
 	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
 		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log,
-			OnWait: dropGuardOnWait(pre, waitReporter(log, rc.name, rc.wait)), RemindEvery: remindEvery})
+			OnWait: waitReporter(log, rc.name, rc.wait), RemindEvery: remindEvery})
 	if err != nil {
 		watch.stop()
 		return acquireOutcome(err, rc)

@@ -195,3 +195,30 @@ func splitSlash(s string) []string {
 	}
 	return append(parts, s[start:])
 }
+
+// Error is an error written for people and for errors.Is at once: its text
+// is Msg alone (one sentence, no chain of package prefixes), and it is each
+// of Kinds (lease sentinels, context errors, the cause) for errors.Is and
+// errors.As. Stores return it so that a vendor's error stays inside the
+// store while the user reads a sentence and the caller classifies.
+type Error struct {
+	Msg   string
+	Kinds []error
+}
+
+// Error returns Msg.
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns Kinds.
+func (e *Error) Unwrap() []error { return e.Kinds }
+
+// NewError returns an *Error with message msg that is each non-nil kind.
+func NewError(msg string, kinds ...error) error {
+	e := &Error{Msg: msg}
+	for _, k := range kinds {
+		if k != nil {
+			e.Kinds = append(e.Kinds, k)
+		}
+	}
+	return e
+}

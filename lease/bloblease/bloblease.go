@@ -444,7 +444,7 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 			now = props.Date.Unix()*1e6 + fallbackOffset
 			s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", req.Name)
 		} else if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
-			var se *storeError
+			var se *lease.Error
 			if errors.As(err, &se) {
 				return err
 			}

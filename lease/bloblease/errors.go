@@ -54,29 +54,10 @@ func (c tokenCred) GetToken(ctx context.Context, o policy.TokenRequestOptions) (
 	return tok, err
 }
 
-// storeError is what this package returns for a failed call: a message
-// for the person reading leaderrun's log ("cannot reach Azure Blob Storage at
-// http://127.0.0.1:10000/devstoreaccount1/leaderrun: connection refused"),
-// and the lease sentinels and context errors it stands for, for errors.Is.
-// The sentinels' own text is not part of the message.
-type storeError struct {
-	msg  string
-	errs []error
-}
-
-func (e *storeError) Error() string   { return e.msg }
-func (e *storeError) Unwrap() []error { return e.errs }
-
-// newErr builds a storeError; nil kinds are skipped.
-func newErr(msg string, kinds ...error) error {
-	e := &storeError{msg: msg}
-	for _, k := range kinds {
-		if k != nil {
-			e.errs = append(e.errs, k)
-		}
-	}
-	return e
-}
+// newErr is what this package returns for a failed call: a message for the
+// person reading leaderrun's log, which is also the lease sentinels and
+// context errors it stands for (errors.Is); see lease.Error.
+func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
 
 // configErr is a store URL, credential or option problem: it wraps
 // lease.ErrConfig.
