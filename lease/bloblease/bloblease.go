@@ -573,7 +573,9 @@ func holderFrom(name string, md map[string]*string) lease.Holder {
 		h.Since, _ = time.Parse(time.RFC3339Nano, v)
 	}
 	if v, ok := metaGet(md, metaTTL); ok {
-		if n, err := strconv.Atoi(v); err == nil {
+		// Informational, written by leaderrun (15-60); anything else is
+		// someone's edit and is left out rather than shown negative.
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && time.Duration(n) <= lease.MaxTTL/time.Second {
 			h.TTL = time.Duration(n) * time.Second
 		}
 	}

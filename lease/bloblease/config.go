@@ -168,7 +168,7 @@ func (t *target) parseQuery(raw string) error {
 			"rsce", "rscl", "rsct", "sduoid", "skdutid":
 		default:
 			if strings.Contains(kv, "=") {
-				unknown = append(unknown, safeEcho(k))
+				unknown = append(unknown, safeKey(k))
 			} else {
 				unknown = append(unknown, "(a parameter without a value, not shown)")
 			}
@@ -188,6 +188,21 @@ func (t *target) parseQuery(raw string) error {
 // safeEcho quotes s for an error message when it cannot be a credential: up
 // to 40 letters, digits, '.', '-' and '_'. Anything else (an account key is
 // 88 base64 characters, a SAS signature 44) is replaced by "(not shown)".
+// safeKey echoes an unknown query key only when it cannot be part of a
+// signature whose separator was mistyped ("sig.SIGNATURE="): a short word of
+// lower-case letters and underscores.
+func safeKey(k string) string {
+	if len(k) > 16 {
+		return "(a parameter, not shown)"
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r == '_') {
+			return "(a parameter, not shown)"
+		}
+	}
+	return strconv.Quote(k)
+}
+
 func safeEcho(s string) string {
 	if len(s) > 40 {
 		return "(not shown)"

@@ -47,6 +47,9 @@ func FuzzParseURL(f *testing.F) {
 		f.Add(s[0], "S3cr3tSignatureValue", s[1], "u", byte('='))
 	}
 	f.Add("azblob://myaccount/c?sv=1&", "S3cr3tSignatureValue", "", "", byte(':'))
+	// Found by the chaos/fuzz work: a mistyped separator puts the signature
+	// into an unknown parameter's name.
+	f.Add("azblob://myaccount/c?", "S3cr3tSignatureValue", "=", "", byte('.'))
 	f.Add("azblob://", "S3cr3tPassw0rd", "myaccount/c", "", byte('='))
 	f.Add("azblob+https://", "S3cr3tPassw0rd", "host/acct/c", "user", byte('='))
 	f.Fuzz(func(t *testing.T, before, secret, after, user string, sep byte) {
@@ -165,6 +168,9 @@ func FuzzHolderFrom(f *testing.F) {
 	f.Add("a b%c\x1b[31m\xff", "18446744073709551615", "bad", "x", "leaderrun_Holder")
 	f.Add("100%", "-1", "", "99999999999999999999", "leaderrun_holder")
 	f.Add("%41", "1e15", "2026-01-02T03:04:05Z", "60", "other")
+	// Edited metadata: a negative TTL, and one whose seconds overflow a Duration.
+	f.Add("h", "7", "", "-1", "leaderrun_holder")
+	f.Add("h", "7", "", "9227000000", "leaderrun_holder")
 	f.Fuzz(func(t *testing.T, holder, token, since, ttl, holderKey string) {
 		md := map[string]*string{
 			holderKey:   to(escapeMeta(holder)),

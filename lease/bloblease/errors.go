@@ -82,8 +82,14 @@ func (s *Store) classify(ctx context.Context, op string, err error, gone error) 
 	switch {
 	case gone != nil && bloberror.HasCode(err, leaseGoneCodes...):
 		return newErr(fmt.Sprintf("%s no longer holds our lease (%s: %s)", where, op, re.ErrorCode), gone)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The call's deadline (the keeper's or Acquire's bound on one call)
+		// passed: the store did not answer in time, which is an outage to
+		// retry, not the caller giving up; a caller whose own deadline ended
+		// sees its context done.
+		return newErr(fmt.Sprintf("no answer from %s in time (%s)", where, op), lease.ErrUnavailable, context.DeadlineExceeded)
 	case ctx.Err() != nil:
-		// The caller's own context ended: not the store's fault.
+		// The caller cancelled: not the store's fault.
 		return newErr(fmt.Sprintf("%s: %s: %v", where, op, context.Cause(ctx)), context.Cause(ctx), ctx.Err())
 	case isResp && (re.StatusCode == 401 || re.StatusCode == 403):
 		hint := "check the " + string(s.kind) + " (" + credHint + ")"
