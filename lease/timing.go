@@ -80,6 +80,17 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	if t.TTL > MaxTTL {
 		return t, fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)
 	}
+	// Nothing longer than the longest TTL makes sense, and bounding every
+	// duration here keeps the arithmetic below from overflowing (found by
+	// reasoning about FuzzTimingResolve: 2·call-timeout wrapped negative).
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
+		if d.v > MaxTTL {
+			return t, fmt.Errorf("%w: %s %v is longer than %v, the longest --ttl", ErrUnsafeTiming, d.flag, d.v, MaxTTL)
+		}
+	}
 	if lim.Expires {
 		if err := t.checkStoreTTL(lim); err != nil {
 			return t, err
