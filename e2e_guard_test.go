@@ -448,3 +448,24 @@ func TestFrozenLeaderChildFinishedReportsLost(t *testing.T) {
 		t.Fatalf("final line %v; want an error saying leadership was lost", m)
 	}
 }
+
+// The lease lost between two renewals (the key deleted) while a short child
+// runs: the keeper never sees it, but the release does, and a child's 0 is
+// not reported as success (found by the chaos run).
+func TestLostBetweenRenewalsReportsLost(t *testing.T) {
+	t.Parallel()
+	addr, env := redisE2EShared(t)
+	name := redisE2EName(t, "lost-quietly")
+	p, in := startStdin(t, env, "--log-format", "json", "--name", name, "--", "sh", "-c", `echo ready; read x; exit 0`)
+	if l := p.line(); l != "ready" {
+		t.Fatalf("child said %q", l)
+	}
+	redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
+	in.Close()
+	if c := p.wait(); c != 124 {
+		t.Fatalf("exit %d; want 124: %s", c, p.stderr.String())
+	}
+	if m := lastJSON(t, p); m["event"] != "lost" || m["level"] != "ERROR" {
+		t.Fatalf("final line %v; want an error saying the lease was lost", m)
+	}
+}

@@ -244,8 +244,12 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	treeGone := res.PID == 0 || res.GroupGone
 	if !treeGone {
 		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
-	} else {
-		releaseLease(l, timing, logger)
+	} else if err := releaseLease(l, timing, logger); err != nil && cause == nil && res.PID != 0 {
+		// Not ours at release, and the keeper never noticed: the store lost
+		// or gave away the lease between two renewals (a deleted key, a
+		// restart without persistence). Leadership was not held for the
+		// whole run, whatever the child's code says.
+		cause = fmt.Errorf("%w: the lease was no longer ours when the child had finished (%v)", lease.ErrLost, err)
 	}
 	prot.finish(treeGone, logger)
 	if runErr != nil {
@@ -352,18 +356,23 @@ func acquireOutcome(err error, rc runConfig) *outcome {
 
 // releaseLease gives the lease up on a context of its own: cleanup must run
 // even when the run's context is done.
-func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) {
+//
+// It returns the store's answer when that says the lease was no longer ours
+// (ErrNotHeld or ErrLost): then leadership ended at some point the keeper
+// did not see, before or after the child's end.
+func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
 	defer cancel()
 	if err := l.Release(ctx); err != nil {
 		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
 			log.Debug("lease was no longer ours at release", "err", err)
-			return
+			return err
 		}
 		log.Warn("releasing the lease failed; it will expire by itself", "err", err)
-		return
+		return nil
 	}
 	log.Debug("lease released")
+	return nil
 }
 
 // childOutcome passes the child's own ending through.
