@@ -153,7 +153,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	defer signal.Stop(sigs)
 
 	pre := startGuardAsync()
-	defer pre.drop()
+	defer func() { pre.drop() }() // the current one: a retry below starts another
 
 	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
 	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
@@ -178,38 +178,62 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	watch := watchSignals(ctx, sigs)
 	defer watch.cancel(nil)
-	acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
-		lease.AcquireOptions{Wait: rc.wait, CallTimeout: timing.CallTimeout, Log: log,
-			OnWait: waitReporter(log, rc.name, rc.wait), RemindEvery: remindEvery})
-	if err != nil {
-		watch.stop()
-		return acquireOutcome(err, rc)
-	}
-	l := acq.Lease
-	info := l.Info()
-	logger := log
-	logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
-
-	// The guard (and the child's cgroup) come before the child: from here on
-	// the child's tree is enforced even if leaderrun dies or freezes.
-	prot, err := protect(l, pre, rc.contain, rc.stopSignal, timing, logger)
-	if err != nil {
-		watch.stop()
-		releaseLease(l, timing, logger)
-		return classify(err)
-	}
-	keeper, err := lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
-	watch.stop()
-	if err == nil && watch.signalled() {
-		keeper.Stop()
-	}
-	if err != nil || watch.signalled() {
-		releaseLease(l, timing, logger)
-		prot.finish(true, logger)
-		if watch.signalled() {
-			return acquireOutcome(context.Cause(watch.ctx), rc)
+	var (
+		l      lease.Lease
+		info   lease.Holder
+		prot   *protection
+		keeper *lease.Keeper
+		logger = log
+	)
+	began := time.Now()
+	for {
+		wait := rc.wait
+		if wait != lease.WaitForever {
+			wait = max(rc.wait-time.Since(began), 0)
 		}
-		return classify(err)
+		acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
+			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
+				OnWait: waitReporter(log, rc.name, wait), RemindEvery: remindEvery})
+		if err != nil {
+			watch.stop()
+			return acquireOutcome(err, rc)
+		}
+		l = acq.Lease
+		info = l.Info()
+		logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
+
+		// The guard (and the child's cgroup) come before the child: from here on
+		// the child's tree is enforced even if leaderrun dies or freezes.
+		prot, err = protect(l, pre, rc.contain, rc.stopSignal, timing, logger)
+		if err != nil {
+			watch.stop()
+			releaseLease(l, timing, logger)
+			return classify(err)
+		}
+		keeper, err = lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
+		if err != nil && !watch.signalled() && keepRetriable(err) && (rc.wait == lease.WaitForever || time.Since(began) < rc.wait) {
+			// Granted too late, or its first renewal went unanswered (the
+			// store froze just after granting it): a standby does not give
+			// up on a transient fault; it lets go and waits again.
+			logger.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", rc.name, args[0]), "err", err)
+			releaseLease(l, timing, logger)
+			prot.finish(true, logger)
+			pre = startGuardAsync()
+			continue
+		}
+		watch.stop()
+		if err == nil && watch.signalled() {
+			keeper.Stop()
+		}
+		if err != nil || watch.signalled() {
+			releaseLease(l, timing, logger)
+			prot.finish(true, logger)
+			if watch.signalled() {
+				return acquireOutcome(context.Cause(watch.ctx), rc)
+			}
+			return classify(err)
+		}
+		break
 	}
 	if e, ok := keeper.ValidUntil(); ok {
 		prot.guard.Until(e)
@@ -276,6 +300,13 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 			"event", "lost", "lease", rc.name)
 	}
 	return childOutcome(args[0], res)
+}
+
+// keepRetriable reports whether Keep failed for a reason a new acquisition
+// may not meet: too little runway, or a renewal whose answer did not come.
+func keepRetriable(err error) bool {
+	return errors.Is(err, lease.ErrNoRunway) || errors.Is(err, lease.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // provisionalCallTimeout is the call timeout Timing.Resolve will settle on,

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,5 +114,55 @@ func TestSignalDuringHandoffStartsNothing(t *testing.T) {
 	}
 	if h, _ := s.Status(context.Background(), "hs"); h != nil {
 		t.Fatalf("lease still held by %+v after the interrupted start", h)
+	}
+}
+
+// lostGrants grants the first acquisitions but loses the answers (each
+// arrives after a while, as an error), as a store that froze just after
+// granting would; leaderrun's validity then counts from the first attempt.
+type lostGrants struct {
+	*leasetest.MemStore
+	acquires atomic.Int32
+	lost     int32
+	delay    time.Duration
+}
+
+func (s *lostGrants) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	l, err := s.MemStore.TryAcquire(ctx, req)
+	if n := s.acquires.Add(1); err == nil && n <= s.lost {
+		time.Sleep(s.delay) // the fault: the answer is slow, then lost
+		return nil, fmt.Errorf("%w: no answer in time", lease.ErrUnavailable)
+	}
+	return l, err
+}
+
+// A lease granted with too little runway (its answers were lost, so validity
+// counts from the first attempt) whose runway renewal is not answered either:
+// a standby lets it go and waits again instead of exiting 125 (found by the
+// chaos run: a Redis freeze just after an acquisition).
+func TestNoRunwayWaitsAgain(t *testing.T) {
+	var renewals atomic.Int32
+	mem := &leasetest.MemStore{Epsilon: 5 * time.Millisecond}
+	mem.OnRenew = func(ctx context.Context, id string) error {
+		if renewals.Add(1) == 1 {
+			return fmt.Errorf("%w: no answer in time", lease.ErrUnavailable)
+		}
+		return nil
+	}
+	// --ttl 2s: validity 1.975s, and the child needs more than K + grace +
+	// renew-every = 1.257s of it; three lost answers of 250ms each plus the
+	// retry pauses (at least 350ms) leave less.
+	s := &lostGrants{MemStore: mem, lost: 3, delay: 250 * time.Millisecond}
+	storeOpeners["lostgrants"] = func(context.Context, string, storeOptions) (lease.Store, error) { return s, nil }
+	marker := filepath.Join(t.TempDir(), "ran")
+	code, _, errOut := runCapture(t, "--store", "lostgrants://", "--ttl", "2s", "--name", "slow", "--", "touch", marker)
+	if code != 0 {
+		t.Fatalf("exit %d; want the child run after waiting again (stderr %q)", code, errOut)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the child never ran")
+	}
+	if !strings.Contains(errOut, "waiting again") || renewals.Load() < 1 {
+		t.Fatalf("no runway renewal (%d) or no line saying it waits again: %q", renewals.Load(), errOut)
 	}
 }
