@@ -232,6 +232,31 @@ func (r record) holder() lease.Holder {
 // reads as the zero record. A torn or unreadable record, or a counter at or
 // above 2^53, is an error wrapping lease.ErrConfig: the file is corrupt.
 func readRecord(f *os.File) (record, error) {
+	// Readers that do not hold the lock (status, watch, a waiter reporting
+	// the holder) can see a record half rewritten: a read is not atomic with
+	// a concurrent write. A torn read is re-read; only a record that stays
+	// unreadable is corrupt.
+	var (
+		r   record
+		err error
+	)
+	for attempt := range 20 {
+		if r, err = readRecordOnce(f); !isTorn(err) {
+			return r, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
+	}
+	return r, err
+}
+
+// isTorn reports whether err is a record that did not decode, which a
+// concurrent rewrite can cause.
+func isTorn(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+func readRecordOnce(f *os.File) (record, error) {
 	buf := make([]byte, 4096)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
