@@ -178,8 +178,10 @@ func (p *protection) finish(treeGone bool, log *slog.Logger) {
 	if !treeGone {
 		return
 	}
-	p.guard.Disarm()
+	// The cgroup first: should leaderrun die in between, the guard still
+	// knows it (and finds it gone), rather than nobody removing it.
 	p.removeCgroup(log)
+	p.guard.Disarm()
 }
 
 func (p *protection) removeCgroup(log *slog.Logger) {

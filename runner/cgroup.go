@@ -47,6 +47,7 @@ func NewCgroup() (*Cgroup, error) {
 	if err := delegated(parent); err != nil {
 		return nil, err
 	}
+	removeStale(parent)
 	var dir string
 	for i := 0; ; i++ {
 		dir = filepath.Join(parent, fmt.Sprintf("leaderrun-%d-%d", os.Getpid(), i))
@@ -171,6 +172,31 @@ func (c *Cgroup) Remove() error {
 		return nil
 	}
 	return err
+}
+
+// removeStale removes empty sub-cgroups that earlier runs left in parent
+// (leaderrun-PID-N whose PID no longer runs): a leaderrun SIGKILLed in the
+// instant between making its cgroup and telling its guard leaves one. The
+// kernel refuses to remove a cgroup that still has processes.
+func removeStale(parent string) {
+	d, err := os.Open(parent)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, "leaderrun-")
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		_ = unix.Rmdir(filepath.Join(parent, n))
+	}
 }
 
 // delegated refuses the cgroup of a systemd unit that was not given

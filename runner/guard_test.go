@@ -2,7 +2,10 @@ package runner_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -229,5 +232,41 @@ func BenchmarkStartGuard(b *testing.B) {
 			b.Fatal(err)
 		}
 		g.Disarm()
+	}
+}
+
+// A sub-cgroup left by a leaderrun that died before its guard knew it is
+// removed by the next run's NewCgroup, once its PID no longer runs.
+func TestCgroupStaleRemoved(t *testing.T) {
+	t.Parallel()
+	cg, err := runner.NewCgroup()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cgroup containment in CI: %v", err)
+		}
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	parent := filepath.Dir(cg.Path())
+	if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(parent, fmt.Sprintf("leaderrun-%d-0", dead.Process.Pid))
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(stale) })
+	cg, err = runner.NewCgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale cgroup %s still there (%v)", stale, err)
 	}
 }
