@@ -7,27 +7,13 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // errDispatched is what the stand-in openers of FuzzOpenStore return: the
 // URL got past cmd's own checks to the store package (whose URL parsers
 // have their own fuzz targets).
 var errDispatched = errors.New("dispatched")
-
-// secretLike reports whether s is worth checking for in output: long enough
-// not to appear by chance in a fixed message, alphanumeric so swapping it
-// keeps the URL's shape.
-func secretLike(s string) bool {
-	if len(s) < 8 || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
 
 // FuzzOpenStore checks the store selection by URL scheme: a URL with a
 // password in a credential position (":PASSWORD@") amid arbitrary text
@@ -51,7 +37,7 @@ func FuzzOpenStore(f *testing.F) {
 		f.Add(s[0], "S3cr3tPassw0rd", s[1])
 	}
 	f.Fuzz(func(t *testing.T, before, pass, after string) {
-		if !secretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
+		if !leasetest.SecretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
 			return
 		}
 		saved := storeOpeners

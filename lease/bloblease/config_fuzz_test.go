@@ -7,22 +7,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
-
-// secretLike reports whether s is worth checking for in output: long enough
-// not to appear by chance in a fixed message, and made of characters that
-// keep a URL's or connection string's shape when swapped for others.
-func secretLike(s string) bool {
-	if len(s) < 8 || len(s) > 128 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
 
 // FuzzParseURL feeds parseURL azblob URLs with a SAS signature in the query
 // ("sig=SIG", or "sig" and a mistyped separator such as "sig:SIG") and a
@@ -53,7 +39,7 @@ func FuzzParseURL(f *testing.F) {
 	f.Add("azblob://", "S3cr3tPassw0rd", "myaccount/c", "", byte('='))
 	f.Add("azblob+https://", "S3cr3tPassw0rd", "host/acct/c", "user", byte('='))
 	f.Fuzz(func(t *testing.T, before, secret, after, user string, sep byte) {
-		if !secretLike(secret) || strings.Contains(before, secret) || strings.Contains(after, secret) || strings.Contains(user, secret) {
+		if !leasetest.SecretLike(secret) || strings.Contains(before, secret) || strings.Contains(after, secret) || strings.Contains(user, secret) {
 			return
 		}
 		var raws []string
@@ -105,7 +91,7 @@ func FuzzConnString(f *testing.F) {
 	f.Add("UseDevelopmentStorage=true;x", "S3cr3tK3yValue0000", "", "azblob:///")
 	f.Add("garbage", "S3cr3tK3yValue0000", "no equals", "azblob:///c")
 	f.Fuzz(func(t *testing.T, before, secret, after, storeURL string) {
-		if !secretLike(secret) || strings.Contains(before+after+storeURL, secret) {
+		if !leasetest.SecretLike(secret) || strings.Contains(before+after+storeURL, secret) {
 			return
 		}
 		cs := before + secret + after

@@ -8,22 +8,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
-
-// secretLike reports whether s is worth checking for in output: long enough
-// that it cannot appear by chance in a fixed message, and alphanumeric, so
-// swapping it for another string of the same kind keeps the URL's shape.
-func secretLike(s string) bool {
-	if len(s) < 8 || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
 
 // FuzzParseURL feeds parseURL a URL with a password in a credential
 // position (":PASSWORD@") amid arbitrary text, for every scheme. It must
@@ -52,7 +38,7 @@ func FuzzParseURL(f *testing.F) {
 	}
 	f.Add("redis://", "S3cr3tPassw0rd", "h:6379", "Env0Passw0rdX")
 	f.Fuzz(func(t *testing.T, before, pass, after, envPass string) {
-		if !secretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
+		if !leasetest.SecretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
 			return
 		}
 		getenv := func(k string) string {
@@ -83,7 +69,7 @@ func FuzzParseURL(f *testing.F) {
 		if strings.Contains(out, pass) && !strings.Contains(parseOutput(before+":"+other(pass)+"@"+after, getenv), pass) {
 			t.Fatalf("parseURL(%q): output %q contains the password", raw, out)
 		}
-		if secretLike(envPass) && strings.Contains(out, envPass) && !strings.Contains(raw, envPass) {
+		if leasetest.SecretLike(envPass) && strings.Contains(out, envPass) && !strings.Contains(raw, envPass) {
 			t.Fatalf("parseURL(%q): output %q contains the environment password", raw, out)
 		}
 	})
