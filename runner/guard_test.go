@@ -93,20 +93,30 @@ func TestGuardHoldsLockUntilTreeGone(t *testing.T) {
 	}
 }
 
+// The guard timing of the deadline tests: stop signal TERM, grace and K.
+const grace, k = 400 * time.Millisecond, 250 * time.Millisecond
+
+// guardedSigrec runs a child that catches TERM and prints it, under a guard
+// told the timing above; runGrace is Run's own grace. It returns the guard,
+// the run and a pidfd of the child.
+func guardedSigrec(t *testing.T, runGrace time.Duration) (*runner.Guard, *child, int) {
+	t.Helper()
+	g := startGuard(t)
+	if err := g.Timing(syscall.SIGTERM, grace, k); err != nil {
+		t.Fatal(err)
+	}
+	args, env := helperArgs(t, "sigrec")
+	c := startRun(t, runner.Config{Args: args, Env: env, Guard: g, Grace: runGrace})
+	return g, c, c.expectPID("ready ")
+}
+
 // At the stop point without a newer deadline (leaderrun frozen), the guard
 // sends the stop signal, then SIGKILL at E−K; a deadline that arrives after
 // the stop signal does not move the kill back.
 func TestGuardStopAndKillPoints(t *testing.T) {
 	t.Parallel()
-	const grace, k = 400 * time.Millisecond, 250 * time.Millisecond
 	clock := lease.BootClock{}
-	g := startGuard(t)
-	if err := g.Timing(syscall.SIGTERM, grace, k); err != nil {
-		t.Fatal(err)
-	}
-	args, env := helperArgs(t, "sigrec") // catches TERM and prints it
-	c := startRun(t, runner.Config{Args: args, Env: env, Guard: g, Grace: time.Hour})
-	pid := c.expectPID("ready ")
+	g, c, pid := guardedSigrec(t, time.Hour)
 	e := clock.Now() + 1500*time.Millisecond
 	g.Until(e)
 	c.expect("signal SIGTERM")
@@ -132,15 +142,8 @@ func TestGuardStopAndKillPoints(t *testing.T) {
 // stop signal a second time.
 func TestGuardNoDoubleStopSignal(t *testing.T) {
 	t.Parallel()
-	const grace, k = 400 * time.Millisecond, 250 * time.Millisecond
 	clock := lease.BootClock{}
-	g := startGuard(t)
-	if err := g.Timing(syscall.SIGTERM, grace, k); err != nil {
-		t.Fatal(err)
-	}
-	args, env := helperArgs(t, "sigrec")
-	c := startRun(t, runner.Config{Args: args, Env: env, Guard: g, Grace: grace})
-	c.expectPID("ready ")
+	g, c, _ := guardedSigrec(t, grace)
 	e := clock.Now() + time.Second
 	g.Until(e)
 	if err := clock.SleepUntil(context.Background(), e-k-grace); err != nil {
