@@ -33,6 +33,13 @@ type AcquireOptions struct {
 	OnWait func(WaitEvent)
 	// RemindEvery is the interval of WaitReminder events; 0 means none.
 	RemindEvery time.Duration
+	// Priority ranks this instance among the standbys of a store that is a
+	// CandidateRegistry: when the lease becomes free, a waiting Acquire with
+	// k live candidates of higher priority holds back k·δ before it tries,
+	// so the best live standby wins and a dead or slow one delays the next
+	// by at most its δ. Equal priorities (the zero value everywhere) race
+	// as if there were no registry. A holder is never pre-empted.
+	Priority int
 }
 
 // WaitKind says what a WaitEvent reports.
@@ -130,15 +137,35 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 		firstUnknown time.Duration = -1
 		waitedSince                = clock.Now()
 		lastErr      error
+		// cand is this call's registration as a standby, made when it
+		// starts to wait on a store that keeps a candidate registry.
+		cand *candidacy
+		// seen is the holder a candidate listing found after a Wait: the
+		// lease is still held, so the loop waits again without trying.
+		seen *HeldError
 	)
+	reg, _ := s.(CandidateRegistry)
+	defer func() {
+		if cand != nil {
+			cand.leave(ctx)
+		}
+	}()
 	for {
 		sent := clock.Now()
-		cctx, ccancel := ctx, context.CancelFunc(func() {})
-		if o.CallTimeout > 0 {
-			cctx, ccancel = context.WithTimeout(ctx, o.CallTimeout)
+		var (
+			l   Lease
+			err error
+		)
+		if seen != nil {
+			err, seen = seen, nil
+		} else {
+			cctx, ccancel := ctx, context.CancelFunc(func() {})
+			if o.CallTimeout > 0 {
+				cctx, ccancel = context.WithTimeout(ctx, o.CallTimeout)
+			}
+			l, err = s.TryAcquire(cctx, req)
+			ccancel()
 		}
-		l, err := s.TryAcquire(cctx, req)
-		ccancel()
 		var held *HeldError
 		switch {
 		case err == nil:
@@ -168,6 +195,9 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 				onWait(WaitEvent{Kind: kind, By: held.By, Waited: clock.Now() - waitedSince})
 			}
 			waited = true
+			if cand == nil && reg != nil {
+				cand = joinCandidates(ctx, reg, req.Name, Candidate{ID: req.ID, Holder: req.Holder, Priority: o.Priority, Since: time.Now()}, o.CallTimeout, log)
+			}
 			// A reminder bounds the store's wait: when it is due, Wait
 			// returns early and the loop tries again, which also refreshes
 			// the holder it reports.
@@ -191,6 +221,26 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			if o.RemindEvery > 0 && clock.Now() >= nextReminder {
 				nextReminder = clock.Now() + o.RemindEvery
 				onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: clock.Now() - waitedSince})
+			}
+			if cand == nil {
+				continue
+			}
+			// The lease may be free: candidates ranked above us go first.
+			// One listing tells both whether it still looks held (then wait
+			// again, at no more cost than the attempt it replaces) and how
+			// many live candidates outrank us.
+			d, h, ok := cand.holdBack(waitCtx)
+			if ok && h != nil {
+				seen = &HeldError{By: *h}
+				continue
+			}
+			if d > 0 {
+				if err := clock.SleepUntil(waitCtx, clock.Now()+d); err != nil {
+					if ctx.Err() != nil {
+						return nil, context.Cause(ctx)
+					}
+					return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
+				}
 			}
 		case errors.Is(err, ErrUnavailable):
 			lastErr = err

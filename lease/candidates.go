@@ -1,0 +1,211 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Candidate is a waiting instance registered as a standby for a lease.
+type Candidate struct {
+	// ID identifies the candidacy: the acquisition ID (Request.ID) of the
+	// waiting Acquire call. Status output leaves it out.
+	ID string `json:"id,omitempty"`
+	// Holder is the instance's human label (Request.Holder).
+	Holder string `json:"holder"`
+	// Priority ranks candidates: when the lease becomes free, the live
+	// candidate with the highest priority tries first (AcquireOptions.Priority).
+	Priority int `json:"priority"`
+	// Since is the wall-clock time the candidate started to wait, for display
+	// and as the order among equal priorities.
+	Since time.Time `json:"since"`
+}
+
+// CandidateTiming is how a CandidateRegistry wants to be used.
+type CandidateTiming struct {
+	// Heartbeat is true when a registration lapses unless it is refreshed
+	// (Redis, Azure); false when the store sees for itself whether a
+	// candidate lives (the file store: a lock its process holds).
+	Heartbeat bool
+	// PerSecond is how many refreshes per second all live candidates of one
+	// lease together may make; each candidate refreshes every
+	// live/PerSecond, at least every MinInterval.
+	PerSecond float64
+	// MinInterval is the shortest refresh interval.
+	MinInterval time.Duration
+	// Step is δ: how long a better-ranked live candidate may need, after the
+	// lease became free, to notice and try for it. A candidate with k live
+	// candidates ranked above it holds back k·Step.
+	Step time.Duration
+}
+
+// HeartbeatEvery returns the refresh interval for live candidates and the
+// expiry each refresh asks for (three intervals: two refreshes may be lost
+// before a live candidate is dropped).
+func (t CandidateTiming) HeartbeatEvery(live int) (every, expiry time.Duration) {
+	every = t.MinInterval
+	if t.PerSecond > 0 {
+		every = max(every, time.Duration(float64(live)/t.PerSecond*float64(time.Second)))
+	}
+	return every, 3 * every
+}
+
+// CandidateRegistry is an optional capability of a Store: a list of the
+// instances waiting for a lease, used to order takeovers and to show
+// standbys. It is never needed for safety: exclusion rests on TryAcquire
+// alone, and every registry failure only costs ordering (Acquire then behaves
+// as if all candidates had equal priority).
+type CandidateRegistry interface {
+	// Join registers c as a live candidate for the lease name, or refreshes
+	// its registration, so that it stays live for at least expiry (stores
+	// whose CandidateTiming.Heartbeat is false ignore expiry). It returns how
+	// many candidates are live, c included.
+	Join(ctx context.Context, name string, c Candidate, expiry time.Duration) (live int, err error)
+	// Leave removes the candidate id of name. Leaving a candidacy that is
+	// not registered is not an error.
+	Leave(ctx context.Context, name, id string) error
+	// Candidates returns the live candidates of name in takeover order
+	// (SortCandidates) and the current holder (nil when the lease looks
+	// free), read together in one store call where the store allows. The
+	// holder is a hint: only TryAcquire decides.
+	Candidates(ctx context.Context, name string) ([]Candidate, *Holder, error)
+	// CandidateTiming returns the registry's refresh budget and δ.
+	CandidateTiming() CandidateTiming
+}
+
+// SortCandidates puts cs in takeover order: higher priority first, then the
+// longest waiting, then by ID.
+func SortCandidates(cs []Candidate) {
+	slices.SortFunc(cs, func(a, b Candidate) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// RankedAbove counts the live candidates other than id whose priority is
+// higher than priority: the candidates that try before it.
+func RankedAbove(cs []Candidate, id string, priority int) int {
+	n := 0
+	for _, c := range cs {
+		if c.ID != id && c.Priority > priority {
+			n++
+		}
+	}
+	return n
+}
+
+// candidacy is one Acquire call's registration as a standby: Join, a
+// heartbeat goroutine while the registry needs one, and Leave at the end.
+type candidacy struct {
+	reg     CandidateRegistry
+	name    string
+	c       Candidate
+	timing  CandidateTiming
+	timeout time.Duration
+	log     *slog.Logger
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// joinCandidates registers c and, for a registry that needs heartbeats,
+// starts the goroutine that refreshes it; leave ends both. A failed Join is
+// logged and the heartbeat keeps trying: the registry only orders takeovers.
+func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, timeout time.Duration, log *slog.Logger) *candidacy {
+	cd := &candidacy{reg: reg, name: name, c: c, timing: reg.CandidateTiming(), timeout: timeout, log: log, stop: make(chan struct{})}
+	every, expiry := cd.timing.HeartbeatEvery(1)
+	live, err := cd.join(ctx, expiry)
+	if err == nil {
+		every, _ = cd.timing.HeartbeatEvery(live)
+	}
+	if !cd.timing.Heartbeat {
+		return cd
+	}
+	cd.wg.Add(1)
+	go func() {
+		defer cd.wg.Done()
+		cd.heartbeat(ctx, every)
+	}()
+	return cd
+}
+
+func (cd *candidacy) join(ctx context.Context, expiry time.Duration) (int, error) {
+	cctx, cancel := cd.callCtx(ctx)
+	defer cancel()
+	live, err := cd.reg.Join(cctx, cd.name, cd.c, expiry)
+	if err != nil {
+		cd.log.Debug("registering as a standby failed; takeover order may be off", "lease", cd.name, "err", err)
+	}
+	return live, err
+}
+
+func (cd *candidacy) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if cd.timeout > 0 {
+		return context.WithTimeout(ctx, cd.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// heartbeat refreshes the registration every interval, the interval
+// following the number of live candidates so that all of them together stay
+// within the registry's budget.
+func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
+	for {
+		t := time.NewTimer(every)
+		select {
+		case <-cd.stop:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		live, err := cd.join(ctx, 3*every)
+		if err == nil {
+			// Ask for the expiry of the interval we will use, so that a
+			// growing crowd never lets our registration lapse.
+			next, expiry := cd.timing.HeartbeatEvery(live)
+			if next > every {
+				_, _ = cd.join(ctx, expiry)
+			}
+			every = next
+		}
+	}
+}
+
+// holdBack lists the candidates and returns how long this candidate lets
+// better-ranked ones go first, and the holder the listing saw (nil: the
+// lease looked free). ok is false when the registry could not be read: then
+// the caller simply tries, as if priorities were equal.
+func (cd *candidacy) holdBack(ctx context.Context) (d time.Duration, holder *Holder, ok bool) {
+	cctx, cancel := cd.callCtx(ctx)
+	defer cancel()
+	cs, h, err := cd.reg.Candidates(cctx, cd.name)
+	if err != nil {
+		cd.log.Debug("reading the standbys failed; trying for the lease without holding back", "lease", cd.name, "err", err)
+		return 0, nil, false
+	}
+	return time.Duration(RankedAbove(cs, cd.c.ID, cd.c.Priority)) * cd.timing.Step, h, true
+}
+
+// leave stops the heartbeat and removes the registration, on a context of
+// its own: a cancelled Acquire (a signal while waiting) must not leave a
+// candidate behind.
+func (cd *candidacy) leave(ctx context.Context) {
+	close(cd.stop)
+	cd.wg.Wait()
+	cctx, cancel := cd.callCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := cd.reg.Leave(cctx, cd.name, cd.c.ID); err != nil {
+		cd.log.Debug("leaving the standbys failed; the registration lapses by itself", "lease", cd.name, "err", err)
+	}
+}
