@@ -22,6 +22,11 @@ type Candidate struct {
 	// Since is the wall-clock time the candidate started to wait, for display
 	// and as the order among equal priorities.
 	Since time.Time `json:"since"`
+	// Remaining is how long the registration stays live without another
+	// refresh, when the store can tell (Candidates only); 0 means unknown or
+	// not applicable (the file store's candidates live as long as their
+	// process).
+	Remaining time.Duration `json:"-"`
 }
 
 // CandidateTiming is how a CandidateRegistry wants to be used.
@@ -208,4 +213,27 @@ func (cd *candidacy) leave(ctx context.Context) {
 	if err := cd.reg.Leave(cctx, cd.name, cd.c.ID); err != nil {
 		cd.log.Debug("leaving the standbys failed; the registration lapses by itself", "lease", cd.name, "err", err)
 	}
+}
+
+// ChangeWatcher is an optional capability of a Store that can tell a watcher
+// soon after the holder or the standbys of a lease may have changed (file:
+// inotify; Redis: its channels and the known expiry times). Stores without it
+// are polled.
+type ChangeWatcher interface {
+	// WatchChanges starts watching the lease name. The caller reads the
+	// state after WatchChanges returns, so no change after that read is
+	// missed; it must Close the Changes.
+	WatchChanges(ctx context.Context, name string) (Changes, error)
+}
+
+// Changes is one watch started by ChangeWatcher.WatchChanges.
+type Changes interface {
+	// Next blocks until something about the lease may have changed since
+	// the caller read holder and cands (a hint: spurious returns are
+	// allowed), and returns nil; or until ctx is done, and returns its
+	// error. holder and cands let the store wake at the moment a
+	// registration or a lease would lapse.
+	Next(ctx context.Context, holder *Holder, cands []Candidate) error
+	// Close ends the watch and waits for whatever it started.
+	Close() error
 }

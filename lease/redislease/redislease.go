@@ -332,6 +332,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		TTL: time.Duration(ttl) * time.Millisecond,
 	}}
 	l.info.Since, _ = time.Parse(time.RFC3339Nano, at)
+	s.announce(req.Name)
 	return l, nil
 }
 

@@ -407,3 +407,13 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	}
 	_ = l.Release(ctxT(t))
 }
+
+func TestCandidatesSingle(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	leasetest.RunCandidates(t, harness("redis://"+addr+"/0", plain(t, []string{addr}, false)))
+}
+
+func TestCandidatesCluster(t *testing.T) {
+	addrs := need(t, "LEADERRUN_TEST_REDIS_CLUSTER")
+	leasetest.RunCandidates(t, harness("redis+cluster://"+addrs, plain(t, strings.Split(addrs, ","), true)))
+}
