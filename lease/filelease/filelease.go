@@ -82,6 +82,11 @@ type Store struct {
 	// waiter's acquisition. notifyMu is held by the Wait reading it.
 	notifyMu sync.Mutex
 	notify   *os.File
+
+	// cands holds the open, locked files of the standbys this Store
+	// registered (candidates.go), by candidate ID.
+	candMu sync.Mutex
+	cands  map[string]*os.File
 }
 
 // DefaultDir returns the per-user default directory,
@@ -178,8 +183,10 @@ func (s *Store) Path(name string) string {
 // Limits: file leases do not expire; they end with the holder's process.
 func (s *Store) Limits() lease.Limits { return lease.Limits{Expires: false} }
 
-// Close releases the inotify instance of waits, if any.
+// Close releases the inotify instance of waits, if any, and drops the
+// standbys this Store registered.
 func (s *Store) Close() error {
+	s.closeCandidates()
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
 	if s.notify != nil {
@@ -504,32 +511,38 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	if err := lease.ValidateName(name); err != nil {
 		return nil, err
 	}
+	h, _, err := s.status(name)
+	return h, err
+}
+
+// status is Status with the holder's acquisition ID, returned apart.
+func (s *Store) status(name string) (*lease.Holder, string, error) {
 	d, err := s.dirInfo(false)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	path := s.Path(name)
 	f, err := openLock(path, unix.O_RDONLY, d, false)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
 	r, err := readRecord(f)
 	if err != nil || !r.Held {
-		return nil, err
+		return nil, "", err
 	}
 	if held, err := probe(f, r); err != nil || !held {
-		return nil, err
+		return nil, "", err
 	}
 	h := r.holder()
 	h.Name, h.ID = name, ""
-	return &h, nil
+	return &h, r.ID, nil
 }
 
 // Wait blocks until a descriptor opened for writing on the lock file closes

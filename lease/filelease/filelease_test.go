@@ -349,3 +349,53 @@ func TestUnusableStoreIsConfigError(t *testing.T) {
 		t.Fatalf("TryAcquire on a directory: %q; want a one-sentence configuration error", err)
 	}
 }
+
+func TestCandidates(t *testing.T) {
+	dir := t.TempDir()
+	leasetest.RunCandidates(t, leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	})
+}
+
+// A standby whose process died (its descriptor closed without Leave) is no
+// longer listed, and the next Join removes its file.
+func TestDeadCandidateIsNotListed(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	dead := lease.Candidate{ID: lease.NewID(), Holder: "dead", Since: time.Now()}
+	if _, err := a.Join(ctx, "job", dead, 0); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, err := b.Candidates(ctx, "job"); err != nil || len(cs) != 1 {
+		t.Fatalf("candidates %+v, %v; want the one joined", cs, err)
+	}
+	a.candMu.Lock()
+	a.cands[dead.ID].Close() // as the kernel does when the process dies
+	delete(a.cands, dead.ID)
+	a.candMu.Unlock()
+	if cs, _, err := b.Candidates(ctx, "job"); err != nil || len(cs) != 0 {
+		t.Fatalf("candidates %+v, %v; want none after the standby died", cs, err)
+	}
+	live := lease.Candidate{ID: lease.NewID(), Holder: "live", Since: time.Now()}
+	if n, err := b.Join(ctx, "job", live, 0); err != nil || n != 1 {
+		t.Fatalf("Join: %d live, %v; want 1", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(b.candDir("job"), dead.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the dead standby's file is still there: %v", err)
+	}
+}
