@@ -51,11 +51,11 @@ type fileChanges struct {
 	lockBase, candBase string
 	candDir            string
 
-	mu        sync.Mutex
-	storeWD   int  // watch of the store directory; 0 until it exists
-	candWD    int  // watch of the candidates directory; 0 until it exists
-	rechecks  int  // short re-checks still due after a lock file event
-	closed bool // Close was called
+	mu       sync.Mutex
+	storeWD  int  // watch of the store directory; 0 until it exists
+	candWD   int  // watch of the candidates directory; 0 until it exists
+	rechecks int  // short re-checks still due after a lock file event
+	closed   bool // Close was called
 }
 
 // arm adds the watches that can be added now: the store directory (or,
