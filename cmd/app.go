@@ -133,6 +133,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, DefaultText: "hostname:pid", Usage: "human `LABEL` for this instance, shown by status (printable text)"},
 		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
 		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
+		&cli.IntFlag{Name: "priority", EnvVars: []string{"LEADERRUN_PRIORITY"}, Usage: "rank `N` among the standbys: when the lease becomes free the live standby with the highest priority takes it first (a running leader is never pre-empted)"},
 		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit `CODE` when the lease is held and --wait ran out (cron users: 0)"},
 	}, commonFlags()...)
 }
@@ -146,29 +147,38 @@ func statusFlags() []cli.Flag {
 func watchFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print one JSON object per change"},
-		&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look, a `DURATION` of at least 10ms"},
+		&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look, a `DURATION` of at least 10ms (file and Redis report changes as they happen; this is their fallback)"},
+		&cli.BoolFlag{Name: "once", DisableDefaultText: true, Usage: "wait for the next change, print it and exit 0"},
 	}, commonFlags()...)
 }
 
-const statusDescription = `Prints who holds the lease NAME in the store:
+const statusDescription = `Prints who holds the lease NAME in the store, and the instances waiting
+for it (standbys) in the order they would take over:
 
    NAME: held by HOLDER since TIME ZONE (AGE ago), token N[, expires in D unless renewed]
    NAME: free
+     standby 1: HOLDER, priority P, waiting since TIME (AGE ago)
 
 (TIME carries a date when it is not today.) --json prints
-{"name","held","holder","token","since","remaining_ms"} instead.
+{"name","held","holder","token","since","remaining_ms","standbys":[{"holder","priority","since"}]}
+instead.
 Exit codes: 0 held, 3 free, 125 error (usage, configuration, store).
 Flags may come before or after NAME, and before "status".`
 
 const watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
-the lease NAME changes, starting with the current one, until INT or TERM:
+the lease NAME changes or a standby joins or leaves, starting with the
+current state, until INT or TERM:
 
    TIME NAME: held by HOLDER, token N
    TIME NAME: free
+   TIME NAME: standby HOLDER joined (priority P)
+   TIME NAME: standby HOLDER left (priority P)
 
-It polls the store every --interval (at least 10ms), so it works on every
-store. Exit codes: 0 after INT or TERM, 125 error (usage, configuration, the
-store unreachable at the start).
+The file and Redis stores report changes as they happen (within 100ms) and
+are polled every --interval only as a fallback; Azure is polled every
+--interval (jittered). --once prints only the next change, then exits 0.
+Exit codes: 0 after INT or TERM (or the change, with --once), 125 error
+(usage, configuration, the store unreachable at the start).
 Flags may come before or after NAME, and before "watch".`
 
 // Main runs leaderrun with args (args[0] is the program name) and returns its

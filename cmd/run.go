@@ -29,6 +29,7 @@ type runConfig struct {
 	timing       lease.Timing
 	stopSignal   syscall.Signal
 	conflictCode int
+	priority     int
 	storeURL     string
 	contain      string
 	passEnv      map[string]bool
@@ -69,6 +70,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	if rc.conflictCode < 0 || rc.conflictCode > 255 {
 		return rc, usagef("--conflict-exit-code %d: want 0-255", rc.conflictCode)
 	}
+	if rc.priority = c.Int("priority"); rc.priority < -MaxPriority || rc.priority > MaxPriority {
+		return rc, usagef("--priority %d: want a whole number from -%d to %d", rc.priority, MaxPriority, MaxPriority)
+	}
 	rc.holder = c.String("holder")
 	if rc.holder == "" {
 		host, _ := os.Hostname()
@@ -93,6 +97,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	rc.timing = t
 	return rc, nil
 }
+
+// MaxPriority bounds --priority either way.
+const MaxPriority = 1_000_000
 
 func parseWait(s string) (time.Duration, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -193,7 +200,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		}
 		acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
 			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
-				OnWait: waitReporter(log, rc.name, wait), RemindEvery: remindEvery})
+				OnWait: waitReporter(log, rc.name, wait), RemindEvery: remindEvery, Priority: rc.priority})
 		if err != nil {
 			watch.stop()
 			return acquireOutcome(err, rc)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -20,9 +21,38 @@ type statusJSON struct {
 	Token       uint64     `json:"token,omitempty"`
 	Since       *time.Time `json:"since,omitempty"`
 	RemainingMS int64      `json:"remaining_ms,omitempty"`
+	// Standbys are the live waiting instances in takeover order; absent
+	// from the output of watch.
+	Standbys []standbyJSON `json:"standbys,omitempty"`
 }
 
-// statusCommand prints who holds name: exit 0 held, 3 free, 125 error.
+// standbyJSON is one waiting instance.
+type standbyJSON struct {
+	Holder   string    `json:"holder"`
+	Priority int       `json:"priority"`
+	Since    time.Time `json:"since"`
+}
+
+// leaseView is what status and watch show: the holder (nil when free) and
+// the live standbys in takeover order (nil when the store keeps none).
+type leaseView struct {
+	holder   *lease.Holder
+	standbys []lease.Candidate
+}
+
+// readView reads the holder and, where the store keeps a candidate
+// registry, the standbys, in one store call.
+func readView(ctx context.Context, store lease.Store, name string) (leaseView, error) {
+	if reg, ok := store.(lease.CandidateRegistry); ok {
+		cs, h, err := reg.Candidates(ctx, name)
+		return leaseView{holder: h, standbys: cs}, err
+	}
+	h, err := store.Status(ctx, name)
+	return leaseView{holder: h}, err
+}
+
+// statusCommand prints who holds name and who stands by: exit 0 held, 3
+// free, 125 error.
 func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
 	if err := lease.ValidateName(name); err != nil {
 		return classify(usageError{err})
@@ -34,10 +64,11 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	defer store.Close()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	h, err := store.Status(sctx, name)
+	v, err := readView(sctx, store, name)
 	if err != nil {
 		return classify(fmt.Errorf("status of lease %s: %w", name, err))
 	}
+	h := v.holder
 	out := statusJSON{Name: name}
 	if h != nil {
 		out.Held, out.Holder, out.Token, out.RemainingMS = true, h.Holder, h.Token, h.Remaining.Milliseconds()
@@ -46,25 +77,45 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 			out.Since = &since
 		}
 	}
+	for _, s := range v.standbys {
+		out.Standbys = append(out.Standbys, standbyJSON{Holder: s.Holder, Priority: s.Priority, Since: s.Since})
+	}
 	if c.Bool("json") {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(e.stdio.Out, string(b))
-	} else if h == nil {
-		fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
 	} else {
-		line := fmt.Sprintf("%s: held by %s", name, h.Holder)
-		if !h.Since.IsZero() {
-			now := time.Now()
-			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
+		now := time.Now()
+		if h == nil {
+			fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
+		} else {
+			line := fmt.Sprintf("%s: held by %s", name, h.Holder)
+			if !h.Since.IsZero() {
+				line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
+			}
+			line += fmt.Sprintf(", token %d", h.Token)
+			if h.Remaining > 0 {
+				line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
+			}
+			fmt.Fprintln(e.stdio.Out, line)
 		}
-		line += fmt.Sprintf(", token %d", h.Token)
-		if h.Remaining > 0 {
-			line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
+		for i, s := range v.standbys {
+			fmt.Fprintf(e.stdio.Out, "  standby %d: %s\n", i+1, standbyText(s, now))
 		}
-		fmt.Fprintln(e.stdio.Out, line)
 	}
 	if h == nil {
 		return &outcome{code: ExitStatusFree, level: slog.LevelDebug, msg: "lease " + name + " is free"}
 	}
 	return &outcome{code: 0, level: slog.LevelDebug, msg: "lease " + name + " is held"}
+}
+
+// standbyText describes a standby: "web-2:41, priority 5, waiting since
+// 14:03:07 (2m ago)".
+func standbyText(s lease.Candidate, now time.Time) string {
+	var b strings.Builder
+	b.WriteString(s.Holder)
+	fmt.Fprintf(&b, ", priority %d", s.Priority)
+	if !s.Since.IsZero() {
+		fmt.Fprintf(&b, ", waiting since %s (%s ago)", FormatTime(s.Since, now), now.Sub(s.Since).Round(time.Second))
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,9 +16,12 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// watchCommand prints one line (or JSON object) each time the holder of name
-// changes, until INT or TERM. It polls Status, so it works on every store;
-// --interval bounds how late a change is seen.
+// watchCommand prints one line (or JSON object) for each change of the
+// holder of name and each standby joining or leaving, until INT or TERM
+// (or, with --once, the first change). Where the store can tell of changes
+// (file: inotify; Redis: its channels and known expiry times) it reports
+// them as they happen and polls every --interval only as a fallback;
+// elsewhere (Azure) it polls every --interval, jittered.
 func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
 	if err := lease.ValidateName(name); err != nil {
 		return classify(usageError{err})
@@ -26,6 +30,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	if interval < MinWatchInterval {
 		return classify(usagef("--interval %v: want at least %v (watch polls the store that often)", interval, MinWatchInterval))
 	}
+	once, asJSON := c.Bool("once"), c.Bool("json")
 	// Polls are sequential, so a short interval must not shorten the call
 	// timeout: a slow answer only delays the next poll.
 	store, err := openStoreFor(ctx, c.String("store"), storeOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
@@ -35,16 +40,34 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	defer store.Close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ended := &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
 
-	first, last, started := true, "", time.Now()
-	var failing error
+	// The watch starts before the first reading, so nothing after it is missed.
+	var changes lease.Changes
+	if cw, ok := store.(lease.ChangeWatcher); ok {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		changes, err = cw.WatchChanges(wctx, name)
+		cancel()
+		if err != nil {
+			log.Debug("cannot watch the store for changes; polling", "lease", name, "err", err)
+			changes = nil
+		} else {
+			defer changes.Close()
+		}
+	}
+
+	first, started := true, time.Now()
+	var (
+		last    leaseView
+		failing error
+	)
 	for {
 		sctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
-		h, err := store.Status(sctx, name)
+		v, err := readView(sctx, store, name)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
+			return ended
 		case err != nil:
 			if first {
 				return classify(fmt.Errorf("watching lease %s: %w", name, err))
@@ -55,32 +78,112 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 			failing = err
 		default:
 			failing = nil
-			key := "free"
-			if h != nil {
-				key = fmt.Sprintf("%s/%d", h.Holder, h.Token)
+			p := watchPrinter{e: e, asJSON: asJSON, name: name, started: started}
+			if first {
+				if !once {
+					p.holder(v.holder)
+					for _, s := range v.standbys {
+						p.standby("standby_waiting", s)
+					}
+				}
+			} else if printChanges(p, last, v) && once {
+				return ended
 			}
-			if first || key != last {
-				printWatch(e, c.Bool("json"), name, h, started)
-				first, last = false, key
-			}
+			first, last = false, v
 		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
-		case <-t.C:
+		if err := nextChange(ctx, changes, last, interval); err != nil {
+			return ended
 		}
 	}
 }
 
-func printWatch(e env, asJSON bool, name string, h *lease.Holder, started time.Time) {
+// nextChange waits for the store to tell of a change, or at most interval
+// (jittered ±25% when the store is only polled); it returns an error only
+// when ctx ended.
+func nextChange(ctx context.Context, changes lease.Changes, v leaseView, interval time.Duration) error {
+	if changes == nil {
+		t := time.NewTimer(interval*3/4 + rand.N(interval/2+1))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	nctx, cancel := context.WithTimeout(ctx, interval)
+	defer cancel()
+	_ = changes.Next(nctx, v.holder, v.standbys) // an error is a failed watch: the poll goes on
+	if nctx.Err() == nil {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// holderKey identifies an acquisition for change detection.
+func holderKey(h *lease.Holder) string {
+	if h == nil {
+		return "free"
+	}
+	return fmt.Sprintf("%s/%d", h.Holder, h.Token)
+}
+
+// printChanges prints what differs from last to v: the holder first, then
+// the standbys that left and those that joined. A standby that left because
+// it took the lease is not reported as leaving. It reports whether anything
+// was printed.
+func printChanges(p watchPrinter, last, v leaseView) bool {
+	changed := false
+	newHolder := holderKey(last.holder) != holderKey(v.holder)
+	if newHolder {
+		p.holder(v.holder)
+		changed = true
+	}
+	now := map[string]bool{}
+	for _, s := range v.standbys {
+		now[s.ID] = true
+	}
+	was := map[string]bool{}
+	for _, s := range last.standbys {
+		was[s.ID] = true
+		if now[s.ID] {
+			continue
+		}
+		if newHolder && v.holder != nil && v.holder.Holder == s.Holder {
+			continue // it took over: the holder line says so
+		}
+		p.standby("standby_left", s)
+		changed = true
+	}
+	for _, s := range v.standbys {
+		if !was[s.ID] {
+			p.standby("standby_joined", s)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// watchPrinter writes watch's lines.
+type watchPrinter struct {
+	e       env
+	asJSON  bool
+	name    string
+	started time.Time
+}
+
+// stamp is the time of a line; a watch runs for days, so it carries the
+// date once it is not the day the watch started.
+func (p watchPrinter) stamp(now time.Time) string { return FormatTime(now, p.started) }
+
+func (p watchPrinter) holder(h *lease.Holder) {
 	now := time.Now()
-	if asJSON {
+	if p.asJSON {
 		out := struct {
-			Time time.Time `json:"time"`
+			Time  time.Time `json:"time"`
+			Event string    `json:"event"`
 			statusJSON
-		}{Time: now, statusJSON: statusJSON{Name: name}}
+		}{Time: now, Event: "holder", statusJSON: statusJSON{Name: p.name}}
 		if h != nil {
 			out.Held, out.Holder, out.Token = true, h.Holder, h.Token
 			if !h.Since.IsZero() {
@@ -89,15 +192,30 @@ func printWatch(e env, asJSON bool, name string, h *lease.Holder, started time.T
 			}
 		}
 		b, _ := json.Marshal(out)
-		fmt.Fprintln(e.stdio.Out, string(b))
+		fmt.Fprintln(p.e.stdio.Out, string(b))
 		return
 	}
-	// A watch runs for days: the time carries the date once it is not the
-	// day the watch started.
-	stamp := FormatTime(now, started)
 	if h == nil {
-		fmt.Fprintf(e.stdio.Out, "%s %s: free\n", stamp, name)
+		fmt.Fprintf(p.e.stdio.Out, "%s %s: free\n", p.stamp(now), p.name)
 		return
 	}
-	fmt.Fprintf(e.stdio.Out, "%s %s: held by %s, token %d\n", stamp, name, h.Holder, h.Token)
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, h.Holder, h.Token)
+}
+
+// standby prints a standby event: standby_waiting (at the start),
+// standby_joined or standby_left.
+func (p watchPrinter) standby(event string, s lease.Candidate) {
+	now := time.Now()
+	if p.asJSON {
+		b, _ := json.Marshal(struct {
+			Time  time.Time `json:"time"`
+			Name  string    `json:"name"`
+			Event string    `json:"event"`
+			standbyJSON
+		}{now, p.name, event, standbyJSON{Holder: s.Holder, Priority: s.Priority, Since: s.Since}})
+		fmt.Fprintln(p.e.stdio.Out, string(b))
+		return
+	}
+	what := map[string]string{"standby_waiting": "is waiting", "standby_joined": "joined", "standby_left": "left"}[event]
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, s.Holder, what, s.Priority)
 }
