@@ -41,11 +41,14 @@ type leaseView struct {
 }
 
 // readView reads the holder and, where the store keeps a candidate
-// registry, the standbys, in one store call.
+// registry, the standbys, in one store call. A registry that cannot be read
+// (say, a SAS without list permission) costs only the standbys.
 func readView(ctx context.Context, store lease.Store, name string) (leaseView, error) {
 	if reg, ok := store.(lease.CandidateRegistry); ok {
 		cs, h, err := reg.Candidates(ctx, name)
-		return leaseView{holder: h, standbys: cs}, err
+		if err == nil || ctx.Err() != nil {
+			return leaseView{holder: h, standbys: cs}, err
+		}
 	}
 	h, err := store.Status(ctx, name)
 	return leaseView{holder: h}, err

@@ -418,3 +418,13 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64(renew.Microseconds())/float64(b.N), "renew-µs/op")
 	b.ReportMetric(float64(rel.Microseconds())/float64(b.N), "release-µs/op")
 }
+
+func TestCandidates(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cont := freshContainer()
+	leasetest.RunCandidates(t, leasetest.Harness{
+		Open: func(t *testing.T) lease.Store { return openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second}) },
+		TTL:  15 * time.Second,
+	})
+}
