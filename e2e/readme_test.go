@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // TestReadmeExamples runs every code block of README.md, so the examples
 // cannot rot. Each block is either output (fence info `text`, `console` or
@@ -79,7 +79,7 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			continue
 		case b.marker == "":
-			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e_readme_test.go, or fence it as ```text if it is output", b.line, b.info)
+			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e/readme_test.go, or fence it as ```text if it is output", b.line, b.info)
 			continue
 		}
 		name, check := b.marker, readmeChecks[b.marker]
@@ -87,7 +87,7 @@ func TestReadmeExamples(t *testing.T) {
 			want, _ := strconv.Atoi(m[1])
 			name, check = fmt.Sprintf("line%d_exit%d", b.line, want), readmeExit(want)
 		} else if check == nil {
-			t.Errorf("README.md:%d: readme-test %q: no such check in e2e_readme_test.go", b.line, b.marker)
+			t.Errorf("README.md:%d: readme-test %q: no such check in e2e/readme_test.go", b.line, b.marker)
 			continue
 		} else if seen[b.marker]++; seen[b.marker] > 1 {
 			t.Errorf("README.md:%d: readme-test %q used twice", b.line, b.marker)
@@ -219,7 +219,7 @@ func (b *readmeBlock) take(t *testing.T, prefix string) readmeCmd {
 func (b *readmeBlock) allTaken(t *testing.T) {
 	t.Helper()
 	for _, c := range b.cmds[b.next:] {
-		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e_readme_test.go", c.line, c.text, b.marker)
+		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e/readme_test.go", c.line, c.text, b.marker)
 	}
 }
 
@@ -279,7 +279,7 @@ func (fx *readmeFixture) subst(t *testing.T, s string) string {
 			host = h
 		}
 		if host != "" && host != "127.0.0.1" && host != "[::1]" && !strings.HasPrefix(host, "[::1]:") {
-			t.Fatalf("%q would reach %s: e2e_readme_test.go must map that placeholder to a test server", s, host)
+			t.Fatalf("%q would reach %s: e2e/readme_test.go must map that placeholder to a test server", s, host)
 		}
 	}
 	return s
@@ -426,7 +426,7 @@ func shOut(t *testing.T, env []string, dir, line string) (int, string, string) {
 	return runOut(t, env, dir, "/bin/sh", "-c", line)
 }
 
-// launchArgv starts argv as an lr (see e2e_helpers_test.go) with exactly env,
+// launchArgv starts argv as an lr (see helpers_test.go) with exactly env,
 // so a check can read its stdout line by line, signal and wait for it.
 func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...string) (*lr, io.WriteCloser) {
 	t.Helper()

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -26,6 +26,12 @@ import (
 var lrBin string
 
 func TestMain(m *testing.M) {
+	// The tests run from the repository root, as users and scripts/test.sh
+	// do: README.md, scripts/ and `go run .` are where the README says.
+	if err := os.Chdir(".."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "leaderrun-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
