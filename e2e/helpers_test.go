@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	lrBin = filepath.Join(dir, "leaderrun")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", lrBin, ".")
+	// leaderrun and the store programs it hands other stores to
+	// (cmd/leaderrun-*), side by side as `go install .../...` puts them.
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dir+"/", ".", "./cmd/...")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leaderrun:", err)

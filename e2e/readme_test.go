@@ -530,33 +530,53 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 }
 
-// Install: the go install path names this module's main package (fetching
-// @latest needs the network, so it is resolved in the source tree instead);
-// the from-clone build, run in a copy of the tree as a fresh clone has it,
-// installs an executable leaderrun into /usr/local/bin.
+// storePrograms are what an installation must hold: leaderrun, whose
+// module is the leaderrun directory, and the store programs.
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob"}
+
+// Install: the go install pattern names this module's main packages,
+// leaderrun and every store program (fetching @latest needs the network, so
+// it is resolved in the source tree instead); the from-clone build, run in a
+// copy of the tree as a fresh clone has it, installs them executable into
+// /usr/local/bin.
 func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	c := b.take(t, "go install ")
 	words := strings.Fields(c.text)
-	if len(words) != 3 || !strings.HasSuffix(words[2], "@latest") {
-		t.Fatalf("README.md:%d: %q: want go install MODULE@latest", c.line, c.text)
+	if len(words) != 3 || !strings.HasSuffix(words[2], "/...@latest") {
+		t.Fatalf("README.md:%d: %q: want go install MODULE/...@latest", c.line, c.text)
 	}
-	pkg := strings.TrimSuffix(words[2], "@latest")
-	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}}", pkg)
-	if code != 0 || strings.TrimSpace(out) != "main" {
-		t.Fatalf("README.md:%d: %s is not this module's main package: exit %d, %q %s", c.line, pkg, code, out, stderr)
+	pattern := strings.TrimSuffix(words[2], "@latest")
+	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}", pattern)
+	if code != 0 {
+		t.Fatalf("README.md:%d: go list %s: exit %d: %s", c.line, pattern, code, stderr)
+	}
+	mains := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, path, _ := strings.Cut(line, " "); name == "main" {
+			mains[filepath.Base(path)] = true
+		}
+	}
+	for _, prog := range storePrograms {
+		if !mains[prog] {
+			t.Fatalf("README.md:%d: %s does not install %s (main packages: %v)", c.line, words[2], prog, mains)
+		}
 	}
 
 	c = b.take(t, "go build ")
 	clone := fx.cloneDir(t)
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
-	_ = os.Remove(dst)
+	for _, prog := range storePrograms {
+		_ = os.Remove(filepath.Join(filepath.Dir(dst), prog))
+	}
 	cmd := fx.subst(t, c.text)
 	if code, _, stderr := shOut(t, fx.shellEnv(), clone, cmd); code != 0 {
 		t.Fatalf("README.md:%d: %q: exit %d: %s", c.line, cmd, code, stderr)
 	}
-	info, err := os.Stat(dst)
-	if err != nil || info.Mode().Perm() != 0o755 {
-		t.Fatalf("README.md:%d: no mode 0755 leaderrun in /usr/local/bin after the install: %v", c.line, err)
+	for _, prog := range storePrograms {
+		info, err := os.Stat(filepath.Join(filepath.Dir(dst), prog))
+		if err != nil || info.Mode().Perm() != 0o755 {
+			t.Fatalf("README.md:%d: no mode 0755 %s in /usr/local/bin after the install: %v", c.line, prog, err)
+		}
 	}
 	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
 		t.Fatalf("installed leaderrun --version: exit %d, %q %s", code, out, stderr)

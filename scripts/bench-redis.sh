@@ -22,7 +22,7 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -o "$bin" .
+go build -o "$out/" . ./cmd/... # leaderrun and its store programs
 
 work=$(mktemp -d /tmp/leaderrun-bench-redis.XXXXXX)
 etcd_pid=

@@ -17,7 +17,7 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -o "$bin" .
+go build -o "$out/" . ./cmd/... # leaderrun and its store programs
 store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
 trap 'rm -rf "$store"' EXIT
 
