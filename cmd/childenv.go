@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
 )
 
 // Variables leaderrun gives its child. They are deliberately not the names

@@ -9,7 +9,6 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-
 // storeOpeners maps a URL scheme to the opener of a store linked into this
 // program: the file store always, others as Main's caller links them.
 var storeOpeners = map[string]func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error){"file": openFileStore}
