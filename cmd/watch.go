@@ -63,6 +63,8 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	var (
 		last    leaseView
 		failing error
+		// highest is the highest token seen held.
+		highest uint64
 	)
 	for {
 		sctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
@@ -81,8 +83,17 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 			failing = err
 		default:
 			failing = nil
+			if unrecorded(v.holder, last.holder, highest) {
+				// Taken, but its holder not yet recorded (Azure writes the
+				// record just after the lease): the next look will tell.
+				v.holder = last.holder
+			}
+			if v.holder != nil {
+				highest = max(highest, v.holder.Token)
+			}
 			p := watchPrinter{e: e, asJSON: asJSON, name: name, started: started}
 			if first {
+				log.Debug("watching lease "+name, "event", "watching", "push", changes != nil)
 				if !once {
 					p.holder(v.holder)
 					for _, s := range v.standbys {
@@ -98,6 +109,20 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 			return ended
 		}
 	}
+}
+
+// unrecorded reports whether h is a lease taken by a holder that has not
+// written its record yet: no record at all, or the record of an earlier
+// acquisition (tokens strictly increase, so a new acquisition never shows a
+// token at or below one already seen, once the lease was seen free since).
+func unrecorded(h, last *lease.Holder, highest uint64) bool {
+	if h == nil {
+		return false
+	}
+	if h.Holder == "" && h.Token == 0 {
+		return true
+	}
+	return h.Token != 0 && (h.Token < highest || h.Token == highest && last == nil)
 }
 
 // nextChange waits for the store to tell of a change, or at most interval

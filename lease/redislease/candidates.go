@@ -171,8 +171,9 @@ func (s *Store) CandidateTiming() lease.CandidateTiming {
 }
 
 // announce publishes on the changed channel from a goroutine the Store owns,
-// so that no acquisition or registration waits for it. It is a hint for
-// watchers: failures are logged at debug level.
+// so that no acquisition or registration waits for it; Close waits for it
+// (at most a call timeout), so an instance that exits right after leaving
+// still tells watchers. It is a hint: failures are logged at debug level.
 func (s *Store) announce(name string) {
 	if s.noChannel.Load() {
 		return
@@ -182,10 +183,10 @@ func (s *Store) announce(name string) {
 	if s.closed {
 		return
 	}
-	s.wg.Add(1)
+	s.announcing.Add(1)
 	go func() {
-		defer s.wg.Done()
-		ctx, cancel := s.callCtx(s.life)
+		defer s.announcing.Done()
+		ctx, cancel := s.callCtx(context.Background())
 		defer cancel()
 		err := s.client.Publish(ctx, changedChan(name), "changed").Err()
 		if err != nil && !errors.Is(err, context.Canceled) {

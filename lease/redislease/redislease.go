@@ -140,6 +140,9 @@ type Store struct {
 	closed   bool
 	watchers map[string]*watcher
 	wg       sync.WaitGroup
+	// announcing counts the change announcements in flight (candidates.go);
+	// Close lets them finish.
+	announcing sync.WaitGroup
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -375,6 +378,7 @@ func (s *Store) Close() error {
 	ws := s.watchers
 	s.watchers = nil
 	s.mu.Unlock()
+	s.announcing.Wait() // each bounded by the call timeout
 	s.stop()
 	for _, w := range ws {
 		w.close()

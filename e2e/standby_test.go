@@ -1,0 +1,381 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Standbys, preferred leaders and watch (issue 8 items 2-4), on every store.
+
+// standbyStore is one store the standby tests run on.
+type standbyStore struct {
+	name string
+	// setup returns the environment selecting a fresh store (or a fresh
+	// lease name on a shared one), the lease name, and flags every run adds.
+	setup func(t *testing.T) (env []string, lease string, flags []string)
+	// delta is the store's δ (lease.CandidateTiming.Step).
+	delta time.Duration
+	// lapse bounds how long a killed standby stays listed.
+	lapse time.Duration
+}
+
+func standbyStores() []standbyStore {
+	return []standbyStore{
+		{name: "file", delta: 100 * time.Millisecond, lapse: 5 * time.Second,
+			setup: func(t *testing.T) ([]string, string, []string) {
+				return []string{"LEADERRUN_STORE=" + fileStore(t)}, "job", nil
+			}},
+		{name: "redis", delta: 200 * time.Millisecond, lapse: 15 * time.Second,
+			setup: func(t *testing.T) ([]string, string, []string) {
+				_, env := redisE2EShared(t)
+				return env, redisE2EName(t, "sb"), []string{"--ttl", "2s"}
+			}},
+		// Azurite polled every 200ms: δ = 1.5·poll + 500ms.
+		{name: "azure", delta: 800 * time.Millisecond, lapse: 60 * time.Second,
+			setup: func(t *testing.T) ([]string, string, []string) {
+				_, store := azShared(t, "poll=200ms")
+				return append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "job", []string{"--ttl", "15s"}
+			}},
+	}
+}
+
+// watchEvent is one line of watch --json.
+type watchEvent struct {
+	Time     time.Time `json:"time"`
+	Event    string    `json:"event"`
+	Held     bool      `json:"held"`
+	Holder   string    `json:"holder"`
+	Priority int       `json:"priority"`
+	Since    time.Time `json:"since"`
+}
+
+func (e watchEvent) String() string {
+	switch e.Event {
+	case "holder":
+		if !e.Held {
+			return "free"
+		}
+		return "holder " + e.Holder
+	}
+	return e.Event + " " + e.Holder
+}
+
+// startWatch starts watch --json on name and returns it after its first
+// line (the holder at the start), which it returns too.
+func startWatch(t *testing.T, env []string, name string, extra ...string) (*lr, watchEvent) {
+	t.Helper()
+	w := start(t, env, append([]string{"watch", "--json", "--interval", "200ms", name}, extra...)...)
+	return w, nextEvent(t, w)
+}
+
+func nextEvent(t *testing.T, w *lr) watchEvent {
+	t.Helper()
+	l := w.line()
+	var e watchEvent
+	if err := json.Unmarshal([]byte(l), &e); err != nil {
+		t.Fatalf("watch printed %q: %v", l, err)
+	}
+	return e
+}
+
+// awaitEvent reads watch events until want ("holder X", "free",
+// "standby_joined X", ...) and returns it; with strict, any other event
+// first fails the test.
+func awaitEvent(t *testing.T, w *lr, want string, strict bool) watchEvent {
+	t.Helper()
+	for {
+		e := nextEvent(t, w)
+		if e.String() == want {
+			return e
+		}
+		if strict {
+			t.Fatalf("watch reported %q; want %q next (stderr: %s)", e, want, w.stderr.String())
+		}
+	}
+}
+
+// standby starts a waiting instance labelled label with priority p whose
+// child appends "label time_ns" to marks.
+func standby(t *testing.T, env []string, name string, flags []string, label string, p int, marks string) *lr {
+	t.Helper()
+	args := append([]string{"--name", name, "--holder", label, "--priority", strconv.Itoa(p)}, flags...)
+	return start(t, env, append(args, "--", "sh", "-c", `echo "$0 $(date +%s%N)" >> "$1"`, label, marks)...)
+}
+
+// leaderUntilStdin holds name until its stdin is closed.
+func leaderUntilStdin(t *testing.T, env []string, name string, flags []string) (*lr, func()) {
+	t.Helper()
+	args := append([]string{"--name", name, "--holder", "leader"}, flags...)
+	p, in := startStdin(t, env, append(args, "--", "sh", "-c", "echo ready; read x || true")...)
+	if l := p.line(); l != "ready" {
+		t.Fatalf("leader's child said %q", l)
+	}
+	return p, func() { _ = in.Close() }
+}
+
+// runs reads the marks file: labels in order of start, with start times.
+func runs(t *testing.T, marks string) ([]string, []time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	var at []time.Time
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			t.Fatalf("marks line %q", l)
+		}
+		ns, _ := strconv.ParseInt(f[1], 10, 64)
+		labels, at = append(labels, f[0]), append(at, time.Unix(0, ns))
+	}
+	return labels, at
+}
+
+// Three waiting instances appear in status --json in takeover order; one
+// SIGKILLed disappears once its registration lapses (file: at once).
+func TestStandbysInStatus(t *testing.T) {
+	for _, st := range standbyStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env, name, flags := st.setup(t)
+			_, release := leaderUntilStdin(t, env, name, flags)
+			defer release()
+			w, _ := startWatch(t, env, name)
+			marks := filepath.Join(t.TempDir(), "marks")
+			sbs := map[string]*lr{}
+			for _, p := range []int{0, 10, 5} {
+				label := fmt.Sprint("p", p)
+				sbs[label] = standby(t, env, name, flags, label, p, marks)
+				awaitEvent(t, w, "standby_joined "+label, true)
+			}
+			code, m := statusJSON(t, env, name)
+			if code != 0 || m["holder"] != "leader" {
+				t.Fatalf("status: %d %v", code, m)
+			}
+			if got := standbysOf(t, m); fmt.Sprint(got) != "[p10/10 p5/5 p0/0]" {
+				t.Fatalf("standbys %v; want [p10/10 p5/5 p0/0] (takeover order)", got)
+			}
+			if err := sbs["p5"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			for {
+				e := nextEvent(t, w)
+				if e.String() == "standby_left p5" {
+					break
+				}
+				if time.Since(killed) > st.lapse {
+					t.Fatalf("p5 still listed %v after SIGKILL", time.Since(killed))
+				}
+			}
+			t.Logf("%s: a SIGKILLed standby left the list after %v", st.name, time.Since(killed).Round(time.Millisecond))
+			if _, m := statusJSON(t, env, name); fmt.Sprint(standbysOf(t, m)) != "[p10/10 p0/0]" {
+				t.Fatalf("standbys after the SIGKILL: %v; want [p10/10 p0/0]", standbysOf(t, m))
+			}
+		})
+	}
+}
+
+func standbysOf(t *testing.T, m map[string]any) []string {
+	t.Helper()
+	var out []string
+	list, _ := m["standbys"].([]any)
+	for _, s := range list {
+		sm, _ := s.(map[string]any)
+		out = append(out, fmt.Sprintf("%v/%v", sm["holder"], sm["priority"]))
+	}
+	return out
+}
+
+// A leader and standbys with priorities 0, 5 and 10: when the leader exits,
+// the priority-10 standby runs next, 10 times out of 10.
+func TestPriorityTakeover(t *testing.T) {
+	for _, st := range standbyStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			var took []time.Duration
+			for round := range 10 {
+				env, name, flags := st.setup(t)
+				if st.name != "file" {
+					name += fmt.Sprint("-", round)
+				}
+				leader, release := leaderUntilStdin(t, env, name, flags)
+				w, _ := startWatch(t, env, name)
+				marks := filepath.Join(t.TempDir(), "marks")
+				var sbs []*lr
+				// The best one joins last: the others' view of the standbys
+				// must not be stale.
+				for _, p := range []int{0, 5, 10} {
+					label := fmt.Sprint("p", p)
+					sbs = append(sbs, standby(t, env, name, flags, label, p, marks))
+					awaitEvent(t, w, "standby_joined "+label, true)
+				}
+				released := time.Now()
+				release()
+				if c := leader.wait(); c != 0 {
+					t.Fatalf("leader exited %d: %s", c, leader.stderr.String())
+				}
+				for _, s := range sbs {
+					if c := s.wait(); c != 0 {
+						t.Fatalf("standby exited %d: %s", c, s.stderr.String())
+					}
+				}
+				labels, at := runs(t, marks)
+				if fmt.Sprint(labels) != "[p10 p5 p0]" {
+					t.Fatalf("round %d: runs in order %v; want [p10 p5 p0]", round, labels)
+				}
+				took = append(took, at[0].Sub(released))
+			}
+			slices.Sort(took)
+			t.Logf("%s: leader's stdin closed → priority-10 child started: min %v, median %v, max %v (10 rounds)",
+				st.name, took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+		})
+	}
+}
+
+// With the priority-10 standby frozen (SIGSTOP), the priority-5 one takes
+// over within its δ: liveness first.
+func TestPriorityFrozenBetterStandby(t *testing.T) {
+	for _, st := range standbyStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env, name, flags := st.setup(t)
+			leader, release := leaderUntilStdin(t, env, name, flags)
+			w, _ := startWatch(t, env, name)
+			marks := filepath.Join(t.TempDir(), "marks")
+			p10 := standby(t, env, name, flags, "p10", 10, marks)
+			awaitEvent(t, w, "standby_joined p10", true)
+			p5 := standby(t, env, name, flags, "p5", 5, marks)
+			awaitEvent(t, w, "standby_joined p5", true)
+			if err := p10.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = p10.cmd.Process.Signal(syscall.SIGCONT) }()
+			released := time.Now()
+			release()
+			if c := leader.wait(); c != 0 {
+				t.Fatalf("leader exited %d", c)
+			}
+			if c := p5.wait(); c != 0 {
+				t.Fatalf("p5 exited %d: %s", c, p5.stderr.String())
+			}
+			labels, at := runs(t, marks)
+			if fmt.Sprint(labels) != "[p5]" {
+				t.Fatalf("runs %v; want [p5] while p10 is frozen", labels)
+			}
+			took := at[0].Sub(released)
+			t.Logf("%s: priority-5 child started %v after the leader's stdin closed, priority 10 frozen (δ %v)", st.name, took.Round(time.Millisecond), st.delta)
+			// Generous for a loaded host: δ, plus the waiters' own detection
+			// (Azure: a poll), plus process start-up.
+			if took > st.delta+3*time.Second {
+				t.Fatalf("p5 took over %v after the release; want within about δ = %v", took, st.delta)
+			}
+			if err := p10.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if c := p10.wait(); c != 0 {
+				t.Fatalf("p10 exited %d after SIGCONT: %s", c, p10.stderr.String())
+			}
+		})
+	}
+}
+
+// watch reports, in order: an acquisition, a standby joining, a release and
+// the standby's takeover, another standby joining and one leaving, and the
+// takeover after the holder was SIGKILLed. With --once it prints the next
+// change and exits 0.
+func TestWatchSequence(t *testing.T) {
+	for _, st := range standbyStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env, name, flags := st.setup(t)
+			w, first := startWatch(t, env, name)
+			if first.String() != "free" {
+				t.Fatalf("watch started with %q; want free", first)
+			}
+			once := start(t, env, "watch", "-v", "--once", "--json", "--interval", "200ms", name)
+			waitOnceWatching(t, once)
+			var lat []string
+			latency := func(e watchEvent, since time.Time) {
+				lat = append(lat, fmt.Sprintf("%s %v", e, e.Time.Sub(since).Round(time.Millisecond)))
+			}
+
+			a, releaseA := leaderUntilStdin(t, env, name, flags)
+			e := awaitEvent(t, w, "holder leader", true)
+			latency(e, e.Since)
+			if c := once.wait(); c != 0 {
+				t.Fatalf("watch --once exited %d: %s", c, once.stderr.String())
+			}
+
+			marks := filepath.Join(t.TempDir(), "marks")
+			args := append([]string{"--name", name}, flags...)
+			b, _ := startStdin(t, env, append(args, "--holder", "b", "--", "sh", "-c", `echo "ready $$"; read x || true`)...)
+			e = awaitEvent(t, w, "standby_joined b", true)
+			latency(e, e.Since)
+
+			releaseA()
+			_ = a.wait()
+			for e = nextEvent(t, w); e.String() == "free"; e = nextEvent(t, w) {
+			}
+			if e.String() != "holder b" {
+				t.Fatalf("after the release watch reported %q; want [free then] holder b", e)
+			}
+			latency(e, e.Since)
+			if l := b.line(); !strings.HasPrefix(l, "ready") {
+				t.Fatalf("b's child said %q", l)
+			}
+
+			// c holds until told: a polling watch (Azure) sees only holds
+			// longer than its interval.
+			c, inC := startStdin(t, env, append(args, "--holder", "c", "--", "sh", "-c", `echo ready; read x || true`)...)
+			e = awaitEvent(t, w, "standby_joined c", true)
+			latency(e, e.Since)
+			d := standby(t, env, name, flags, "d", 0, marks)
+			e = awaitEvent(t, w, "standby_joined d", true)
+			latency(e, e.Since)
+			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			left := time.Now()
+			e = awaitEvent(t, w, "standby_left d", true)
+			latency(e, left)
+			_ = d.wait()
+
+			if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			for e = nextEvent(t, w); e.String() == "free"; e = nextEvent(t, w) {
+			}
+			if e.String() != "holder c" {
+				t.Fatalf("after the holder was SIGKILLed watch reported %q; want [free then] holder c (watch: %s)", e, w.stderr.String())
+			}
+			latency(e, e.Since)
+			if l := c.line(); l != "ready" {
+				t.Fatalf("c's child said %q", l)
+			}
+			_ = inC.Close()
+			if code := c.wait(); code != 0 {
+				t.Fatalf("c exited %d: %s", code, c.stderr.String())
+			}
+			awaitEvent(t, w, "free", true)
+			t.Logf("%s: event, time from the change to watch's line: %s", st.name, strings.Join(lat, "; "))
+		})
+	}
+}
+
+// waitOnceWatching waits until watch --once (run with -v) has read the
+// current state: a change before that would be its starting state.
+func waitOnceWatching(t *testing.T, once *lr) {
+	t.Helper()
+	waitStderr(t, once, "watching lease", 30*time.Second)
+}
