@@ -417,6 +417,10 @@ func TestValueMessages(t *testing.T) {
 		{"empty name=", nil, []string{"--name=", "--", "true"}, `--name "": empty value`},
 		{"empty store", nil, []string{"--store", "", "--", "true"}, `--store "": empty value`},
 		{"int", nil, []string{"--conflict-exit-code", "x", "--", "true"}, "--conflict-exit-code x: want a whole number"},
+		{"priority not a number", nil, []string{"--priority", "high", "--", "true"}, "--priority high: want a whole number"},
+		{"priority out of range", nil, []string{"--priority", "2000000", "--", "true"}, "--priority 2000000: want a whole number from -1000000 to 1000000"},
+		{"priority variable out of range", map[string]string{"LEADERRUN_PRIORITY": "-2000000"}, []string{"--", "true"}, "--priority -2000000: want a whole number from -1000000 to 1000000"},
+		{"once is watch's", nil, []string{"--once", "--", "true"}, "--once"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,6 +77,31 @@
 //     whatever it does with sessions, SIGKILL is cgroup.kill, and the tree is
 //     gone when the cgroup is empty. Elsewhere the process group is the unit.
 //
+// # Standbys and takeover order
+//
+// A store may also be a CandidateRegistry: a list of the instances waiting
+// for a lease (label, priority, waiting since), each registration kept live
+// by a heartbeat that expires (Redis, Azure) or by a lock its process holds
+// (file). Acquire registers when it starts to wait and leaves when it
+// returns, on a context of its own, so a waiter interrupted by a signal
+// leaves nothing behind. When Wait says the lease may be free, Acquire lists
+// the candidates (the same call reports whether the lease still looks held,
+// so it replaces the attempt it would otherwise make) and, with k live
+// candidates of higher priority than its own, holds back k·δ before it
+// tries (δ = CandidateTiming.Step: how long a better candidate may need to
+// notice and try). The best live candidate therefore wins without a round
+// of messages, and a dead, frozen or slow better candidate delays the next
+// by its δ, not forever: liveness comes first. Equal priorities never hold
+// back. A holder never consults the registry, so a running leader is never
+// pre-empted.
+//
+// The registry is never needed for safety: exclusion, tokens and every
+// deadline above rest on TryAcquire, Renew and Release alone. A candidate
+// that ignores its rank, a stale or lost registration, a registry the store
+// cannot reach or an ACL that forbids it can only change which waiter takes
+// the lease next, never let two hold it. Registry failures are logged at
+// debug level and Acquire then tries at once, as if priorities were equal.
+//
 // # What is not guaranteed
 //
 // A lease is time-based, so exclusion holds only while the timing
@@ -94,6 +119,11 @@
 // signal, and in the instant between the child's exec and the runner telling
 // the guard its group, a SIGKILL of leaderrun leaves only Pdeathsig to kill
 // the child (not what it forked in that instant).
+//
+// The takeover order is best effort: a better candidate that joins in the
+// instant the lease is freed may not be seen yet by the others, and δ is
+// sized for a loaded host, not bounded; a lower-ranked candidate that finds
+// the lease still free after its hold-back takes it.
 //
 // The file store (filelease) has no TTL: its lease ends when the holder's
 // process does, and the kernel drops the lock at once, so none of the timing

@@ -12,7 +12,8 @@ import (
 
 // The ACL the README gives for a leaderrun user (keep the two in step).
 var (
-	aclBase     = []string{"resetkeys", "~leaderrun:*", "resetchannels", "-@all", "+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time"}
+	aclBase     = []string{"resetkeys", "~leaderrun:*", "resetchannels", "-@all", "+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time",
+		"+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zcard", "+hset", "+hget", "+hdel", "+hexists"}
 	aclChannels = []string{"&leaderrun:*", "+publish", "+subscribe"}
 )
 
@@ -61,6 +62,16 @@ func TestACLUser(t *testing.T) {
 			}
 			if h, err := a.Status(ctxT(t), name); err != nil || h == nil {
 				t.Fatalf("Status: %v, %v", h, err)
+			}
+			cand := lease.Candidate{ID: lease.NewID(), Holder: "standby", Since: time.Now()}
+			if n, err := b.Join(ctxT(t), name, cand, time.Minute); err != nil || n != 1 {
+				t.Fatalf("Join: %d, %v", n, err)
+			}
+			if cs, h, err := b.Candidates(ctxT(t), name); err != nil || len(cs) != 1 || h == nil {
+				t.Fatalf("Candidates: %v, %v, %v", cs, h, err)
+			}
+			if err := b.Leave(ctxT(t), name, cand.ID); err != nil {
+				t.Fatalf("Leave: %v", err)
 			}
 			_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
 			var he *lease.HeldError

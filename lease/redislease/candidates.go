@@ -189,6 +189,9 @@ func (s *Store) announce(name string) {
 		ctx, cancel := s.callCtx(context.Background())
 		defer cancel()
 		err := s.client.Publish(ctx, changedChan(name), "changed").Err()
+		if redis.IsPermissionError(err) {
+			s.noChannel.Store(true)
+		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Debug("change notification not sent; watchers see it at their next check", "err", s.classify("publish", err))
 		}
