@@ -12,7 +12,7 @@ import (
 
 // The ACL the README gives for a leaderrun user (keep the two in step).
 var (
-	aclBase     = []string{"resetkeys", "~leaderrun:*", "resetchannels", "-@all", "+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time",
+	aclBase = []string{"resetkeys", "~leaderrun:*", "resetchannels", "-@all", "+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time",
 		"+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zcard", "+hset", "+hget", "+hdel", "+hexists"}
 	aclChannels = []string{"&leaderrun:*", "+publish", "+subscribe"}
 )
