@@ -46,7 +46,7 @@ var (
 
 // heartbeatsPerSecond is the budget of heartbeats of all the standbys of one
 // lease together (issue 8: 50 standbys add at most 5 commands/s).
-const heartbeatsPerSecond = 4
+const heartbeatsPerSecond = 3
 
 var _ lease.CandidateRegistry = (*Store)(nil)
 
