@@ -70,7 +70,9 @@ type CandidateRegistry interface {
 	// many candidates are live, c included.
 	Join(ctx context.Context, name string, c Candidate, expiry time.Duration) (live int, err error)
 	// Leave removes the candidate id of name. Leaving a candidacy that is
-	// not registered is not an error.
+	// not registered is not an error. A store may finish the removal after
+	// Leave returns (Redis does, so that a new leader's child does not wait
+	// for it); it then finishes before the store's Close returns.
 	Leave(ctx context.Context, name, id string) error
 	// Candidates returns the live candidates of name in takeover order
 	// (SortCandidates) and the current holder (nil when the lease looks

@@ -87,20 +87,39 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	return int(res[0]), nil
 }
 
-// Leave removes the candidate id and announces it.
+// Leave removes the candidate id and announces it. It returns at once and
+// leaves from a goroutine the Store owns (Close waits for it, at most a call
+// timeout): Acquire leaves right after winning the lease, and the child
+// should not wait for a round trip that only tidies the list. A failure is
+// logged at debug level; the registration then lapses by itself.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
 	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	n, err := leaveScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, id).Int64()
-	if err != nil {
-		return s.classify("leave standbys of "+name, err)
+	leave := func(ctx context.Context) error {
+		cctx, cancel := s.callCtx(ctx)
+		defer cancel()
+		n, err := leaveScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, id).Int64()
+		if err != nil {
+			return s.classify("leave standbys of "+name, err)
+		}
+		if n == 1 {
+			s.publishChanged(cctx, name)
+		}
+		return nil
 	}
-	if n == 1 {
-		s.announce(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
 	}
+	s.announcing.Add(1)
+	go func() {
+		defer s.announcing.Done()
+		if err := leave(context.WithoutCancel(ctx)); err != nil {
+			s.log.Debug("leaving the standbys failed; the registration lapses by itself", "err", err)
+		}
+	}()
 	return nil
 }
 
@@ -188,12 +207,20 @@ func (s *Store) announce(name string) {
 		defer s.announcing.Done()
 		ctx, cancel := s.callCtx(context.Background())
 		defer cancel()
-		err := s.client.Publish(ctx, changedChan(name), "changed").Err()
-		if redis.IsPermissionError(err) {
-			s.noChannel.Store(true)
-		}
-		if err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Debug("change notification not sent; watchers see it at their next check", "err", s.classify("publish", err))
-		}
+		s.publishChanged(ctx, name)
 	}()
+}
+
+// publishChanged publishes on the changed channel, best effort.
+func (s *Store) publishChanged(ctx context.Context, name string) {
+	if s.noChannel.Load() {
+		return
+	}
+	err := s.client.Publish(ctx, changedChan(name), "changed").Err()
+	if redis.IsPermissionError(err) {
+		s.noChannel.Store(true)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("change notification not sent; watchers see it at their next check", "err", s.classify("publish", err))
+	}
 }
