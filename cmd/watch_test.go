@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestPrintChanges(t *testing.T) {
+	a := &lease.Holder{Holder: "a", Token: 5}
+	b := &lease.Holder{Holder: "b", Token: 6}
+	sb := func(id, holder string, p int) lease.Candidate {
+		return lease.Candidate{ID: id, Holder: holder, Priority: p}
+	}
+	for _, tc := range []struct {
+		name      string
+		last, now leaseView
+		want      []string
+	}{
+		{"nothing", leaseView{holder: a}, leaseView{holder: a}, nil},
+		{"released", leaseView{holder: a}, leaseView{}, []string{"j: free"}},
+		{"joined", leaseView{holder: a}, leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 3)}},
+			[]string{"j: standby b joined (priority 3)"}},
+		{"left", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 3)}}, leaseView{holder: a},
+			[]string{"j: standby b left (priority 3)"}},
+		{"took over: the holder line only", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 0), sb("2", "c", 0)}},
+			leaseView{holder: b, standbys: []lease.Candidate{sb("2", "c", 0)}}, []string{"j: held by b, token 6"}},
+		{"holder first, then left, then joined", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "x", 0)}},
+			leaseView{standbys: []lease.Candidate{sb("2", "y", 1)}},
+			[]string{"j: free", "j: standby x left (priority 0)", "j: standby y joined (priority 1)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := watchPrinter{e: env{stdio: Stdio{Out: f}}, name: "j", started: time.Now()}
+			changed := printChanges(p, tc.last, tc.now)
+			f.Close()
+			b, _ := os.ReadFile(path)
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				if _, rest, ok := strings.Cut(l, " "); ok {
+					got = append(got, rest) // without the time
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") || changed != (len(tc.want) > 0) {
+				t.Fatalf("printed %q (changed %v); want %q", got, changed, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnrecorded(t *testing.T) {
+	old := &lease.Holder{Holder: "a", Token: 5}
+	for _, tc := range []struct {
+		name    string
+		h, last *lease.Holder
+		highest uint64
+		want    bool
+	}{
+		{"free", nil, old, 5, false},
+		{"no record yet", &lease.Holder{}, nil, 5, true},
+		{"the previous holder's record after a release", &lease.Holder{Holder: "a", Token: 5}, nil, 5, true},
+		{"the same holder still", &lease.Holder{Holder: "a", Token: 5}, old, 5, false},
+		{"an older record", &lease.Holder{Holder: "z", Token: 4}, old, 5, true},
+		{"a new acquisition", &lease.Holder{Holder: "b", Token: 6}, nil, 5, false},
+		{"first look", &lease.Holder{Holder: "a", Token: 5}, nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unrecorded(tc.h, tc.last, tc.highest); got != tc.want {
+				t.Fatalf("unrecorded = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
