@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -378,4 +379,38 @@ func TestWatchSequence(t *testing.T) {
 func waitOnceWatching(t *testing.T, once *lr) {
 	t.Helper()
 	waitStderr(t, once, "watching lease", 30*time.Second)
+}
+
+// Standbys of different users in a shared directory (README: a directory
+// shared by several users) all appear in status, whichever user created
+// the standby list.
+func TestFileStandbysAcrossUsers(t *testing.T) {
+	requireRootE2E(t)
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		gid  int
+	}{
+		{"1777", os.ModeSticky | 0o777, 0},
+		{"2775", os.ModeSetgid | 0o775, e2eGroup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
+			_, release := leaderUntilStdin(t, env, "job", nil)
+			defer release()
+			w, _ := startWatch(t, env, "job")
+			for i, u := range []asUser{e2eNobody, e2eNoPw} {
+				label := fmt.Sprint("u", u.uid)
+				p := newLR(t, exec.Command(lrBin, "--name", "job", "--holder", label, "--priority", strconv.Itoa(i), "--", "true"))
+				p.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+				p.cmd.Dir = "/"
+				p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{e2eGroup}}}
+				p.begin(false)
+				awaitEvent(t, w, "standby_joined "+label, true)
+			}
+			if _, m := statusJSON(t, env, "job"); fmt.Sprint(standbysOf(t, m)) != "[u54321/1 u65534/0]" {
+				t.Fatalf("standbys %v; want [u54321/1 u65534/0]", standbysOf(t, m))
+			}
+		})
+	}
 }

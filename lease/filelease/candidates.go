@@ -89,7 +89,7 @@ func (s *Store) register(name string, c lease.Candidate) error {
 	if err := unix.Mkdir(dir, d.mode&0o7777); err != nil && !errors.Is(err, unix.EEXIST) {
 		return classified(err, "cannot create the candidates directory "+dir)
 	} else if err == nil {
-		_ = unix.Chmod(dir, d.mode&0o7777) // the umask may have taken bits away
+		adoptDir(dir, d)
 	}
 	tmp := filepath.Join(dir, ".join-"+c.ID)
 	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
@@ -123,6 +123,25 @@ func (s *Store) register(name string, c lease.Candidate) error {
 	}
 	s.cands[c.ID] = f
 	return nil
+}
+
+// adoptDir gives a candidates directory this process just created the
+// store directory's mode (the umask may have taken bits away) and, as adopt
+// does for lock files, its group, or its owner when root creates it in a
+// private directory. Best effort: a directory left root's only costs other
+// users their place in the standby list.
+func adoptDir(dir string, d dirInfo) {
+	uid, gid := -1, -1
+	switch {
+	case d.group() && !d.world():
+		gid = int(d.gid)
+	case !d.group() && !d.world() && unix.Geteuid() == 0:
+		uid, gid = int(d.uid), int(d.gid)
+	}
+	if uid != -1 || gid != -1 {
+		_ = unix.Lchown(dir, uid, gid)
+	}
+	_ = unix.Chmod(dir, d.mode&0o7777)
 }
 
 // Leave removes the candidate id registered by this Store: its file goes,
