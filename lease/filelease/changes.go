@@ -31,7 +31,7 @@ func (s *Store) WatchChanges(ctx context.Context, name string) (lease.Changes, e
 	}
 	c := &fileChanges{s: s, in: os.NewFile(uintptr(fd), "inotify"), lockBase: filepath.Base(s.Path(name)), candDir: s.candDir(name)}
 	c.candBase = filepath.Base(c.candDir)
-	if err := c.arm(); err != nil {
+	if _, err := c.arm(); err != nil {
 		c.in.Close()
 		return nil, err
 	}
@@ -60,30 +60,30 @@ type fileChanges struct {
 
 // arm adds the watches that can be added now: the store directory (or,
 // while it is missing, nothing: Next then polls) and the candidates
-// directory.
-func (c *fileChanges) arm() error {
+// directory. It reports whether it added one.
+func (c *fileChanges) arm() (added bool, _ error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fd := int(c.in.Fd())
 	if c.storeWD == 0 {
 		wd, err := unix.InotifyAddWatch(fd, c.s.dir, storeMask)
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return classified(err, "cannot watch "+c.s.dir)
+			return false, classified(err, "cannot watch "+c.s.dir)
 		}
 		if err == nil {
-			c.storeWD = wd
+			c.storeWD, added = wd, true
 		}
 	}
 	if c.candWD == 0 {
 		wd, err := unix.InotifyAddWatch(fd, c.candDir, candMask|unix.IN_DONT_FOLLOW|unix.IN_ONLYDIR)
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return classified(err, "cannot watch "+c.candDir)
+			return false, classified(err, "cannot watch "+c.candDir)
 		}
 		if err == nil {
-			c.candWD = wd
+			c.candWD, added = wd, true
 		}
 	}
-	return nil
+	return added, nil
 }
 
 // recheck is how long Next waits after an event on the lock file before it
@@ -96,7 +96,9 @@ const recheck = 50 * time.Millisecond
 // Without the store directory (nothing was ever taken) it polls every
 // PollInterval.
 func (c *fileChanges) Next(ctx context.Context, _ *lease.Holder, _ []lease.Candidate) error {
-	if err := c.arm(); err != nil {
+	if added, err := c.arm(); err != nil || added {
+		// A directory that appeared since the caller's reading may already
+		// hold what the new watch cannot report: read again.
 		return err
 	}
 	c.mu.Lock()
