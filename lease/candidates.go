@@ -124,22 +124,27 @@ type candidacy struct {
 }
 
 // joinCandidates registers c and, for a registry that needs heartbeats,
-// starts the goroutine that refreshes it; leave ends both. A failed Join is
-// logged and the heartbeat keeps trying: the registry only orders takeovers.
+// keeps refreshing it, from a goroutine it starts (so the caller goes on to
+// wait at once: joining is not on the way to the lease); leave ends it. A
+// failed Join is logged and the heartbeat keeps trying: the registry only
+// orders takeovers.
 func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, timeout time.Duration, log *slog.Logger) *candidacy {
 	cd := &candidacy{reg: reg, name: name, c: c, timing: reg.CandidateTiming(), timeout: timeout, log: log, stop: make(chan struct{})}
-	every, expiry := cd.timing.HeartbeatEvery(1)
-	live, err := cd.join(ctx, expiry)
-	if err == nil {
-		every, _ = cd.timing.HeartbeatEvery(live)
-	}
-	if !cd.timing.Heartbeat {
-		return cd
-	}
 	cd.wg.Add(1)
 	go func() {
 		defer cd.wg.Done()
-		cd.heartbeat(ctx, every)
+		select {
+		case <-cd.stop:
+			return // the wait ended before it began
+		default:
+		}
+		every, expiry := cd.timing.HeartbeatEvery(1)
+		if live, err := cd.join(ctx, expiry); err == nil {
+			every, _ = cd.timing.HeartbeatEvery(live)
+		}
+		if cd.timing.Heartbeat {
+			cd.heartbeat(ctx, every)
+		}
 	}()
 	return cd
 }
