@@ -114,7 +114,7 @@ func (g *healthGate) end() {
 
 // checkHold refuses --hold-at-least before anything is taken when the store
 // cannot keep a hold, or not that long.
-func checkHold(store lease.Store, hold time.Duration) error {
+func checkHold(store lease.Store, hold, ttl time.Duration) error {
 	if hold == 0 {
 		return nil
 	}
@@ -122,8 +122,8 @@ func checkHold(store lease.Store, hold time.Duration) error {
 	if !ok {
 		return usagef("--hold-at-least: this store cannot keep a lease taken after leaderrun exits")
 	}
-	if m := h.MaxHold(); m > 0 && hold > m {
-		return usagef("--hold-at-least %v: this store keeps a hold for at most %v", hold, m)
+	if m := h.MaxHold(ttl); m > 0 && hold > m {
+		return usagef("--hold-at-least %v: this store keeps a hold for at most %v with --ttl %v; use --hold-at-least %v or less", hold, m, ttl, m)
 	}
 	return nil
 }
@@ -160,4 +160,10 @@ func holdLeft(hold, sentAt time.Duration, cause error) time.Duration {
 		return 0
 	}
 	return hold - (lease.BootClock{}.Now() - sentAt)
+}
+
+// holdText describes a hold for status: the holder has finished and the
+// lease stays taken until until.
+func holdText(until, now time.Time) string {
+	return fmt.Sprintf("; finished, kept taken until %s (in %v) by --hold-at-least", FormatTimeZone(until, now), max(until.Sub(now), 0).Round(100*time.Millisecond))
 }

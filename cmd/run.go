@@ -169,7 +169,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	defer store.Close()
-	if err := checkHold(store, rc.hold); err != nil {
+	if err := checkHold(store, rc.hold, rc.timing.TTL); err != nil {
 		return classify(err)
 	}
 	notify := newNotifier(reads.get, log)

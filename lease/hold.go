@@ -22,6 +22,7 @@ type Holding interface {
 	// Like Lease.Release it returns an error wrapping ErrNotHeld (or
 	// ErrLost) when the lease was no longer ours.
 	ReleaseHeld(ctx context.Context, l Lease, hold time.Duration) error
-	// MaxHold is the longest hold the store can keep; 0 means no bound.
-	MaxHold() time.Duration
+	// MaxHold is the longest hold the store can keep for a lease acquired
+	// with TTL ttl; 0 means no bound.
+	MaxHold(ttl time.Duration) time.Duration
 }
