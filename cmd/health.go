@@ -146,7 +146,8 @@ func releaseHeld(store lease.Store, l lease.Lease, hold time.Duration, t lease.T
 		log.Warn("releasing the lease with its hold failed; it will expire by itself", "err", err)
 		return nil
 	}
-	log.Info(fmt.Sprintf("lease %s released; it stays taken for %s more (--hold-at-least)", l.Info().Name, humanDuration(hold)), "event", "held")
+	log.Info(fmt.Sprintf("lease %s released; it stays taken for %s more (--hold-at-least)", l.Info().Name, humanDuration(hold)),
+		"event", "held", "held_until", time.Now().Add(hold).UTC().Format(time.RFC3339Nano))
 	return nil
 }
 
