@@ -116,6 +116,34 @@ func TestHealthStepDown(t *testing.T) {
 	}
 }
 
+// A check that hangs is killed with its process group at --health-timeout
+// and counts as a failure: two in a row make the leader step down.
+func TestHealthHangingCheck(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	p := start(t, []string{"PIDS=" + pids}, "--store", fileStore(t), "--name", "hang",
+		"--health-cmd", `sleep 300 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`,
+		"--health-interval", "200ms", "--health-timeout", "100ms", "--health-retries", "2",
+		"--", "sleep", "300")
+	if code := p.wait(); code != 123 {
+		t.Fatalf("exit %d; want 123: %s", code, p.stderr.String())
+	}
+	if last := p.lastLine(); !strings.Contains(last, "failed 2 times in a row (last: timed out after 100ms; killed)") {
+		t.Fatalf("final line %q", last)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 4 {
+		t.Fatalf("%d check processes recorded; want 2 checks of 2 processes: %q", len(f), b)
+	}
+	for _, s := range f {
+		pid, _ := strconv.Atoi(s)
+		waitGone(t, pid, 5*time.Second)
+	}
+}
+
 // Bad --health-* combinations are refused with one line and exit 125,
 // before any child starts.
 func TestHealthFlagsRefused(t *testing.T) {
@@ -131,6 +159,7 @@ func TestHealthFlagsRefused(t *testing.T) {
 		{[]string{"--health-cmd", "true", "--ttl", "3s", "--health-interval", "10s"}, "--health-timeout 5s is not shorter than --ttl 3s"},
 		{[]string{"--health-cmd", "true", "--health-retries", "0"}, "--health-retries 0: want at least 1"},
 		{[]string{"--health-cmd", " "}, "--health-cmd is blank"},
+		{[]string{"--hold-at-least", "-1s"}, "--hold-at-least -1s: want 0 or a positive duration"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append(append([]string{"--store", store, "--name", "hf"}, tc.args...), "--", "touch", marker)
