@@ -182,6 +182,7 @@ func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int 
 		return runner.GuardMain()
 	}
 	register(stores)
+	takeGuardProgram()
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 

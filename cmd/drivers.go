@@ -82,7 +82,11 @@ func dispatch(raw string) error {
 	if err != nil {
 		return err
 	}
-	err = syscall.Exec(path, os.Args, os.Environ())
+	env := os.Environ()
+	if self, err := os.Executable(); err == nil {
+		env = append(env, envGuardProgram+"="+self) // Main takes it out again
+	}
+	err = syscall.Exec(path, os.Args, env)
 	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
 }
 
@@ -103,4 +107,26 @@ func findDriver(prog string) (string, error) {
 		return p, nil
 	}
 	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun/...@latest", prog, self)}
+}
+
+// envGuardProgram tells a store program which leaderrun dispatched to it:
+// that smaller program of the same installation runs as its guard
+// (runner.StartGuardProgram). Main removes it from the environment, so no
+// child sees it.
+const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
+
+// guardProgram is the program the guard runs from: this one, unless a
+// leaderrun dispatched to it.
+var guardProgram = "/proc/self/exe"
+
+// takeGuardProgram reads and removes envGuardProgram.
+func takeGuardProgram() {
+	p, ok := os.LookupEnv(envGuardProgram)
+	if !ok {
+		return
+	}
+	os.Unsetenv(envGuardProgram)
+	if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		guardProgram = p
+	}
 }
