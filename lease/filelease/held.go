@@ -237,7 +237,7 @@ func (l *fileLease) release(hold time.Duration) error {
 		return err
 	}
 	free := l.rec
-	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now()
+	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now().UTC()
 	if hold > 0 {
 		// The last holder's label, token and since stay, for status.
 		free.Holder, free.Since, free.HeldUntil = l.rec.Holder, l.rec.Since, free.Updated.Add(hold)
