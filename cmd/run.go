@@ -279,7 +279,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Cgroup:     prot.cg,
 		Guard:      prot.guard,
 		Started: func(int) {
-			notify.send("READY=1", "STATUS="+leadingStatus(rc.name, info, time.Now()))
+			if notify != nil { // the status reads the time zone: only under systemd
+				notify.send("READY=1", "STATUS="+leadingStatus(rc.name, info, time.Now()))
+			}
 			health.start(runCtx)
 		},
 	})
