@@ -317,8 +317,12 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		if !treeGone {
 			released = "left to expire"
 		}
+		how := stopText(args[0], rc.stopSignal, res)
+		if !res.Stopped { // it ended by itself just as the check gave up
+			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
+		}
 		return done(ExitUnhealthy, slog.LevelError,
-			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, stopText(args[0], rc.stopSignal, res), rc.name, released, ExitUnhealthy),
+			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
 			"event", "unhealthy", "lease", rc.name)
 	}
 	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
