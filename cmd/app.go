@@ -130,6 +130,12 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, EnvVars: []string{"LEADERRUN_GRACE"}, DefaultText: "3s, shrunk to fit a short --ttl unless given", Usage: "`DURATION` between the stop signal and SIGKILL"},
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, DefaultText: "renew-every/2", Usage: "bound on one store call, a `DURATION` of at least 5ms"},
 		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
+		&cli.StringFlag{Name: "health-cmd", EnvVars: []string{"LEADERRUN_HEALTH_CMD"}, Usage: "while leading, check the child's health with `CMD` (run by /bin/sh -c with the child's environment); after --health-retries failed checks in a row, stop the child, release the lease and exit 123"},
+		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_INTERVAL"}, Usage: "`DURATION` from the child's start, and from the end of each check, to the next check"},
+		&cli.DurationFlag{Name: "health-timeout", Value: 5 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_TIMEOUT"}, Usage: "a check still running after this `DURATION` is killed and counts as failed"},
+		&cli.IntFlag{Name: "health-retries", Value: 3, EnvVars: []string{"LEADERRUN_HEALTH_RETRIES"}, Usage: "failed checks in a row (`N`) that make the leader step down"},
+		&cli.DurationFlag{Name: "health-start-period", EnvVars: []string{"LEADERRUN_HEALTH_START_PERIOD"}, DefaultText: "none", Usage: "`DURATION` after the child's start during which failed checks do not count (until one passes)"},
+		&cli.DurationFlag{Name: "hold-at-least", EnvVars: []string{"LEADERRUN_HOLD_AT_LEAST"}, DefaultText: "none", Usage: "keep the lease taken until this `DURATION` after the acquisition even when the child finishes sooner, kept by the store (cron on many hosts: one run per slot)"},
 		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, DefaultText: "hostname:pid", Usage: "human `LABEL` for this instance, shown by status (printable text)"},
 		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
 		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
@@ -192,6 +198,7 @@ func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int 
 		return runner.GuardMain()
 	}
 	register(stores)
+	takeGuardProgram()
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 
@@ -235,6 +242,13 @@ func run(ctx context.Context, args []string, e env) int {
 	p, err := preparse(args, hasDash, dashed, scopes)
 	if err != nil {
 		return finish(err)
+	}
+	// A store served by another program gets the run before urfave parses
+	// anything here (each store program parses and checks it all again).
+	if raw, ok := dispatchable(p.args, e.getenv); ok {
+		if err := dispatch(raw); err != nil {
+			return finish(err)
+		}
 	}
 	setup := func(c *cli.Context, flags []cli.Flag) error {
 		if err := applyEnv(c, flags, e.getenv); err != nil {
