@@ -11,7 +11,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  redis.call('HDEL', KEYS[2], unpack(dead))
+  for i = 1, #dead, 500 do -- unpack has a stack limit
+    redis.call('HDEL', KEYS[2], unpack(dead, i, math.min(i + 499, #dead)))
+  end
 end
 local new = redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 if new == 1 or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then

@@ -417,3 +417,31 @@ func TestCandidatesCluster(t *testing.T) {
 	addrs := need(t, "LEADERRUN_TEST_REDIS_CLUSTER")
 	leasetest.RunCandidates(t, harness("redis+cluster://"+addrs, plain(t, strings.Split(addrs, ","), true)))
 }
+
+// A heartbeat drops every lapsed standby, its record included, however many
+// there are (the script deletes them in chunks), and the keys expire with
+// the last standby.
+func TestJoinPrunesLapsedStandbys(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	s := open(t, "redis://"+addr, redislease.Options{})
+	raw := plain(t, []string{addr}, false)
+	name := "prune-" + lease.NewID()[:8]
+	ctx := ctxT(t)
+	for range 600 {
+		if _, err := s.Join(ctx, name, lease.Candidate{ID: lease.NewID(), Holder: "brief", Since: time.Now()}, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Registrations of 1ms lapse on the server's clock; nothing announces it.
+	time.Sleep(20 * time.Millisecond)
+	live := lease.Candidate{ID: lease.NewID(), Holder: "live", Since: time.Now()}
+	if n, err := s.Join(ctx, name, live, time.Minute); err != nil || n != 1 {
+		t.Fatalf("Join: %d live, %v; want 1", n, err)
+	}
+	if n := raw.HLen(ctx, "leaderrun:{"+name+"}:candidates:rec").Val(); n != 1 {
+		t.Fatalf("%d standby records left; want 1", n)
+	}
+	if ttl := raw.PTTL(ctx, "leaderrun:{"+name+"}:candidates").Val(); ttl <= 0 || ttl > time.Minute+2*time.Second {
+		t.Fatalf("candidates key PTTL %v; want about the live standby's expiry", ttl)
+	}
+}
