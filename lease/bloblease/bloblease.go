@@ -152,6 +152,10 @@ type Store struct {
 	callTimeout time.Duration
 	poll        time.Duration
 	log         *slog.Logger
+
+	// leaving tracks standbys' Leave calls still in flight (candidates.go);
+	// Close waits for them.
+	leaving leavingSet
 }
 
 // Open parses a store URL (see the package doc) and builds the client. It
@@ -238,8 +242,12 @@ func (s *Store) Limits() lease.Limits {
 	return lease.Limits{Expires: true, Epsilon: time.Second, MinTTL: minTTL, MaxTTL: maxTTL, TTLUnit: time.Second}
 }
 
-// Close does nothing: the SDK's HTTP client is shared and needs no closing.
-func (s *Store) Close() error { return nil }
+// Close waits for the standby removals still in flight (each bounded by the
+// call timeout); the SDK's HTTP client is shared and needs no closing.
+func (s *Store) Close() error {
+	s.leaving.close()
+	return nil
+}
 
 // blobName maps a lease name to its blob. The suffix keeps names such as "a."
 // away from Azure's trailing-dot rules.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -92,18 +93,55 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	return len(cs), nil
 }
 
-// Leave deletes the standby's blob.
+// Leave deletes the standby's blob. It returns at once and deletes from a
+// goroutine the Store owns (Close waits for it): Acquire leaves right after
+// winning the lease, and the child should not wait for a request that only
+// tidies the list. A failure is logged at debug level; the registration then
+// lapses by itself.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
 	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
-	_, err := call(ctx, s, func(ctx context.Context) (blob.DeleteResponse, error) {
-		return s.cc.NewBlobClient(standbyPrefix(name)+id).Delete(ctx, nil)
+	ctx = context.WithoutCancel(ctx)
+	s.leaving.do(func() {
+		_, err := call(ctx, s, func(ctx context.Context) (blob.DeleteResponse, error) {
+			return s.cc.NewBlobClient(standbyPrefix(name)+id).Delete(ctx, nil)
+		})
+		if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+			s.log.Debug("azblob: leaving the standbys failed; the registration lapses by itself", "name", name, "err", s.classify(ctx, "leave standbys of "+name, err, nil))
+		}
 	})
-	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-		return s.classify(ctx, "leave standbys of "+name, err, nil)
-	}
 	return nil
+}
+
+// leavingSet runs background removals and lets Close wait for them. After
+// close, do runs fn on the caller's goroutine.
+type leavingSet struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (l *leavingSet) do(fn func()) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		fn()
+		return
+	}
+	l.wg.Add(1)
+	l.mu.Unlock()
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+}
+
+func (l *leavingSet) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.wg.Wait()
 }
 
 // Candidates lists the live standbys and the holder in one listing.
