@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# etcd.sh starts and stops throw-away etcd servers for leaderrun's tests.
+# Everything binds 127.0.0.1 only, lives in one directory, and is stopped by
+# the PIDs recorded there (never by process name).
+#
+#   scripts/etcd.sh start DIR [single|cluster]
+#       Start the topology, wait until every member reports healthy, write
+#       DIR/env:
+#         single:  LEADERRUN_TEST_ETCD_URL=etcd://127.0.0.1:PORT
+#                  LEADERRUN_TEST_ETCD_PID=PID
+#         cluster: LEADERRUN_TEST_ETCD_CLUSTER_URL=etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+#                  LEADERRUN_TEST_ETCD_CLUSTER_ADDRS=127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+#                  LEADERRUN_TEST_ETCD_CLUSTER_PIDS=PID1,PID2,PID3
+#                  (3 members; the n-th PID is the member at the n-th address)
+#       DIR/pids lists every PID started, one a line; DIR/NAME/etcd.log each
+#       member's log.
+#   scripts/etcd.sh stop DIR
+#       SIGCONT, SIGTERM (then SIGKILL) the PIDs in DIR/pids that are still
+#       etcd.
+#
+# etcd and etcdctl come from the Debian packages etcd-server and etcd-client;
+# they are installed with apt-get when missing.
+set -euo pipefail
+
+die() { echo "etcd.sh: $*" >&2; exit 1; }
+
+ensure_etcd() {
+	if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
+		return
+	fi
+	echo "etcd.sh: installing etcd-server and etcd-client" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y etcd-server etcd-client >/dev/null 2>&1 || {
+		apt-get update >/dev/null
+		apt-get install -y etcd-server etcd-client >/dev/null
+	}
+	command -v etcd >/dev/null || die "etcd not found after install"
+	command -v etcdctl >/dev/null || die "etcdctl not found after install"
+}
+
+# port_free PORT: nothing listens on 127.0.0.1:PORT.
+port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_port: sets port to one that looks free and differs from those
+# already handed out (in $taken).
+taken=" "
+port=
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((30000 + RANDOM % 20000))
+		if [[ $taken != *" $p "* ]] && port_free "$p"; then
+			taken+="$p "
+			port=$p
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# alive PID: PID exists and is not a zombie.
+alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# kill_pid PID: stop PID if it is still an etcd process.
+kill_pid() {
+	local pid=$1 i
+	[ -r "/proc/$pid/cmdline" ] || return 0
+	tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1 | grep -q 'etcd$' || return 0
+	kill -CONT "$pid" 2>/dev/null || true # a test may have frozen it
+	kill -TERM "$pid" 2>/dev/null || return 0
+	# Throw-away servers: do not wait out a slow shutdown.
+	for i in $(seq 1 20); do
+		alive "$pid" || return 0
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		alive "$pid" || return 0
+		sleep 0.02
+	done
+}
+
+# healthy ADDR: the member at ADDR answers a linearizable read.
+healthy() {
+	ETCDCTL_API=3 etcdctl --endpoints="$1" --dial-timeout=1s --command-timeout=2s \
+		endpoint health >/dev/null 2>&1
+}
+
+# wait_healthy PID ADDR: until the member answers (about 20 s at most), or
+# its process is gone.
+wait_healthy() {
+	local i
+	for i in $(seq 1 200); do
+		healthy "$2" && return 0
+		alive "$1" || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# member DIR NAME CPORT PPORT CLUSTER TOKEN: start one member in the
+# background; prints its PID.
+member() {
+	local dir=$1 name=$2 cport=$3 pport=$4 cluster=$5 token=$6
+	mkdir -p "$dir/$name"
+	etcd --name "$name" --data-dir "$dir/$name/data" \
+		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "$cluster" --initial-cluster-token "$token" --initial-cluster-state new \
+		--logger zap --log-outputs stderr \
+		</dev/null >"$dir/$name/etcd.log" 2>&1 &
+	echo $!
+}
+
+start_single() {
+	local dir=$1 try cport pport pid
+	for try in 1 2 3 4 5; do
+		free_port
+		cport=$port
+		free_port
+		pport=$port
+		pid=$(member "$dir" "single-$cport" "$cport" "$pport" "single-$cport=http://127.0.0.1:$pport" "leaderrun-$cport")
+		echo "$pid" >>"$dir/pids"
+		if wait_healthy "$pid" "127.0.0.1:$cport"; then
+			{
+				echo "LEADERRUN_TEST_ETCD_URL=etcd://127.0.0.1:$cport"
+				echo "LEADERRUN_TEST_ETCD_PID=$pid"
+			} >>"$dir/env"
+			return
+		fi
+		kill_pid "$pid"
+	done
+	die "could not start etcd (see $dir/single-*/etcd.log)"
+}
+
+start_cluster() {
+	local dir=$1 try i cports=() pports=() pids=() addrs=() cluster ok
+	for try in 1 2 3; do
+		cports=() pports=() pids=() addrs=() cluster=""
+		for i in 1 2 3; do
+			free_port
+			cports+=("$port")
+			free_port
+			pports+=("$port")
+			cluster+="${cluster:+,}m$i-${cports[0]}=http://127.0.0.1:${pports[$((i - 1))]}"
+		done
+		for i in 1 2 3; do
+			pids+=("$(member "$dir" "m$i-${cports[0]}" "${cports[$((i - 1))]}" "${pports[$((i - 1))]}" "$cluster" "leaderrun-${cports[0]}")")
+			echo "${pids[$((i - 1))]}" >>"$dir/pids"
+			addrs+=("127.0.0.1:${cports[$((i - 1))]}")
+		done
+		ok=1
+		for i in 0 1 2; do
+			wait_healthy "${pids[$i]}" "${addrs[$i]}" || { ok=0; break; }
+		done
+		if [ "$ok" = 1 ]; then
+			local IFS=,
+			{
+				echo "LEADERRUN_TEST_ETCD_CLUSTER_URL=etcd://${addrs[*]}"
+				echo "LEADERRUN_TEST_ETCD_CLUSTER_ADDRS=${addrs[*]}"
+				echo "LEADERRUN_TEST_ETCD_CLUSTER_PIDS=${pids[*]}"
+			} >>"$dir/env"
+			return
+		fi
+		for i in 0 1 2; do
+			kill_pid "${pids[$i]}"
+		done
+	done
+	die "could not start an etcd cluster (see $dir/m*/etcd.log)"
+}
+
+cmd_start() {
+	[ $# -ge 1 ] || die "usage: etcd.sh start DIR [single|cluster]"
+	local dir=$1 topo=${2:-single}
+	ensure_etcd
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	case $topo in
+	single) start_single "$dir" ;;
+	cluster) start_cluster "$dir" ;;
+	*) die "unknown topology $topo (want single or cluster)" ;;
+	esac
+}
+
+cmd_stop() {
+	[ $# -eq 1 ] || die "usage: etcd.sh stop DIR"
+	local pid
+	[ -f "$1/pids" ] || return 0
+	while read -r pid; do
+		[ -n "$pid" ] && kill_pid "$pid"
+	done <"$1/pids"
+	: >"$1/pids"
+}
+
+case ${1:-} in
+start) shift; cmd_start "$@" ;;
+stop) shift; cmd_stop "$@" ;;
+*) die "usage: etcd.sh start DIR [single|cluster] | stop DIR" ;;
+esac
