@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/lease/bloblease"
+	"github.com/leaderrun/leaderrun/lease/etcdlease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
@@ -20,6 +21,7 @@ func TestDrivers(t *testing.T) {
 	for prog, schemes := range map[string][]string{
 		"leaderrun-redis":  redislease.Schemes,
 		"leaderrun-azblob": bloblease.Schemes(),
+		"leaderrun-etcd":   etcdlease.Schemes,
 	} {
 		for _, s := range schemes {
 			served[s] = prog
