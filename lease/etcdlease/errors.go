@@ -71,10 +71,12 @@ func describe(where, op string, err error, kind error) string {
 		return fmt.Sprintf("%s: %s: cancelled", where, op)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("no answer from %s in time", where)
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrUserEmpty):
+	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return fmt.Sprintf("%s refused the user name or password: give the right ones in the URL (etcd://USER:PASSWORD@HOST) or in %s=USER:PASSWORD", where, EnvUser)
+	case errors.Is(err, rpctypes.ErrUserEmpty):
+		return fmt.Sprintf("%s wants a user name and password: give them in the URL (etcd://USER:PASSWORD@HOST) or in %s=USER:PASSWORD", where, EnvUser)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
-		return fmt.Sprintf("%s: the etcd user may not %s (permission denied): grant it readwrite on the key prefix (see the README)", where, op)
+		return fmt.Sprintf("%s: %s: permission denied: grant the etcd user readwrite on the key prefix (see the README)", where, op)
 	}
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
