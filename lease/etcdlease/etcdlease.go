@@ -108,7 +108,8 @@ type Options struct {
 	Getenv func(string) string
 	// Log receives debug messages, including the etcd client's own log lines.
 	// The first Open also routes gRPC's process-wide log lines to it at
-	// debug level. Nil discards.
+	// debug level (gRPC allows that only before any other gRPC use in the
+	// process). Nil discards.
 	Log *slog.Logger
 }
 

@@ -21,6 +21,11 @@ import (
 func TestMain(m *testing.M) {
 	// A dead watch is noticed after two progress checks; make that quick.
 	etcdlease.SetProgressEvery(300 * time.Millisecond)
+	// The first Open sets gRPC's process-wide logger, which must happen
+	// before any gRPC client (the tests' own) exists.
+	if s, err := etcdlease.Open(context.Background(), "etcd://127.0.0.1:1", etcdlease.Options{}); err == nil {
+		_ = s.Close()
+	}
 	os.Exit(m.Run())
 }
 
