@@ -12,7 +12,7 @@ import (
 )
 
 // zapToSlog returns a zap logger (what the etcd client logs to) that sends
-// every entry to l at debug level, with secrets masked: stderr is leaderrun's
+// its error entries to l at debug level, with secrets masked: stderr is leaderrun's
 // one-line-per-event log, and the client's warnings (a member unreachable, a
 // retry) are the store's business, reported through its errors.
 func zapToSlog(l *slog.Logger, secrets []string) *zap.Logger {
@@ -25,8 +25,11 @@ type slogCore struct {
 	fields  []zapcore.Field
 }
 
-func (c slogCore) Enabled(zapcore.Level) bool {
-	return c.l.Enabled(context.Background(), slog.LevelDebug)
+// Enabled drops the client's debug, info and warning entries (one per call
+// attempt or retry): they repeat what the store's own errors say, and would
+// drown leaderrun's -v output.
+func (c slogCore) Enabled(lvl zapcore.Level) bool {
+	return lvl >= zapcore.ErrorLevel && c.l.Enabled(context.Background(), slog.LevelDebug)
 }
 
 func (c slogCore) With(fs []zapcore.Field) zapcore.Core {
