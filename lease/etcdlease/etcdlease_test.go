@@ -353,3 +353,32 @@ func TestFrozenServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLongerMinimumTTLRefused: a cluster whose election timeout makes its
+// shortest lease longer than asked (3 s → 5 s) would silently grant more;
+// TryAcquire gives the lease back and refuses with ErrConfig naming the TTL
+// to use, and a TTL the cluster grants exactly works.
+func TestLongerMinimumTTLRefused(t *testing.T) {
+	// Not parallel: the server reads its election timeout from the
+	// environment the script inherits.
+	t.Setenv("ETCD_ELECTION_TIMEOUT", "3000")
+	env := private(t, "single")
+	url := env["LEADERRUN_TEST_ETCD_URL"]
+	s := open(t, url, etcdlease.Options{})
+	name := "mintll-" + lease.NewID()[:8]
+	_, err := s.TryAcquire(ctxT(t), req(name, "a", 2*time.Second))
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "--ttl 5s") {
+		t.Fatalf("TryAcquire with TTL 2s on a 3s election timeout: %v; want ErrConfig saying --ttl 5s", err)
+	}
+	t.Log(err)
+	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
+		t.Fatalf("Status after the refused grant = %+v, %v; want free", h, err)
+	}
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 5*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire with TTL 5s: %v", err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
