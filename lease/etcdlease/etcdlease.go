@@ -13,7 +13,7 @@
 //     that already carries our acquisition ID is an earlier attempt of ours
 //     whose answer was lost: its lease is kept alive once and adopted. The
 //     unused lease of a refused attempt is revoked.
-//   - renew = KeepAliveOnce on our etcd lease, then a linearizable read of the
+//   - renew = one keep-alive of our etcd lease, then a linearizable read of the
 //     key: the lease must be alive and the key must still be the one we
 //     created (same create revision, same lease). The client's background
 //     keep-alive is never used: the keeper decides when to renew, and each
@@ -73,6 +73,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -429,7 +430,7 @@ func (l *etcdLease) Renew(ctx context.Context) error {
 	}
 	// A member without a leader fails at once instead of queueing the call.
 	cctx = clientv3.WithRequireLeader(cctx)
-	if _, err := cli.KeepAliveOnce(cctx, l.id); err != nil {
+	if err := keepAliveOnce(cctx, cli, l.id); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return newErr(fmt.Sprintf("%s no longer has our lease of %s (it expired or was revoked)", l.s.cfg.where, l.info.Name), lease.ErrLost)
 		}
@@ -441,6 +442,31 @@ func (l *etcdLease) Renew(ctx context.Context) error {
 	}
 	if len(gr.Kvs) == 0 || gr.Kvs[0].CreateRevision != l.rev || gr.Kvs[0].Lease != int64(l.id) {
 		return newErr(fmt.Sprintf("%s no longer has our key of lease %s (it was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
+	}
+	return nil
+}
+
+// keepAliveOnce sends one keep-alive for id and reads its answer: one
+// attempt. (The client's KeepAliveOnce re-opens the stream in a tight loop
+// until the deadline while a member answers "no leader"; the keeper retries
+// on its own schedule instead.) It returns rpctypes.ErrLeaseNotFound when the
+// lease is gone.
+func keepAliveOnce(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the stream
+	defer cancel()
+	stream, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	if resp.TTL <= 0 {
+		return rpctypes.ErrLeaseNotFound
 	}
 	return nil
 }
