@@ -57,7 +57,8 @@ func leader(t *testing.T, ms []member) int {
 }
 
 // TestClusterFaults runs the faults of a 3-member cluster in order, on a
-// private cluster: a waiter whose member freezes still wakes (by TTL); the
+// private cluster: a waiter whose member freezes still wakes (by TTL); a
+// frozen follower costs a holder at most one failed renewal at a time; the
 // leader killed under a holder (the holder keeps its lease through another
 // member, or its renewals fail in time, never ErrLost); then a second member
 // stopped, leaving a minority, where no renewal succeeds and each fails
@@ -143,6 +144,43 @@ func TestClusterFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
+
+	t.Run("FollowerFrozen", func(t *testing.T) {
+		// Calls that land on the frozen member time out; the keeper's
+		// quick retry goes to another member and succeeds: never two
+		// failed renewals in a row. After one unanswered keep-alive ping
+		// (10 s, then the call timeout) the member is dropped, and no call
+		// fails any more.
+		ld := leader(t, ms)
+		f := ms[(ld+1)%3]
+		if err := syscall.Kill(f.pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(f.pid, syscall.SIGCONT)
+		frozen := time.Now()
+		fails, ok, inRow := 0, 0, 0
+		var lastFail time.Duration
+		for time.Since(frozen) < 15*time.Second {
+			sent, err := renew(t)
+			if err == nil {
+				ok, inRow, last = ok+1, 0, sent
+				time.Sleep(200 * time.Millisecond) // the keeper's renew interval, shortened
+				continue
+			}
+			if !errors.Is(err, lease.ErrUnavailable) {
+				t.Fatalf("Renew: %v; want ErrUnavailable", err)
+			}
+			fails++
+			lastFail = time.Since(frozen)
+			if lastFail > 10*time.Second+callTimeout+time.Second {
+				t.Fatalf("a renewal failed %v after a follower froze: it should have been dropped after one keep-alive ping", lastFail)
+			}
+			if inRow++; inRow > 1 {
+				t.Fatalf("two renewals in a row failed with a follower frozen: %v", err)
+			}
+		}
+		t.Logf("follower frozen: %d renewals succeeded, %d failed (each followed by a success; the last %v after the freeze)", ok, fails, lastFail.Round(time.Millisecond))
+	})
 
 	dead := -1
 	t.Run("LeaderKilled", func(t *testing.T) {

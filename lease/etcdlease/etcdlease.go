@@ -47,7 +47,8 @@
 // "require leader", so a member cut off from the majority answers at once
 // instead of waiting. The client does no background work of its own besides
 // gRPC's connection management: no auto-sync of endpoints, no background
-// keep-alive. Connection keep-alive pings (every 10 s) notice a frozen member.
+// lease keep-alive. gRPC health checking holds a stream to each member, and
+// connection keep-alive pings on it (every 10 s) notice a frozen member.
 //
 // # What is not guaranteed
 //
@@ -79,6 +80,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	_ "google.golang.org/grpc/health" // client-side health checking (see client)
 	"google.golang.org/grpc/grpclog"
 )
 
@@ -202,12 +204,22 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 		MaxUnaryRetries:      2, // within the call's deadline; the keeper retries the rest
 		BackoffWaitBetween:   20 * time.Millisecond,
 		Logger:               zapToSlog(s.log, s.cfg.secrets),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			// gRPC's default reconnect backoff grows to 120 s: a member
-			// back from a restart would go unused for minutes.
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: s.callTimeout,
-		})},
+		DialOptions: []grpc.DialOption{
+			grpc.WithConnectParams(grpc.ConnectParams{
+				// gRPC's default reconnect backoff grows to 120 s: a member
+				// back from a restart would go unused for minutes.
+				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: s.callTimeout,
+			}),
+			// gRPC health checking keeps one stream open to each member, so
+			// the keep-alive pings run on every connection, even between
+			// renewals: a frozen member is dropped from the round robin
+			// after one unanswered ping instead of taking every third call
+			// for as long as it stays frozen. (The resolver's own service
+			// config, round robin alone, is replaced by this one.)
+			grpc.WithDisableServiceConfig(),
+			grpc.WithDefaultServiceConfig(`{"loadBalancingPolicy":"round_robin","healthCheckConfig":{"serviceName":""}}`),
+		},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
