@@ -80,8 +80,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	_ "google.golang.org/grpc/health" // client-side health checking (see client)
 	"google.golang.org/grpc/grpclog"
+	_ "google.golang.org/grpc/health" // client-side health checking (see client)
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
