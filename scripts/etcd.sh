@@ -3,8 +3,9 @@
 # Everything binds 127.0.0.1 only, lives in one directory, and is stopped by
 # the PIDs recorded there (never by process name).
 #
-#   scripts/etcd.sh start DIR [single|cluster]
-#       Start the topology, wait until every member reports healthy, write
+#   scripts/etcd.sh start DIR [single|cluster] [ETCD-FLAG...]
+#       Start the topology (every member gets the extra etcd flags, e.g.
+#       --election-timeout=3000 or --auth-token-ttl=1), wait until every member reports healthy, write
 #       DIR/env:
 #         single:  LEADERRUN_TEST_ETCD_URL=etcd://127.0.0.1:PORT
 #                  LEADERRUN_TEST_ETCD_PID=PID
@@ -113,7 +114,7 @@ member() {
 		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
 		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
 		--initial-cluster "$cluster" --initial-cluster-token "$token" --initial-cluster-state new \
-		--logger zap --log-outputs stderr \
+		--logger zap --log-outputs stderr "${extra[@]}" \
 		</dev/null >"$dir/$name/etcd.log" 2>&1 &
 	echo $!
 }
@@ -175,9 +176,11 @@ start_cluster() {
 	die "could not start an etcd cluster (see $dir/m*/etcd.log)"
 }
 
+extra=()
 cmd_start() {
-	[ $# -ge 1 ] || die "usage: etcd.sh start DIR [single|cluster]"
+	[ $# -ge 1 ] || die "usage: etcd.sh start DIR [single|cluster] [ETCD-FLAG...]"
 	local dir=$1 topo=${2:-single}
+	extra=("${@:3}")
 	ensure_etcd
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
@@ -201,5 +204,5 @@ cmd_stop() {
 case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-*) die "usage: etcd.sh start DIR [single|cluster] | stop DIR" ;;
+*) die "usage: etcd.sh start DIR [single|cluster] [ETCD-FLAG...] | stop DIR" ;;
 esac

@@ -26,24 +26,7 @@ func TestAuth(t *testing.T) {
 		userPW = "Us3r-Secret/p@ss"
 		bad    = "wr0ng-Secret-pw"
 	)
-	raw := plain(t, url)
-	ctx := ctxT(t)
-	for _, step := range []func() error{
-		func() error { _, err := raw.UserAdd(ctx, "root", rootPW); return err },
-		func() error { _, err := raw.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := raw.RoleAdd(ctx, "jobs"); return err },
-		func() error {
-			_, err := raw.RoleGrantPermission(ctx, "jobs", "leaderrun/", clientv3.GetPrefixRangeEnd("leaderrun/"), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := raw.UserAdd(ctx, "job", userPW); return err },
-		func() error { _, err := raw.UserGrantRole(ctx, "job", "jobs"); return err },
-		func() error { _, err := raw.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("setting up auth: %v", err)
-		}
-	}
+	enableAuth(t, url, rootPW, userPW)
 	secretFree := func(t *testing.T, what string, err error) {
 		t.Helper()
 		for _, s := range []string{rootPW, userPW, bad, "Secret"} {
@@ -152,4 +135,58 @@ func TestAuth(t *testing.T) {
 		}
 		t.Log(err)
 	})
+}
+
+// enableAuth turns authentication on: root (role root) and job (read and
+// write on leaderrun/).
+func enableAuth(t *testing.T, url, rootPW, userPW string) {
+	t.Helper()
+	raw := plain(t, url)
+	ctx := ctxT(t)
+	for _, step := range []func() error{
+		func() error { _, err := raw.UserAdd(ctx, "root", rootPW); return err },
+		func() error { _, err := raw.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := raw.RoleAdd(ctx, "jobs"); return err },
+		func() error {
+			_, err := raw.RoleGrantPermission(ctx, "jobs", "leaderrun/", clientv3.GetPrefixRangeEnd("leaderrun/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := raw.UserAdd(ctx, "job", userPW); return err },
+		func() error { _, err := raw.UserGrantRole(ctx, "job", "jobs"); return err },
+		func() error { _, err := raw.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("setting up auth: %v", err)
+		}
+	}
+}
+
+// TestAuthTokenExpires: etcd's simple auth tokens expire (here after 1 s);
+// a holder whose token expired between renewals still renews (the client
+// fetches a new token), and so do its release and a waiter.
+func TestAuthTokenExpires(t *testing.T) {
+	t.Parallel()
+	env := private(t, "single", "--auth-token-ttl=1")
+	url := env["LEADERRUN_TEST_ETCD_URL"]
+	enableAuth(t, url, "R00t-pw", "J0b-pw")
+	u := "etcd://job:J0b-pw@" + strings.TrimPrefix(url, "etcd://")
+	s := open(t, u, etcdlease.Options{})
+	name := "token-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		time.Sleep(2500 * time.Millisecond) // the token's expiry is what is tested
+		if err := l.Renew(ctxT(t)); err != nil {
+			t.Fatalf("Renew %d with an expired token: %v", i, err)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if h, err := s.Status(ctxT(t), name); err != nil || h == nil {
+		t.Fatalf("Status with an expired token: %+v, %v", h, err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release with an expired token: %v", err)
+	}
 }

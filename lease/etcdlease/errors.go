@@ -45,6 +45,10 @@ func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
+	var done *lease.Error
+	if errors.As(err, &done) {
+		return err // classified already (logging in, see Store.do)
+	}
 	var ctxErr error
 	switch {
 	case errors.Is(err, context.Canceled):

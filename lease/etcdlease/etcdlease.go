@@ -124,8 +124,12 @@ type Store struct {
 	log         *slog.Logger
 
 	mu     sync.Mutex
-	cli    *clientv3.Client // made on first use; nil until then or after a failed attempt
+	cli    *clientv3.Client // made on first use
 	closed bool
+
+	tokMu    sync.Mutex // held while logging in
+	token    string     // the current auth token (see auth.go)
+	loggedIn bool
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -160,7 +164,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	s := &Store{cfg: c, callTimeout: o.CallTimeout, log: o.Log.With("store", c.display)}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	if _, err := s.client(cctx); err != nil {
+	if _, _, err := s.session(cctx); err != nil {
 		if errors.Is(err, lease.ErrUnavailable) && ctx.Err() == nil {
 			s.log.Debug("etcd not reachable yet", "err", err)
 			return s, nil
@@ -170,9 +174,8 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// client returns the etcd client, creating it on first use. Creating it
-// contacts etcd only when there are credentials (to get a token); a failure
-// leaves no client, and the next call tries again.
+// client returns the etcd client, creating it on first use (which does not
+// contact etcd).
 func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,8 +198,6 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            s.cfg.endpoints,
 		TLS:                  s.cfg.tls,
-		Username:             s.cfg.user,
-		Password:             s.cfg.pass,
 		DialTimeout:          dial,
 		DialKeepAliveTime:    keepAliveEvery,
 		DialKeepAliveTimeout: s.callTimeout,
@@ -293,27 +294,31 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	cli, err := s.client(cctx)
-	if err != nil {
-		return nil, err
-	}
 	ttl := int64(req.TTL / time.Second)
-	g, err := cli.Grant(cctx, ttl)
+	var g *clientv3.LeaseGrantResponse
+	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		g, err = cli.Grant(ctx, ttl)
+		return err
+	})
 	if err != nil {
 		return nil, s.classify("acquire "+req.Name, err)
 	}
 	if g.TTL != ttl {
-		s.revoke(cctx, cli, g.ID)
+		s.revoke(cctx, g.ID)
 		return nil, configErr("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
 	}
 	since := time.Now().UTC()
 	val, _ := json.Marshal(record{Holder: req.Holder, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
 	key := s.key(req.Name)
-	tr, err := cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	var tr *clientv3.TxnResponse
+	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		tr, err = cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		return err
+	})
 	if err != nil {
 		// Unknown outcome. The lease expires by itself if the put did not
 		// happen; if it did, a retry with the same ID adopts it.
@@ -325,7 +330,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 			Since: since, TTL: req.TTL,
 		}}, nil
 	}
-	s.revoke(cctx, cli, g.ID)
+	s.revoke(cctx, g.ID)
 	var kv *mvccpb.KeyValue
 	if len(tr.Responses) == 1 {
 		if kvs := tr.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
@@ -339,7 +344,10 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if h.ID == req.ID && kv.Lease != 0 {
 		// Our earlier attempt, whose answer was lost: restart its TTL and
 		// take it. (If its lease has just run out, the key is going: held.)
-		if _, err := cli.KeepAliveOnce(cctx, clientv3.LeaseID(kv.Lease)); err == nil {
+		err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) error {
+			return keepAliveOnce(ctx, cli, clientv3.LeaseID(kv.Lease))
+		})
+		if err == nil {
 			return &etcdLease{s: s, id: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision, info: lease.Holder{
 				Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(kv.CreateRevision), Since: h.Since, TTL: req.TTL,
 			}}, nil
@@ -353,8 +361,12 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 
 // revoke gives back a lease we do not use; a failure only leaves it to
 // expire on its own.
-func (s *Store) revoke(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) {
-	if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
+	err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Revoke(ctx, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.log.Debug("unused etcd lease not revoked; it expires by itself", "lease_id", int64(id), "err", s.classify("revoke", err))
 	}
 }
@@ -368,11 +380,11 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	cli, err := s.client(cctx)
-	if err != nil {
-		return nil, err
-	}
-	gr, err := cli.Get(cctx, s.key(name))
+	var gr *clientv3.GetResponse
+	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		gr, err = cli.Get(ctx, s.key(name))
+		return err
+	})
 	if err != nil {
 		return nil, s.classify("status "+name, err)
 	}
@@ -383,7 +395,11 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	h := holderOf(name, kv)
 	h.ID = ""
 	if kv.Lease != 0 {
-		ttl, err := cli.TimeToLive(cctx, clientv3.LeaseID(kv.Lease))
+		var ttl *clientv3.LeaseTimeToLiveResponse
+		err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+			ttl, err = cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+			return err
+		})
 		if err != nil {
 			return nil, s.classify("status "+name, err)
 		}
@@ -436,19 +452,22 @@ func (l *etcdLease) Info() lease.Holder { return l.info }
 func (l *etcdLease) Renew(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
-	cli, err := l.s.client(cctx)
-	if err != nil {
-		return err
-	}
 	// A member without a leader fails at once instead of queueing the call.
 	cctx = clientv3.WithRequireLeader(cctx)
-	if err := keepAliveOnce(cctx, cli, l.id); err != nil {
+	err := l.s.do(cctx, func(ctx context.Context, cli *clientv3.Client) error {
+		return keepAliveOnce(ctx, cli, l.id)
+	})
+	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return newErr(fmt.Sprintf("%s no longer has our lease of %s (it expired or was revoked)", l.s.cfg.where, l.info.Name), lease.ErrLost)
 		}
 		return l.s.classify("renew "+l.info.Name, err)
 	}
-	gr, err := cli.Get(cctx, l.s.key(l.info.Name), clientv3.WithKeysOnly())
+	var gr *clientv3.GetResponse
+	err = l.s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		gr, err = cli.Get(ctx, l.s.key(l.info.Name), clientv3.WithKeysOnly())
+		return err
+	})
 	if err != nil {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
@@ -489,20 +508,20 @@ func keepAliveOnce(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseI
 func (l *etcdLease) Release(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
-	cli, err := l.s.client(cctx)
-	if err != nil {
-		return err
-	}
 	key := l.s.key(l.info.Name)
-	tr, err := cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.rev),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
+	var tr *clientv3.TxnResponse
+	err := l.s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		tr, err = cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.rev),
+				clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		return err
+	})
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}
-	l.s.revoke(cctx, cli, l.id)
+	l.s.revoke(cctx, l.id)
 	if !tr.Succeeded {
 		return newErr(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
 	}

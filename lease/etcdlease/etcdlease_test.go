@@ -32,14 +32,15 @@ func TestMain(m *testing.M) {
 // need returns an integration server URL (see leasetest.RequireEnv).
 func need(t *testing.T, key string) string { return leasetest.RequireEnv(t, key) }
 
-// private starts etcd for this test only (so it can be frozen or killed)
-// with scripts/etcd.sh and returns what the script wrote to its env.
-func private(t *testing.T, topo string) map[string]string {
+// private starts etcd for this test only (so it can be frozen, killed or
+// configured with etcdFlags) with scripts/etcd.sh and returns what the
+// script wrote to its env.
+func private(t *testing.T, topo string, etcdFlags ...string) map[string]string {
 	t.Helper()
 	if _, err := exec.LookPath("etcd"); err != nil && os.Getenv("CI") == "" {
 		t.Skip("etcd not installed")
 	}
-	return leasetest.StartServer(t, t.TempDir(), "../../scripts/etcd.sh", topo)
+	return leasetest.StartServer(t, t.TempDir(), "../../scripts/etcd.sh", append([]string{topo}, etcdFlags...)...)
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -359,10 +360,8 @@ func TestFrozenServer(t *testing.T) {
 // TryAcquire gives the lease back and refuses with ErrConfig naming the TTL
 // to use, and a TTL the cluster grants exactly works.
 func TestLongerMinimumTTLRefused(t *testing.T) {
-	// Not parallel: the server reads its election timeout from the
-	// environment the script inherits.
-	t.Setenv("ETCD_ELECTION_TIMEOUT", "3000")
-	env := private(t, "single")
+	t.Parallel()
+	env := private(t, "single", "--election-timeout=3000")
 	url := env["LEADERRUN_TEST_ETCD_URL"]
 	s := open(t, url, etcdlease.Options{})
 	name := "mintll-" + lease.NewID()[:8]

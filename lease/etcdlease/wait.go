@@ -42,13 +42,17 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	}
 	key := s.key(name)
 	gctx, cancel := s.callCtx(ctx)
-	cli, err := s.client(gctx)
-	var gr *clientv3.GetResponse
-	if err == nil {
-		gr, err = cli.Get(gctx, key)
-		if err != nil {
-			err = s.classify("wait "+name, err)
-		}
+	var (
+		cli *clientv3.Client
+		gr  *clientv3.GetResponse
+	)
+	err := s.do(gctx, func(ctx context.Context, c *clientv3.Client) (err error) {
+		cli = c
+		gr, err = c.Get(ctx, key)
+		return err
+	})
+	if err != nil {
+		err = s.classify("wait "+name, err)
 	}
 	cancel()
 	if err != nil {
@@ -65,7 +69,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 
 	// Require a leader: a member cut off from the majority ends the watch
 	// (then the fallback below) instead of keeping it open and silent.
-	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, wcancel := context.WithCancel(withToken(clientv3.WithRequireLeader(ctx), s.currentToken()))
 	defer wcancel()
 	wch := cli.Watch(wctx, key, clientv3.WithRev(gr.Header.Revision+1))
 
@@ -82,7 +86,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		if timer != nil {
 			return
 		}
-		d := s.remaining(ctx, cli, holderLease, held)
+		d := s.remaining(ctx, holderLease, held)
 		s.log.Debug(why+"; waking when the holder's lease runs out", "name", name, "in", d)
 		timer = time.NewTimer(d + jitter(d))
 		fallback = timer.C
@@ -131,13 +135,17 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 
 // remaining is how long the holder's etcd lease has left; 0 when it is
 // gone, and a short poll when it cannot be read.
-func (s *Store) remaining(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, held *lease.HeldError) time.Duration {
+func (s *Store) remaining(ctx context.Context, id clientv3.LeaseID, held *lease.HeldError) time.Duration {
 	if id == 0 {
 		return pollFor(held) // a key without a lease (written by hand): not ours to expire
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	ttl, err := cli.TimeToLive(cctx, id)
+	var ttl *clientv3.LeaseTimeToLiveResponse
+	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		ttl, err = cli.TimeToLive(ctx, id)
+		return err
+	})
 	if err != nil {
 		s.log.Debug("cannot read the holder's lease TTL", "err", s.classify("wait", err))
 		return pollFor(held)
