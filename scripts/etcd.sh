@@ -3,7 +3,7 @@
 # Everything binds 127.0.0.1 only, lives in one directory, and is stopped by
 # the PIDs recorded there (never by process name).
 #
-#   scripts/etcd.sh start DIR [single|cluster] [ETCD-FLAG...]
+#   scripts/etcd.sh start DIR [single|cluster|tls] [ETCD-FLAG...]
 #       Start the topology (every member gets the extra etcd flags, e.g.
 #       --election-timeout=3000 or --auth-token-ttl=1), wait until every member reports healthy, write
 #       DIR/env:
@@ -13,6 +13,10 @@
 #                  LEADERRUN_TEST_ETCD_CLUSTER_ADDRS=127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #                  LEADERRUN_TEST_ETCD_CLUSTER_PIDS=PID1,PID2,PID3
 #                  (3 members; the n-th PID is the member at the n-th address)
+#         tls:     LEADERRUN_TEST_ETCD_TLS_URL=etcds://127.0.0.1:PORT
+#                  LEADERRUN_TEST_ETCD_TLS_PID=PID
+#                  (clients must present a certificate signed by the CA; the
+#                  caller puts ca.crt, server.crt, server.key in DIR/tls first)
 #       DIR/pids lists every PID started, one a line; DIR/NAME/etcd.log each
 #       member's log.
 #   scripts/etcd.sh stop DIR
@@ -88,8 +92,9 @@ kill_pid() {
 }
 
 # healthy ADDR: the member at ADDR answers a linearizable read.
+tls_args=()
 healthy() {
-	ETCDCTL_API=3 etcdctl --endpoints="$1" --dial-timeout=1s --command-timeout=2s \
+	ETCDCTL_API=3 etcdctl --endpoints="$1" --dial-timeout=1s --command-timeout=2s "${tls_args[@]}" \
 		endpoint health >/dev/null 2>&1
 }
 
@@ -106,12 +111,13 @@ wait_healthy() {
 }
 
 # member DIR NAME CPORT PPORT CLUSTER TOKEN: start one member in the
-# background; prints its PID.
+# background; prints its PID. Clients speak $client_scheme.
+client_scheme=http
 member() {
 	local dir=$1 name=$2 cport=$3 pport=$4 cluster=$5 token=$6
 	mkdir -p "$dir/$name"
 	etcd --name "$name" --data-dir "$dir/$name/data" \
-		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+		--listen-client-urls "$client_scheme://127.0.0.1:$cport" --advertise-client-urls "$client_scheme://127.0.0.1:$cport" \
 		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
 		--initial-cluster "$cluster" --initial-cluster-token "$token" --initial-cluster-state new \
 		--logger zap --log-outputs stderr "${extra[@]}" \
@@ -120,7 +126,7 @@ member() {
 }
 
 start_single() {
-	local dir=$1 try cport pport pid
+	local dir=$1 key=${2:-LEADERRUN_TEST_ETCD} scheme=${3:-etcd} try cport pport pid
 	for try in 1 2 3 4 5; do
 		free_port
 		cport=$port
@@ -130,8 +136,8 @@ start_single() {
 		echo "$pid" >>"$dir/pids"
 		if wait_healthy "$pid" "127.0.0.1:$cport"; then
 			{
-				echo "LEADERRUN_TEST_ETCD_URL=etcd://127.0.0.1:$cport"
-				echo "LEADERRUN_TEST_ETCD_PID=$pid"
+				echo "${key}_URL=$scheme://127.0.0.1:$cport"
+				echo "${key}_PID=$pid"
 			} >>"$dir/env"
 			return
 		fi
@@ -178,7 +184,7 @@ start_cluster() {
 
 extra=()
 cmd_start() {
-	[ $# -ge 1 ] || die "usage: etcd.sh start DIR [single|cluster] [ETCD-FLAG...]"
+	[ $# -ge 1 ] || die "usage: etcd.sh start DIR [single|cluster|tls] [ETCD-FLAG...]"
 	local dir=$1 topo=${2:-single}
 	extra=("${@:3}")
 	ensure_etcd
@@ -187,7 +193,18 @@ cmd_start() {
 	case $topo in
 	single) start_single "$dir" ;;
 	cluster) start_cluster "$dir" ;;
-	*) die "unknown topology $topo (want single or cluster)" ;;
+	tls)
+		local f
+		for f in ca.crt server.crt server.key; do
+			[ -s "$dir/tls/$f" ] || die "tls: put ca.crt, server.crt and server.key in $dir/tls first"
+		done
+		client_scheme=https
+		extra+=(--cert-file "$dir/tls/server.crt" --key-file "$dir/tls/server.key"
+			--client-cert-auth --trusted-ca-file "$dir/tls/ca.crt")
+		tls_args=(--cacert "$dir/tls/ca.crt" --cert "$dir/tls/server.crt" --key "$dir/tls/server.key")
+		start_single "$dir" LEADERRUN_TEST_ETCD_TLS etcds
+		;;
+	*) die "unknown topology $topo (want single, cluster or tls)" ;;
 	esac
 }
 
@@ -204,5 +221,5 @@ cmd_stop() {
 case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-*) die "usage: etcd.sh start DIR [single|cluster] [ETCD-FLAG...] | stop DIR" ;;
+*) die "usage: etcd.sh start DIR [single|cluster|tls] [ETCD-FLAG...] | stop DIR" ;;
 esac

@@ -138,8 +138,9 @@ var libraryLog sync.Once
 
 // Open returns a store for the etcd cluster named by raw (see the README for
 // the URL forms). Errors wrap lease.ErrConfig (bad URL, refused credentials,
-// unusable TLS files); none contains the password. Without credentials Open
-// does not contact etcd. With credentials it authenticates at once, so a
+// unusable TLS files, a server certificate that does not verify); none
+// contains the password. Without credentials or TLS Open does not contact
+// etcd; with TLS it makes one handshake to verify the server's certificate. With credentials it authenticates at once, so a
 // wrong password is reported here; a cluster that cannot be reached yet is
 // not an error: the store is returned and its calls report ErrUnavailable
 // until etcd answers, so a waiting instance keeps trying instead of exiting.
@@ -164,6 +165,11 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	s := &Store{cfg: c, callTimeout: o.CallTimeout, log: o.Log.With("store", c.display)}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
+	if c.tls != nil {
+		if err := s.checkTLS(cctx); err != nil {
+			return nil, err
+		}
+	}
 	if _, _, err := s.session(cctx); err != nil {
 		if errors.Is(err, lease.ErrUnavailable) && ctx.Err() == nil {
 			s.log.Debug("etcd not reachable yet", "err", err)
