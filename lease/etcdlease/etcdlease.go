@@ -15,7 +15,10 @@
 //     unused lease of a refused attempt is revoked.
 //   - renew = one keep-alive of our etcd lease, then a linearizable read of the
 //     key: the lease must be alive and the key must still be the one we
-//     created (same create revision, same lease). The client's background
+//     created (same create revision, same lease). The read also makes a
+//     renewal count only if the member that took it could still reach a
+//     majority after it: a deposed leader that has not noticed yet (etcd 3.4
+//     renews leases without checking) cannot confirm it. The client's background
 //     keep-alive is never used: the keeper decides when to renew, and each
 //     renewal is bounded by its deadline.
 //   - release = a transaction "if the key is still ours: delete it", then
