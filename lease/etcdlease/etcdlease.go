@@ -15,10 +15,12 @@
 //     unused lease of a refused attempt is revoked.
 //   - renew = one keep-alive of our etcd lease, then a linearizable read of the
 //     key: the lease must be alive and the key must still be the one we
-//     created (same create revision, same lease). The read also makes a
-//     renewal count only if the member that took it could still reach a
-//     majority after it: a deposed leader that has not noticed yet (etcd 3.4
-//     renews leases without checking) cannot confirm it. The client's background
+//     created (same create revision, same lease). (A deposed leader that has
+//     not noticed yet may still take a keep-alive, etcd 3.4 does not check;
+//     but a new leader restarts every lease's full TTL plus an election
+//     timeout when it takes over, which is no earlier than the old one could
+//     last renew, so such a renewal never promises more than the cluster
+//     keeps.) The client's background
 //     keep-alive is never used: the keeper decides when to renew, and each
 //     renewal is bounded by its deadline.
 //   - release = a transaction "if the key is still ours: delete it", then
