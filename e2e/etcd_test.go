@@ -8,6 +8,7 @@ package e2e
 // private server with scripts/etcd.sh and stop it by PID.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -377,5 +378,133 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	if code, stderr := runLR(t, env, "--wait", "0", "--name", name, "--", "true"); code != 0 {
 		t.Fatalf("cluster run: exit %d: %s", code, stderr)
+	}
+}
+
+// etcdLeaderIndex returns which of addrs is the Raft leader, asking etcdctl.
+func etcdLeaderIndex(t *testing.T, addrs []string) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		cmd := exec.Command("etcdctl", "--endpoints="+strings.Join(addrs, ","), "--command-timeout=1s", "endpoint", "status", "-w", "json")
+		cmd.Env = []string{"ETCDCTL_API=3", "PATH=" + os.Getenv("PATH")}
+		out, _ := cmd.Output() // a member may be down: the others still answer
+		var st []struct {
+			Endpoint string
+			Status   struct {
+				Header struct {
+					MemberID uint64 `json:"member_id"`
+				}
+				Leader uint64
+			}
+		}
+		if json.Unmarshal(out, &st) != nil {
+			continue
+		}
+		for _, s := range st {
+			if s.Status.Leader != 0 && s.Status.Leader == s.Status.Header.MemberID {
+				for i, a := range addrs {
+					if a == s.Endpoint {
+						return i
+					}
+				}
+			}
+		}
+	}
+	t.Fatal("no etcd member says it is the leader")
+	return -1
+}
+
+// On a private 3-member cluster, under a running leader (--ttl 5s
+// --renew-every 500ms --grace 1s, so a Raft election of up to about 3.5 s
+// fits before the stop point): the Raft leader killed → leaderrun keeps
+// its lease through the other members (or, if it cannot, stops the child
+// before the lease could expire); then a second member stopped, leaving a
+// minority → the child is dead before last_sent + TTL and leaderrun exits 124.
+func TestEtcdClusterFaults(t *testing.T) {
+	t.Parallel()
+	requireEnv(t, "LEADERRUN_TEST_ETCD_CLUSTER_URL") // the same prerequisites as the shared cluster
+	env := leasetest.StartServer(t, t.TempDir(), "scripts/etcd.sh", "cluster")
+	addrs := strings.Split(env["LEADERRUN_TEST_ETCD_CLUSTER_ADDRS"], ",")
+	var pids []int
+	for _, p := range strings.Split(env["LEADERRUN_TEST_ETCD_CLUSTER_PIDS"], ",") {
+		pid, _ := strconv.Atoi(p)
+		pids = append(pids, pid)
+	}
+	if len(addrs) != 3 || len(pids) != 3 {
+		t.Fatalf("want 3 members: %v", env)
+	}
+	const ttl = 5 * time.Second
+	got := filepath.Join(t.TempDir(), "got")
+	script := fmt.Sprintf(`trap 'echo TERM >> %s; exit 0' TERM; echo "ready $$"; while :; do sleep 0.05; done`, got)
+	p := start(t, []string{"LEADERRUN_STORE=" + env["LEADERRUN_TEST_ETCD_CLUSTER_URL"]},
+		"-v", "--log-format", "json", "--name", "cluster-fault", "--ttl", ttl.String(),
+		"--renew-every", "500ms", "--grace", "1s", "--", "sh", "-c", script)
+	f := strings.Fields(p.line())
+	if len(f) != 2 || f[0] != "ready" {
+		t.Fatalf("child said %q", f)
+	}
+	child, _ := strconv.Atoi(f[1])
+	waitStderr(t, p, `"event":"renewed"`, 5*time.Second)
+	died := deathWatch(child)
+
+	ld := etcdLeaderIndex(t, addrs)
+	if err := syscall.Kill(pids[ld], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	before := len(renewalsSent(t, p))
+	select {
+	case <-p.done:
+		// It could not renew in time: then it must have stopped the child
+		// before the lease could expire.
+		if code := p.wait(); code != 124 {
+			t.Fatalf("after the leader was killed: exit %d; want to keep running, or 124 (stderr: %s)", code, p.stderr.String())
+		}
+		death := <-died
+		sent := renewalsSent(t, p)
+		if margin := sent[len(sent)-1].Add(ttl).Sub(death); margin <= 0 {
+			t.Fatalf("the child died %v after the lease could have expired", -margin)
+		}
+		t.Logf("leader killed: leaderrun stopped the child in time instead of renewing through the others: %s", p.lastLine())
+		return
+	case <-time.After(ttl):
+	}
+	if after := renewalsSent(t, p); len(after) <= before {
+		t.Fatalf("no renewal confirmed in %v after the leader was killed, yet leaderrun still runs", ttl)
+	} else {
+		t.Logf("leader killed: %d renewals confirmed in the %v after (the first sent %v after the kill)", len(after)-before, ttl, after[before].Sub(killed).Round(time.Millisecond))
+	}
+
+	other := (ld + 1) % 3
+	if err := syscall.Kill(pids[other], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pids[other], syscall.SIGCONT) })
+	faultAt := time.Now()
+	if code := p.wait(); code != 124 {
+		t.Fatalf("minority: exit %d; want 124 (stderr: %s)", code, p.stderr.String())
+	}
+	var death time.Time
+	select {
+	case death = <-died:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("child %d still alive after leaderrun exited", child)
+	}
+	sent := renewalsSent(t, p)
+	last := sent[len(sent)-1]
+	if last.After(faultAt) {
+		t.Fatalf("a renewal sent after the minority began (%v > %v) was confirmed", last, faultAt)
+	}
+	margin := last.Add(ttl).Sub(death)
+	t.Logf("MARGIN minority: child dead %v before last_sent+TTL (death %v after the second member stopped)",
+		margin.Round(time.Millisecond), death.Sub(faultAt).Round(time.Millisecond))
+	if margin <= 0 {
+		t.Fatalf("the child died %v AFTER the lease could have expired", -margin)
+	}
+	if b, _ := os.ReadFile(got); !strings.Contains(string(b), "TERM") {
+		t.Fatalf("the child never got the stop signal (SIGTERM)")
+	}
+	if m := lastJSON(t, p); m["event"] != "lost" || m["exit_code"] != float64(124) {
+		t.Fatalf("final line %v; want event lost, exit_code 124", m)
 	}
 }
