@@ -16,6 +16,10 @@ import (
 const (
 	// ExitConflict is the default code when the lease is held and --wait ran out.
 	ExitConflict = 75
+	// ExitUnhealthy means the --health-cmd check failed --health-retries
+	// times in a row while leading: leaderrun stopped the child and released
+	// the lease.
+	ExitUnhealthy = 123
 	// ExitLost means leadership was lost while the child ran and leaderrun stopped it.
 	ExitLost = 124
 	// ExitFailure means leaderrun itself failed: usage, configuration, store.

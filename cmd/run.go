@@ -32,6 +32,8 @@ type runConfig struct {
 	storeURL     string
 	contain      string
 	passEnv      map[string]bool
+	health       healthConfig
+	hold         time.Duration // --hold-at-least; 0 means none
 }
 
 // parseRun validates every flag before anything starts (STYLE habit 7).
@@ -91,6 +93,12 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 		return rc, usagef("--ttl %v: want a positive duration such as 15s", t.TTL)
 	}
 	rc.timing = t
+	if rc.health, err = parseHealth(c, t.TTL); err != nil {
+		return rc, err
+	}
+	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 {
+		return rc, usagef("--hold-at-least %v: want 0 or a positive duration", rc.hold)
+	}
 	return rc, nil
 }
 
@@ -166,6 +174,11 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	defer store.Close()
+	if err := checkHold(store, rc.hold, rc.timing.TTL); err != nil {
+		return classify(err)
+	}
+	notify := newNotifier(reads.get, log)
+	defer notify.close()
 	// Timing is validated as for an expiring store even when this one does
 	// not expire (file): a command line that works here must not be refused
 	// when the same job moves to Redis or Azure.
@@ -189,6 +202,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		prot   *protection
 		keeper *lease.Keeper
 		logger = log
+		sentAt time.Duration // when the granted acquisition request was sent
 	)
 	began := time.Now()
 	for {
@@ -198,12 +212,12 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		}
 		acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
 			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
-				OnWait: waitReporter(log, rc.name, wait), RemindEvery: remindEvery})
+				OnWait: notifyWaiting(notify, rc.name, waitReporter(log, rc.name, wait)), RemindEvery: remindEvery})
 		if err != nil {
 			watch.stop()
 			return acquireOutcome(err, rc)
 		}
-		l = acq.Lease
+		l, sentAt = acq.Lease, acq.SentAt
 		info = l.Info()
 		logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
 
@@ -243,8 +257,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if e, ok := keeper.ValidUntil(); ok {
 		prot.guard.Until(e)
 	}
-	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
+	childEnv := withoutNotifySocket(notify, childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token))
 	runCtx, unwatch := prot.watch(keeper.Context())
+	runCtx, stepDown := context.WithCancelCause(runCtx)
+	defer stepDown(nil)
+	var health *healthGate
+	if rc.health.cmd != "" {
+		health = &healthGate{cfg: rc.health, env: childEnv, log: logger, notify: notify, stop: stepDown}
+	}
 	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       args,
 		Env:        childEnv,
@@ -258,7 +278,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Log:        logger,
 		Cgroup:     prot.cg,
 		Guard:      prot.guard,
+		Started: func(int) {
+			if notify != nil { // the status reads the time zone: only under systemd
+				notify.send("READY=1", "STATUS="+leadingStatus(rc.name, info, time.Now()))
+			}
+			health.start(runCtx)
+		},
 	})
+	health.end()
 	cause := context.Cause(runCtx)
 	unwatch()
 	// Leadership must have been held for the child's whole run: a stop point
@@ -273,7 +300,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	treeGone := res.PID == 0 || res.GroupGone
 	if !treeGone {
 		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
-	} else if err := releaseLease(l, timing, logger); err != nil && cause == nil && res.PID != 0 {
+	} else if err := releaseHeld(store, l, holdLeft(rc.hold, sentAt, cause), timing, logger); err != nil && cause == nil && res.PID != 0 {
 		// Not ours at release, and the keeper never noticed: the store lost
 		// or gave away the lease between two renewals (a deleted key, a
 		// restart without persistence). Leadership was not held for the
@@ -283,6 +310,20 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	prot.finish(treeGone, logger)
 	if runErr != nil {
 		return classify(runErr)
+	}
+	var hc healthCause
+	if errors.As(cause, &hc) {
+		released := "released"
+		if !treeGone {
+			released = "left to expire"
+		}
+		how := stopText(args[0], rc.stopSignal, res)
+		if !res.Stopped { // it ended by itself just as the check gave up
+			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
+		}
+		return done(ExitUnhealthy, slog.LevelError,
+			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
+			"event", "unhealthy", "lease", rc.name)
 	}
 	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
 		how := ""

@@ -20,6 +20,8 @@ type statusJSON struct {
 	Token       uint64     `json:"token,omitempty"`
 	Since       *time.Time `json:"since,omitempty"`
 	RemainingMS int64      `json:"remaining_ms,omitempty"`
+	// HeldUntil is the end of a --hold-at-least hold: the holder is done.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 // statusCommand prints who holds name: exit 0 held, 3 free, 125 error.
@@ -48,6 +50,10 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 			since := h.Since
 			out.Since = &since
 		}
+		if !h.HeldUntil.IsZero() {
+			until := h.HeldUntil
+			out.HeldUntil = &until
+		}
 	}
 	if c.Bool("json") {
 		b, _ := json.Marshal(out)
@@ -61,7 +67,9 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 		}
 		line += fmt.Sprintf(", token %d", h.Token)
-		if h.Remaining > 0 {
+		if !h.HeldUntil.IsZero() {
+			line += holdText(h.HeldUntil, time.Now())
+		} else if h.Remaining > 0 {
 			line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
 		}
 		fmt.Fprintln(e.stdio.Out, line)

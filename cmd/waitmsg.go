@@ -54,6 +54,9 @@ func heldBy(h lease.Holder, now time.Time) string {
 	if h.Token != 0 {
 		s += fmt.Sprintf(", token %d", h.Token)
 	}
+	if !h.HeldUntil.IsZero() {
+		s += ", finished and kept taken until " + FormatTime(h.HeldUntil, now) + " by --hold-at-least"
+	}
 	return s
 }
 

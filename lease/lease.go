@@ -54,6 +54,10 @@ type Holder struct {
 	// Remaining is the time left before the store expires the lease, when the
 	// store can tell (Status only); 0 means unknown or not applicable.
 	Remaining time.Duration `json:"remaining_ns,omitempty"`
+	// HeldUntil, when not zero, says the holder has finished and released
+	// the lease with a hold (ReleaseHeld): it stays taken until then, by
+	// the wall clock, and nobody renews it.
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 // HeldError is returned by Store.TryAcquire when another holder has the lease.

@@ -147,6 +147,11 @@ type Config struct {
 	// child has started, when Run begins the stop sequence itself, and when
 	// the tree is confirmed gone (see Guard).
 	Guard *Guard
+	// Started, if not nil, is called on Run's goroutine with the child's
+	// PID once the child has started (after Guard.Arm), before Run watches
+	// ctx: the moment to report readiness or start health checks. It must
+	// not block.
+	Started func(pid int)
 }
 
 // Result says how the child ended.
@@ -262,6 +267,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
 	r.log.Debug("runner: child started", "path", path, "foreground", term != nil && term.handed)
+	if cfg.Started != nil {
+		cfg.Started(r.pgid)
+	}
 	defer r.stopTimers()
 
 	w := r.supervise(ctx, exited, states, sigs)

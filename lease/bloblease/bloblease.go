@@ -123,6 +123,9 @@ const (
 	metaToken  = "leaderrun_token"
 	metaSince  = "leaderrun_since"
 	metaTTL    = "leaderrun_ttl"
+	// metaHoldUntil is the end of a hold (ReleaseHeld), written just
+	// before the lease is broken with that break period.
+	metaHoldUntil = "leaderrun_hold_until"
 )
 
 // Options configures Open. The zero value is usable.
@@ -379,6 +382,9 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 		return nil, nil
 	}
 	h := holderFrom(name, props.Metadata)
+	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeBreaking {
+		h.HeldUntil, h.Remaining = time.Time{}, 0
+	}
 	return &h, nil
 }
 
@@ -557,6 +563,61 @@ func (l *blobLease) Release(ctx context.Context) error {
 	return nil
 }
 
+var _ lease.Holding = (*Store)(nil)
+
+// ReleaseHeld gives up l with a hold by breaking its lease with a break
+// period of hold (rounded up to whole seconds): Azure refuses every new
+// lease until the period ends, then the lease is broken, which waiters see
+// as free. The end of the hold is written into the metadata first, for
+// status. Azure uses a break period only when it is shorter than the
+// lease's remaining time, so the lease is renewed first; a hold is therefore
+// at most the lease's TTL (MaxHold). It wraps lease.ErrNotHeld when Azure
+// says the lease is not ours.
+func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
+	bl, ok := l.(*blobLease)
+	if !ok || bl.s != s {
+		return errors.New("bloblease: ReleaseHeld: the lease is not from this store")
+	}
+	secs := int32((hold + time.Second - 1) / time.Second)
+	if hold <= 0 {
+		return bl.Release(ctx)
+	}
+	if m := s.MaxHold(bl.info.TTL); time.Duration(secs)*time.Second > m {
+		return configErr("a hold of %v is longer than the lease's TTL %v, the longest break period Azure honours for it", hold, bl.info.TTL)
+	}
+	op := "release " + bl.info.Name
+	meta := map[string]*string{
+		metaHolder:    to(escapeMeta(bl.info.Holder)),
+		metaToken:     to(strconv.FormatUint(bl.info.Token, 10)),
+		metaSince:     to(bl.info.Since.Format(time.RFC3339Nano)),
+		metaTTL:       to(strconv.Itoa(int(bl.info.TTL / time.Second))),
+		metaHoldUntil: to(time.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339Nano)),
+	}
+	bc := s.blob(bl.info.Name)
+	_, err := call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
+		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()},
+		}})
+	})
+	if err != nil {
+		return s.classify(ctx, op, err, lease.ErrNotHeld)
+	}
+	if err := bl.Renew(ctx); err != nil {
+		return err
+	}
+	_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
+		return bl.lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(secs)})
+	})
+	if err != nil {
+		return s.classify(ctx, op, err, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// MaxHold is the lease's TTL: Azure honours a break period only up to the
+// lease's remaining time (and 60s).
+func (s *Store) MaxHold(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
+
 // holderFrom reads the holder record from blob metadata. Azure may change
 // the case of metadata keys, so lookups ignore case.
 func holderFrom(name string, md map[string]*string) lease.Holder {
@@ -571,6 +632,11 @@ func holderFrom(name string, md map[string]*string) lease.Holder {
 	}
 	if v, ok := metaGet(md, metaSince); ok {
 		h.Since, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	if v, ok := metaGet(md, metaHoldUntil); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			h.HeldUntil, h.Remaining = t, max(time.Until(t), 0)
+		}
 	}
 	if v, ok := metaGet(md, metaTTL); ok {
 		// Informational, written by leaderrun (15-60); anything else is

@@ -220,10 +220,31 @@ type record struct {
 	// probes test with F_OFD_GETLK without taking any lock. Records of
 	// older versions lack it and are probed with a shared flock.
 	OFD bool `json:"ofd,omitempty"`
+	// HeldUntil, on a record that is not Held, is the end of the hold its
+	// last holder released it with (ReleaseHeld): acquirers treat the lease
+	// as taken until then, by the wall clock. Holder, Token and Since stay
+	// the last holder's, for status.
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 func (r record) holder() lease.Holder {
 	return lease.Holder{Name: r.Name, Holder: r.Holder, ID: r.ID, Token: r.Token, Since: r.Since}
+}
+
+// holdLeft is what remains of the record's hold at now; 0 when there is
+// none (or the record is held, when the lock decides).
+func (r record) holdLeft(now time.Time) time.Duration {
+	if r.Held || r.HeldUntil.IsZero() {
+		return 0
+	}
+	return max(r.HeldUntil.Sub(now), 0)
+}
+
+// heldError reports the lease taken by r's hold.
+func (r record) heldError(name string, left time.Duration) *lease.HeldError {
+	by := r.holder()
+	by.Name, by.ID, by.HeldUntil, by.Remaining = name, "", r.HeldUntil, left
+	return &lease.HeldError{By: by}
 }
 
 // readRecord reads the record at the start of f; a missing or empty record
@@ -363,6 +384,18 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 	if err != nil {
 		lockf.Close()
 		return nil, false, classified(err, "cannot lock "+path)
+	}
+	if got {
+		// A finished holder's hold (ReleaseHeld) keeps the lease taken
+		// without a lock: honour it, and let go of the lock without a
+		// write descriptor, so no waiter wakes for nothing.
+		if r, err := readRecord(lockf); err == nil {
+			if left := r.holdLeft(time.Now()); left > 0 {
+				_ = unix.Flock(int(lockf.Fd()), unix.LOCK_UN)
+				lockf.Close()
+				return nil, false, r.heldError(req.Name, left)
+			}
+		}
 	}
 	if !got {
 		defer lockf.Close()
@@ -519,8 +552,14 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	}
 	defer f.Close()
 	r, err := readRecord(f)
-	if err != nil || !r.Held {
+	if err != nil {
 		return nil, err
+	}
+	if left := r.holdLeft(time.Now()); left > 0 {
+		return &r.heldError(name, left).By, nil
+	}
+	if !r.Held {
+		return nil, nil
 	}
 	if held, err := probe(f, r); err != nil || !held {
 		return nil, err
@@ -553,12 +592,18 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	// below covers a release that happened in the meantime.
 	drain(in)
 	// The holder may have gone between the caller's attempt and the watch.
-	if free, _ := s.looksFree(path); free {
+	free, holdEnd, _ := s.looksFree(path)
+	if free {
 		return nil
 	}
 	// The fallback deadline is set once, before cancellation can move it into
-	// the past, so a cancel is never overwritten.
-	_ = in.SetReadDeadline(time.Now().Add(jitter(PollInterval)))
+	// the past, so a cancel is never overwritten. A hold ends without any
+	// event: wake when it does.
+	deadline := time.Now().Add(jitter(PollInterval))
+	if !holdEnd.IsZero() && holdEnd.Before(deadline) {
+		deadline = holdEnd.Add(time.Millisecond)
+	}
+	_ = in.SetReadDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
 	// A callback still running after stop can only leave a past deadline
 	// for the next Wait: a spurious wake-up, never a missed one.
@@ -586,7 +631,7 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 // its lock descriptor (the release) in separate steps.
 func (s *Store) settle(ctx context.Context, path string) error {
 	for d := 100 * time.Microsecond; d < 200*time.Millisecond; d *= 2 {
-		if free, err := s.looksFree(path); free || err != nil {
+		if free, _, err := s.looksFree(path); free || err != nil {
 			return nil
 		}
 		if err := sleep(ctx, d); err != nil {
@@ -596,17 +641,21 @@ func (s *Store) settle(ctx context.Context, path string) error {
 	return nil
 }
 
-// looksFree reports whether the lock on path looks free, by probe.
-func (s *Store) looksFree(path string) (bool, error) {
+// looksFree reports whether the lock on path looks free, by probe, and not
+// kept taken by a hold; holdEnd is when a hold that keeps it taken ends.
+func (s *Store) looksFree(path string) (free bool, holdEnd time.Time, _ error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
 	if err != nil {
-		return true, nil // let TryAcquire say what is wrong
+		return true, time.Time{}, nil // let TryAcquire say what is wrong
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	r, _ := readRecord(f)
+	if r.holdLeft(time.Now()) > 0 {
+		return false, r.HeldUntil, nil
+	}
 	held, err := probe(f, r)
-	return !held, err
+	return !held, time.Time{}, err
 }
 
 // probe reports whether someone holds the lock on f, whose record is r.

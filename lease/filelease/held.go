@@ -197,7 +197,29 @@ func (l *fileLease) owned() error {
 // the lock descriptor still open elsewhere cannot delay the handover, and
 // then closes the write descriptor, whose close wakes waiters after the lock
 // is already gone.
-func (l *fileLease) Release(ctx context.Context) error {
+func (l *fileLease) Release(ctx context.Context) error { return l.release(0) }
+
+var _ lease.Holding = (*Store)(nil)
+
+// ReleaseHeld releases l as Release does, but writes the end of the hold,
+// hold from now by the wall clock, into the record: acquirers treat the
+// lease as taken until then (and waiters wake then), status shows it. The
+// hold follows the wall clock of the machine, so a clock stepped forward
+// ends it early and one stepped back makes it last longer.
+func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
+	fl, ok := l.(*fileLease)
+	if !ok || fl.path != s.Path(fl.rec.Name) {
+		return errors.New("filelease: ReleaseHeld: the lease is not from this store")
+	}
+	return fl.release(hold)
+}
+
+// MaxHold: the record keeps a hold of any length.
+func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
+
+// release releases the lease; a positive hold keeps it taken for that long
+// from now.
+func (l *fileLease) release(hold time.Duration) error {
 	defer l.stopWatch()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -216,6 +238,10 @@ func (l *fileLease) Release(ctx context.Context) error {
 	}
 	free := l.rec
 	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now().UTC()
+	if hold > 0 {
+		// The last holder's label, token and since stay, for status.
+		free.Holder, free.Since, free.HeldUntil = l.rec.Holder, l.rec.Since, free.Updated.Add(hold)
+	}
 	b, _ := json.Marshal(free)
 	b = append(b, '\n')
 	if _, err := l.rw.WriteAt(b, 0); err == nil {

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelledContext", testCancelledContext},
 		{"Status", testStatus},
 		{"WaitReturnsAfterRelease", testWaitAfterRelease},
+		{"ReleaseHeldKeepsTaken", testReleaseHeld},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -383,6 +384,71 @@ func testWaitAfterRelease(t *testing.T, h Harness) {
 		t.Fatalf("Wait after release: %v", err)
 	}
 	lb := mustAcquire(t, b, req(nm, "beta", h))
+	if err := lb.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// testReleaseHeld: a store that implements lease.Holding keeps a lease
+// released with a hold taken until the hold ends (TryAcquire says held,
+// naming the last holder and the hold's end; Status shows it), a waiter
+// gets it when the hold ends and not before, and its token is above the
+// held one.
+func testReleaseHeld(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	ha, ok := a.(lease.Holding)
+	if !ok {
+		t.Skip("the store does not implement lease.Holding")
+	}
+	const hold = 2 * time.Second
+	if m := ha.MaxHold(h.TTL); m != 0 && m < hold {
+		t.Fatalf("MaxHold(%v) = %v, below the %v this test needs", h.TTL, m, hold)
+	}
+	nm := name(t)
+	la := mustAcquire(t, a, req(nm, "alpha", h))
+	sent := time.Now()
+	if err := ha.ReleaseHeld(ctxT(t), la, hold); err != nil {
+		t.Fatalf("ReleaseHeld: %v", err)
+	}
+	_, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("TryAcquire during the hold: %v; want *HeldError", err)
+	}
+	until := he.By.HeldUntil
+	if he.By.Holder != "alpha" || he.By.Token != la.Info().Token || until.Before(sent.Add(hold-100*time.Millisecond)) || until.After(time.Now().Add(hold+time.Second)) {
+		t.Fatalf("held by %+v; want alpha's token %d, held until about %v", he.By, la.Info().Token, sent.Add(hold))
+	}
+	st, err := b.Status(ctxT(t), nm)
+	if err != nil || st == nil || !st.HeldUntil.Equal(until) {
+		t.Fatalf("Status during the hold = %+v, %v; want held until %v", st, err, until)
+	}
+	var lb lease.Lease
+	for lb == nil {
+		if err := b.Wait(ctxT(t), nm, he); err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		l, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+		switch {
+		case err == nil:
+			lb = l
+		case errors.As(err, &he):
+		default:
+			t.Fatalf("TryAcquire after Wait: %v", err)
+		}
+	}
+	got := time.Now()
+	// The hold's end is a wall-clock reading of the store's host (here the
+	// same machine); 50ms covers the granularity of Redis and the file store.
+	if got.Before(until.Add(-50 * time.Millisecond)) {
+		t.Fatalf("acquired at %v, before the hold ended at %v", got, until)
+	}
+	if late := got.Sub(until); late > 3*time.Second {
+		t.Fatalf("acquired %v after the hold ended; a waiter should get it promptly", late)
+	}
+	if lb.Info().Token <= la.Info().Token {
+		t.Fatalf("token after the hold %d, not above the held %d", lb.Info().Token, la.Info().Token)
+	}
 	if err := lb.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

@@ -86,11 +86,14 @@ var (
 	releaseLua string
 	//go:embed status.lua
 	statusLua string
+	//go:embed hold.lua
+	holdLua string
 
 	acquireScript = redis.NewScript(acquireLua)
 	renewScript   = redis.NewScript(renewLua)
 	releaseScript = redis.NewScript(releaseLua)
 	statusScript  = redis.NewScript(statusLua)
+	holdScript    = redis.NewScript(holdLua)
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -250,6 +253,10 @@ func holderOf(name, raw string, pttl int64) lease.Holder {
 		var ttl int64
 		if json.Unmarshal(r["ttl_ms"], &ttl) == nil && ttl > 0 {
 			h.TTL = time.Duration(ttl) * time.Millisecond
+		}
+		var until string
+		if json.Unmarshal(r["held_until"], &until) == nil {
+			h.HeldUntil, _ = time.Parse(time.RFC3339Nano, until)
 		}
 	}
 	if pttl > 0 {
@@ -424,6 +431,39 @@ func (l *redisLease) Release(ctx context.Context) error {
 	l.s.publishRelease(cctx, l.info.Name)
 	return nil
 }
+
+var _ lease.Holding = (*Store)(nil)
+
+// ReleaseHeld gives up l with a hold: its record, still carrying our ID, is
+// set to expire hold from now instead of being deleted (hold.lua), so that
+// nobody can take the lease before then and it frees itself without a
+// process of ours. Waiters are woken with the release channel's message:
+// they read the new, shorter PTTL and sleep until it runs out. It wraps
+// lease.ErrNotHeld when the record is gone or another holder's.
+func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
+	rl, ok := l.(*redisLease)
+	if !ok || rl.s != s {
+		return errors.New("redislease: ReleaseHeld: the lease is not from this store")
+	}
+	if hold <= 0 {
+		return rl.Release(ctx)
+	}
+	until := time.Now().Add(hold).UTC().Format(time.RFC3339Nano)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, ttlMillis(hold), until).Int64()
+	if err != nil {
+		return s.classify("release "+rl.info.Name, err)
+	}
+	if n != 1 {
+		return newErr(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", s.where, rl.info.Name), lease.ErrNotHeld)
+	}
+	s.publishRelease(cctx, rl.info.Name)
+	return nil
+}
+
+// MaxHold: a key may expire at any time.
+func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
 
 // publishRelease tells waiters on the release channel. It is a hint: any
 // failure is logged at debug level, and after a NOPERM (the user may not use

@@ -1,0 +1,170 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// MinHealthInterval is the shortest --health-interval: a shell started more
+// than ten times a second only loads the machine the leader runs on.
+const MinHealthInterval = 100 * time.Millisecond
+
+// healthFlags are the flags that mean something only with --health-cmd.
+var healthFlags = []string{"health-interval", "health-timeout", "health-retries", "health-start-period"}
+
+// healthConfig is the validated form of the --health-* flags; cmd "" means
+// no checks.
+type healthConfig struct {
+	cmd         string
+	interval    time.Duration
+	timeout     time.Duration
+	startPeriod time.Duration
+	retries     int
+}
+
+// parseHealth validates the --health-* flags against each other and the
+// lease's TTL. The checks do not take part in the lease's safety (the keeper
+// renews and stops on its own deadlines whatever a check does), so what is
+// refused is what cannot work as written: a check longer than the interval
+// between checks (they never overlap), and a check allowed to hang longer
+// than the lease lasts, which would let a stalled leader block the others
+// for longer than a dead one does.
+func parseHealth(c *cli.Context, ttl time.Duration) (healthConfig, error) {
+	h := healthConfig{
+		cmd:         c.String("health-cmd"),
+		interval:    c.Duration("health-interval"),
+		timeout:     c.Duration("health-timeout"),
+		startPeriod: c.Duration("health-start-period"),
+		retries:     c.Int("health-retries"),
+	}
+	if h.cmd == "" {
+		for _, f := range healthFlags {
+			if c.IsSet(f) {
+				return h, usagef("--%s without --health-cmd: give the check to run, or leave --%s out", f, f)
+			}
+		}
+		return h, nil
+	}
+	switch {
+	case strings.TrimSpace(h.cmd) == "":
+		return h, usagef("--health-cmd is blank: give a command such as 'curl -fsS http://127.0.0.1:8080/health'")
+	case h.interval < MinHealthInterval:
+		return h, usagef("--health-interval %v: want at least %v", h.interval, MinHealthInterval)
+	case h.timeout <= 0:
+		return h, usagef("--health-timeout %v: want a positive duration such as 5s", h.timeout)
+	case h.timeout > h.interval:
+		return h, usagef("--health-timeout %v is longer than --health-interval %v: checks never overlap, so one may take at most the interval; use --health-timeout %v or less, or a longer interval", h.timeout, h.interval, h.interval)
+	case h.timeout >= ttl:
+		return h, usagef("--health-timeout %v is not shorter than --ttl %v: a hung check would keep a stalled leader in place longer than a dead one's lease takes to expire; use --health-timeout below %v, or a longer --ttl", h.timeout, ttl, ttl)
+	case h.retries < 1:
+		return h, usagef("--health-retries %d: want at least 1", h.retries)
+	case h.startPeriod < 0:
+		return h, usagef("--health-start-period %v: want 0 or a positive duration", h.startPeriod)
+	}
+	return h, nil
+}
+
+// healthCause is the cause of the run's end when the health check failed.
+type healthCause struct{ err error }
+
+func (h healthCause) Error() string { return h.err.Error() }
+func (h healthCause) Unwrap() error { return h.err }
+
+// healthGate starts the checks when the child has started and stops the run
+// when they fail. A nil *healthGate does nothing.
+type healthGate struct {
+	cfg    healthConfig
+	env    []string
+	log    *slog.Logger
+	notify *notifier
+	stop   context.CancelCauseFunc // ends the run: the runner's stop sequence
+	h      *runner.Health          // set by start, on Run's goroutine
+}
+
+// start begins checking; the runner calls it once the child has started.
+func (g *healthGate) start(ctx context.Context) {
+	if g == nil {
+		return
+	}
+	g.h = runner.StartHealth(ctx, runner.HealthConfig{
+		Cmd: g.cfg.cmd, Interval: g.cfg.interval, Timeout: g.cfg.timeout,
+		StartPeriod: g.cfg.startPeriod, Retries: g.cfg.retries, Env: g.env, Log: g.log,
+		OnFail: func(err error) {
+			g.notify.status("stepping down: health check failed")
+			g.stop(healthCause{err})
+		},
+	})
+}
+
+// end stops the checks and waits for them.
+func (g *healthGate) end() {
+	if g != nil && g.h != nil {
+		g.h.Stop()
+	}
+}
+
+// checkHold refuses --hold-at-least before anything is taken when the store
+// cannot keep a hold, or not that long.
+func checkHold(store lease.Store, hold, ttl time.Duration) error {
+	if hold == 0 {
+		return nil
+	}
+	h, ok := store.(lease.Holding)
+	if !ok {
+		return usagef("--hold-at-least: this store cannot keep a lease taken after leaderrun exits")
+	}
+	if m := h.MaxHold(ttl); m > 0 && hold > m {
+		return usagef("--hold-at-least %v: this store keeps a hold for at most %v with --ttl %v; use --hold-at-least %v or less", hold, m, ttl, m)
+	}
+	return nil
+}
+
+// releaseHeld gives the lease up with a hold of hold from now (ReleaseHeld),
+// or at once when hold is not positive. Errors are treated as releaseLease
+// treats them.
+func releaseHeld(store lease.Store, l lease.Lease, hold time.Duration, t lease.Timing, log *slog.Logger) error {
+	h, ok := store.(lease.Holding)
+	if hold <= 0 || !ok {
+		return releaseLease(l, t, log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
+	defer cancel()
+	if err := h.ReleaseHeld(ctx, l, hold); err != nil {
+		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
+			log.Debug("lease was no longer ours at release", "err", err)
+			return err
+		}
+		log.Warn("releasing the lease with its hold failed; it will expire by itself", "err", err)
+		return nil
+	}
+	log.Info(fmt.Sprintf("lease %s released; it stays taken for %s more (--hold-at-least)", l.Info().Name, humanDuration(hold)),
+		"event", "held", "held_until", time.Now().Add(hold).UTC().Format(time.RFC3339Nano))
+	return nil
+}
+
+// holdLeft is what remains of --hold-at-least hold, counted from the
+// acquisition request sent at sentAt (a lease.BootClock reading), when the
+// run ends with cause. A run that lost the lease or stepped down for its
+// health check holds nothing: the lease is not ours, or a standby must take
+// over at once.
+func holdLeft(hold, sentAt time.Duration, cause error) time.Duration {
+	if hold <= 0 || cause != nil {
+		return 0
+	}
+	return hold - (lease.BootClock{}.Now() - sentAt)
+}
+
+// holdText describes a hold for status: the holder has finished and the
+// lease stays taken until until.
+func holdText(until, now time.Time) string {
+	return fmt.Sprintf("; finished, kept taken until %s (in %v) by --hold-at-least", FormatTimeZone(until, now), max(until.Sub(now), 0).Round(100*time.Millisecond))
+}

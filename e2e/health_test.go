@@ -1,0 +1,396 @@
+package e2e
+
+// Black-box tests of health-gated leadership (--health-*), systemd
+// notifications (NOTIFY_SOCKET) and --hold-at-least, on the file store, a
+// real redis-server and Azurite.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// healthStore is one store the health and hold tests run on: its
+// environment (LEADERRUN_STORE and credentials).
+type healthStore struct {
+	name string
+	env  func(t *testing.T) []string
+}
+
+var healthStores = []healthStore{
+	{"file", func(t *testing.T) []string { return []string{"LEADERRUN_STORE=" + fileStore(t)} }},
+	{"redis", func(t *testing.T) []string { _, env := redisE2EShared(t); return env }},
+	{"azurite", func(t *testing.T) []string {
+		_, store := azShared(t, "poll=200ms")
+		return append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	}},
+}
+
+// logTime is the time of the first JSON log line of p with event ev and,
+// when n > 0, the n-th such line.
+func logTime(t *testing.T, p *lr, ev string, n int) time.Time {
+	t.Helper()
+	seen := 0
+	for _, l := range p.stderrLines() {
+		var m struct {
+			Time  time.Time `json:"time"`
+			Event string    `json:"event"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.Event != ev {
+			continue
+		}
+		if seen++; seen == max(n, 1) {
+			return m.Time
+		}
+	}
+	t.Fatalf("no %d-th %q event in: %s", max(n, 1), ev, p.stderr.String())
+	return time.Time{}
+}
+
+// The leader's check starts failing 2s after its child started: after three
+// failed checks the child is stopped, the lease released, a waiting standby
+// takes over at once, and the leader exits 123 naming the check and its last
+// output line. The standby's own check never runs while it waits.
+func TestHealthStepDown(t *testing.T) {
+	for _, st := range healthStores[:2] { // file, Redis: Azure hands over by polling
+		t.Run(st.name, func(t *testing.T) {
+			env := st.env(t)
+			dir := t.TempDir()
+			fail := filepath.Join(dir, "fail")
+			checks := filepath.Join(dir, "standby-checks")
+			name := redisE2EName(t, "h")
+			leader := start(t, append(slices.Clip(env), "FAIL="+fail), "--name", name, "--log-format", "json",
+				"--health-cmd", `test ! -e "$FAIL" || { echo "db: connection refused"; exit 1; }`,
+				"--health-interval", "200ms", "--health-timeout", "150ms", "--health-retries", "3",
+				"--", "sh", "-c", `echo $$; sleep 2; touch "$FAIL"; exec sleep 300`)
+			childPID, _ := strconv.Atoi(leader.line())
+			standby := start(t, append(slices.Clip(env), "CHECKS="+checks), "--name", name, "--log-format", "json",
+				"--health-cmd", `date +%s%N >> "$CHECKS"`, "--health-interval", "100ms", "--health-timeout", "90ms",
+				"--", "sh", "-c", `date +%s%N; sleep 0.5`)
+			waitStderr(t, standby, `"event":"waiting"`, 30*time.Second)
+
+			if code := leader.wait(); code != 123 {
+				t.Fatalf("leader exited %d; want 123: %s", code, leader.stderr.String())
+			}
+			last := leader.lastLine()
+			for _, want := range []string{"health check (test …) failed 3 times in a row", `db: connection refused`, "stopped sh with SIGTERM", "lease " + name + " released", "exit 123"} {
+				if !strings.Contains(last, want) {
+					t.Errorf("final line %q lacks %q", last, want)
+				}
+			}
+			if alive(childPID) {
+				t.Errorf("the leader's child %d still runs", childPID)
+			}
+			thirdFail := logTime(t, leader, "health_failed", 3)
+			ns, err := strconv.ParseInt(standby.line(), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			standbyStart := time.Unix(0, ns)
+			took := standbyStart.Sub(thirdFail)
+			t.Logf("third failed check → standby's child started: %v", took)
+			if took < 0 || took > time.Second {
+				t.Errorf("standby's child started %v after the third failed check; want within 1s", took)
+			}
+			if code := standby.wait(); code != 0 {
+				t.Fatalf("standby exited %d: %s", code, standby.stderr.String())
+			}
+			b, err := os.ReadFile(checks)
+			if err != nil {
+				t.Fatalf("the standby's check never ran while it led: %v", err)
+			}
+			for _, f := range strings.Fields(string(b)) {
+				at, _ := strconv.ParseInt(f, 10, 64)
+				if at < ns {
+					t.Errorf("the standby's check ran at %v, before its child started at %v (while waiting)", time.Unix(0, at), standbyStart)
+				}
+			}
+		})
+	}
+}
+
+// A check that hangs is killed with its process group at --health-timeout
+// and counts as a failure: two in a row make the leader step down.
+func TestHealthHangingCheck(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	p := start(t, []string{"PIDS=" + pids}, "--store", fileStore(t), "--name", "hang",
+		"--health-cmd", `sleep 300 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`,
+		"--health-interval", "200ms", "--health-timeout", "100ms", "--health-retries", "2",
+		"--", "sleep", "300")
+	if code := p.wait(); code != 123 {
+		t.Fatalf("exit %d; want 123: %s", code, p.stderr.String())
+	}
+	if last := p.lastLine(); !strings.Contains(last, "failed 2 times in a row (last: timed out after 100ms; killed)") {
+		t.Fatalf("final line %q", last)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 4 {
+		t.Fatalf("%d check processes recorded; want 2 checks of 2 processes: %q", len(f), b)
+	}
+	for _, s := range f {
+		pid, _ := strconv.Atoi(s)
+		waitGone(t, pid, 5*time.Second)
+	}
+}
+
+// Bad --health-* combinations are refused with one line and exit 125,
+// before any child starts.
+func TestHealthFlagsRefused(t *testing.T) {
+	store := fileStore(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--health-interval", "1s"}, "--health-interval without --health-cmd"},
+		{[]string{"--health-cmd", "true", "--health-interval", "2s", "--health-timeout", "5s"}, "--health-timeout 5s is longer than --health-interval 2s"},
+		{[]string{"--health-cmd", "true", "--health-interval", "50ms", "--health-timeout", "10ms"}, "--health-interval 50ms: want at least 100ms"},
+		{[]string{"--health-cmd", "true", "--ttl", "3s", "--health-interval", "10s"}, "--health-timeout 5s is not shorter than --ttl 3s"},
+		{[]string{"--health-cmd", "true", "--health-retries", "0"}, "--health-retries 0: want at least 1"},
+		{[]string{"--health-cmd", " "}, "--health-cmd is blank"},
+		{[]string{"--hold-at-least", "-1s"}, "--hold-at-least -1s: want 0 or a positive duration"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append(append([]string{"--store", store, "--name", "hf"}, tc.args...), "--", "touch", marker)
+			code, stderr := runLR(t, nil, args...)
+			if code != 125 || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q; want 125 and one line with %q", code, stderr, tc.want)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the child ran")
+			}
+		})
+	}
+}
+
+// notifySocket listens on a datagram socket for sd_notify messages; abstract
+// says an abstract name (@…) rather than a path. It returns NOTIFY_SOCKET's
+// value and a channel of messages.
+func notifySocket(t *testing.T, abstract bool) (string, <-chan string) {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "notify")
+	if abstract {
+		name = fmt.Sprintf("@leaderrun-e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make(chan string, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(msgs)
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	t.Cleanup(func() { conn.Close(); <-done })
+	return name, msgs
+}
+
+func nextMsg(t *testing.T, msgs <-chan string, p *lr) string {
+	t.Helper()
+	select {
+	case m := <-msgs:
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no notification in 30s: %s", p.stderr.String())
+		return ""
+	}
+}
+
+// childrenOf lists the child processes of pid.
+func childrenOf(t *testing.T, pid int) []string {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var kids []string
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	return kids
+}
+
+// Under NOTIFY_SOCKET a standby says whom it waits for and sends READY=1
+// with "leading …" exactly when its child has started (the child exists
+// when the message arrives, and nothing said ready before); a failing check
+// says it steps down. The child does not get NOTIFY_SOCKET.
+func TestSystemdNotify(t *testing.T) {
+	for _, abstract := range []bool{false, true} {
+		t.Run(fmt.Sprintf("abstract=%v", abstract), func(t *testing.T) {
+			store := fileStore(t)
+			sock, msgs := notifySocket(t, abstract)
+			fail := filepath.Join(t.TempDir(), "fail")
+			holder, in := startStdin(t, nil, "--store", store, "--name", "sd", "--holder", "host-a", "--", "sh", "-c", "echo up; read x || true")
+			if got := holder.line(); got != "up" {
+				t.Fatalf("holder's child said %q", got)
+			}
+			b := start(t, []string{"NOTIFY_SOCKET=" + sock, "FAIL=" + fail}, "--store", store, "--name", "sd", "--holder", "host-b",
+				"--health-cmd", `test ! -e "$FAIL"`, "--health-interval", "100ms", "--health-timeout", "90ms", "--health-retries", "1",
+				"--", "sh", "-c", `echo "${NOTIFY_SOCKET:-unset}"; exec sleep 300`)
+			m := nextMsg(t, msgs, b)
+			if !strings.HasPrefix(m, "STATUS=waiting for lease sd held by host-a since ") {
+				t.Fatalf("first message %q; want the waiting status", m)
+			}
+			waiting := childrenOf(t, b.cmd.Process.Pid) // the early guard, if started yet
+			in.Close()                                  // the holder's child ends: the lease goes to b
+			m = nextMsg(t, msgs, b)
+			kids := childrenOf(t, b.cmd.Process.Pid)
+			if !strings.HasPrefix(m, "READY=1\nSTATUS=leading sd, token ") || !strings.Contains(m, ", since ") {
+				t.Fatalf("message after the handover %q; want READY=1 and the leading status", m)
+			}
+			if len(kids) != len(waiting)+1 && len(kids) != 2 {
+				t.Fatalf("READY=1 arrived while the standby had only children %v; want its child started", kids)
+			}
+			if got := b.line(); got != "unset" {
+				t.Fatalf("the child's NOTIFY_SOCKET is %q; want it removed", got)
+			}
+			if err := os.WriteFile(fail, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if m = nextMsg(t, msgs, b); m != "STATUS=stepping down: health check failed" {
+				t.Fatalf("message %q; want the stepping-down status", m)
+			}
+			if code := b.wait(); code != 123 {
+				t.Fatalf("exit %d; want 123: %s", code, b.stderr.String())
+			}
+			if code := holder.wait(); code != 0 {
+				t.Fatalf("holder exited %d", code)
+			}
+		})
+	}
+}
+
+// holdStatus runs `status --json name` and decodes it.
+func holdStatus(t *testing.T, env []string, name string) map[string]any {
+	t.Helper()
+	p := start(t, env, "status", "--json", name)
+	out := p.line()
+	p.wait()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	return m
+}
+
+// sleepUntil waits for a deadline (the test is about deadlines: a hold
+// ends at a time, with no event to await).
+func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
+
+// --hold-at-least 3s -- true: the lease stays taken after leaderrun exits;
+// status shows the hold; another instance with --wait 0 one second after
+// the start gets 75; half a second after the hold ends it runs.
+func TestHoldAtLeast(t *testing.T) {
+	for _, st := range healthStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env := st.env(t)
+			name := redisE2EName(t, "hold")
+			t0 := time.Now()
+			if code, stderr := runLR(t, env, "--name", name, "--hold-at-least", "3s", "--", "true"); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			s := holdStatus(t, env, name)
+			until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s["held_until"]))
+			if s["held"] != true || err != nil {
+				t.Fatalf("status %v; want held with held_until", s)
+			}
+			if until.Before(t0.Add(3 * time.Second)) {
+				t.Fatalf("held until %v, less than 3s after the run started at %v", until, t0)
+			}
+			sleepUntil(t0.Add(time.Second))
+			code, stderr := runLR(t, env, "--name", name, "--wait", "0", "--", "echo", "ran")
+			if code != 75 || !strings.Contains(stderr, "kept taken until") {
+				t.Fatalf("1s later: exit %d, %q; want 75, held by the hold", code, stderr)
+			}
+			sleepUntil(until.Add(500 * time.Millisecond))
+			p := start(t, env, "--name", name, "--wait", "0", "--", "echo", "ran")
+			if got := p.line(); got != "ran" {
+				t.Fatalf("after the hold: child said %q", got)
+			}
+			if code := p.wait(); code != 0 {
+				t.Fatalf("after the hold: exit %d: %s", code, p.stderr.String())
+			}
+		})
+	}
+}
+
+// A standby already waiting when the holder releases with a hold wakes when
+// the hold ends (not when the lease's TTL would have, nor at once).
+func TestHoldWaiterWakesAtEnd(t *testing.T) {
+	for _, st := range healthStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env := st.env(t)
+			name := redisE2EName(t, "holdw")
+			leader, in := startStdin(t, env, "--log-format", "json", "--name", name, "--hold-at-least", "5s", "--", "sh", "-c", "echo up; read x || true")
+			if got := leader.line(); got != "up" {
+				t.Fatalf("leader said %q", got)
+			}
+			w := start(t, env, "--log-format", "json", "--name", name, "--", "sh", "-c", "date +%s%N")
+			waitStderr(t, w, `"event":"waiting"`, 30*time.Second)
+			in.Close()
+			if code := leader.wait(); code != 0 {
+				t.Fatalf("leader exit %d: %s", code, leader.stderr.String())
+			}
+			var until time.Time
+			for _, l := range leader.stderrLines() {
+				var m struct {
+					Event     string    `json:"event"`
+					HeldUntil time.Time `json:"held_until"`
+				}
+				if json.Unmarshal([]byte(l), &m) == nil && m.Event == "held" {
+					until = m.HeldUntil
+				}
+			}
+			if until.IsZero() {
+				t.Fatalf("the leader did not release with a hold: %s", leader.stderr.String())
+			}
+			ns, err := strconv.ParseInt(w.line(), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			late := time.Unix(0, ns).Sub(until)
+			t.Logf("waiter's child started %v after the hold's end", late)
+			// Azure rounds a break period up to whole seconds.
+			if late < 0 || late > 2*time.Second {
+				t.Fatalf("waiter's child started %v after the hold's end; want within 2s, not before", late)
+			}
+			if code := w.wait(); code != 0 {
+				t.Fatalf("waiter exit %d", code)
+			}
+		})
+	}
+}
+
+// A hold the store cannot keep is refused before anything runs: Azure
+// honours a break period of at most the lease's TTL.
+func TestHoldTooLongAzure(t *testing.T) {
+	env := healthStores[2].env(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	code, stderr := runLR(t, env, "--name", "toolong", "--ttl", "15s", "--hold-at-least", "20s", "--", "touch", marker)
+	if code != 125 || !strings.Contains(stderr, "--hold-at-least 20s: this store keeps a hold for at most 15s with --ttl 15s") {
+		t.Fatalf("exit %d, %q; want 125 and what fits", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child ran")
+	}
+}

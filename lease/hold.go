@@ -1,0 +1,28 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Holding is the optional capability of a Store whose leases can be given
+// up "late": the holder's job is done, but the lease must stay taken for a
+// while longer (leaderrun --hold-at-least, "lock at least for" in job-lock
+// libraries) so that the same scheduled run on another host, whose clock or
+// cron fired a little later, finds it taken. The store keeps the hold by
+// itself; no process of the holder stays alive for it.
+//
+// A hold is not a safety property: nobody renews the lease during the hold
+// and no fencing token is issued for it. It only delays the next
+// acquisition.
+type Holding interface {
+	// ReleaseHeld gives up l, which must come from this store, so that the
+	// lease stays taken for hold from now and then becomes free by itself;
+	// waiters wake when it does. hold must be positive and at most MaxHold.
+	// Like Lease.Release it returns an error wrapping ErrNotHeld (or
+	// ErrLost) when the lease was no longer ours.
+	ReleaseHeld(ctx context.Context, l Lease, hold time.Duration) error
+	// MaxHold is the longest hold the store can keep for a lease acquired
+	// with TTL ttl; 0 means no bound.
+	MaxHold(ttl time.Duration) time.Duration
+}

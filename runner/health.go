@@ -1,0 +1,270 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnhealthy is the error (and cause) a Health checker reports after
+// HealthConfig.Retries failed checks in a row. The concrete error is a
+// *HealthError.
+var ErrUnhealthy = errors.New("runner: health check failed")
+
+// healthOutputKeep bounds how much of a check's output is kept: only its
+// last line is ever shown.
+const healthOutputKeep = 4096
+
+// healthLineMax bounds the output line a HealthError shows.
+const healthLineMax = 160
+
+// healthWaitDelay bounds how long a check that exited (or was killed) may
+// keep its output pipe open through a descendant that left its group.
+const healthWaitDelay = 500 * time.Millisecond
+
+// HealthConfig configures StartHealth, with Docker's HEALTHCHECK semantics.
+type HealthConfig struct {
+	// Cmd is run with /bin/sh -c, in a process group of its own. Required.
+	Cmd string
+	// Interval is the time from the start (and from the end of each check)
+	// to the next check; checks never overlap. Must be positive.
+	Interval time.Duration
+	// Timeout bounds one check: a check still running then is SIGKILLed
+	// with its process group and counts as a failure. Must be positive.
+	Timeout time.Duration
+	// StartPeriod is the time from the start during which failed checks do
+	// not count, unless a check has already succeeded. Zero means none.
+	StartPeriod time.Duration
+	// Retries is how many failed checks in a row make the checker report
+	// ErrUnhealthy. Values below 1 mean 1.
+	Retries int
+	// Env is the checks' complete environment (the child's); nil means
+	// leaderrun's own.
+	Env []string
+	// OnFail, if not nil, is called once, on the checker's goroutine, with
+	// the *HealthError when Retries checks in a row have failed. It must not
+	// block.
+	OnFail func(error)
+	// Log receives a line per failed check (warn) and per passed check
+	// (debug). Nil discards them.
+	Log *slog.Logger
+}
+
+// HealthError describes the failed check that made a Health checker give up.
+type HealthError struct {
+	// Cmd is the check's command.
+	Cmd string
+	// Failures is the number of failed checks in a row.
+	Failures int
+	// Why says how the last check failed: "exit code 1", "timed out after 5s".
+	Why string
+	// LastLine is the last non-empty line of the last check's output
+	// (stdout and stderr together), made printable and truncated; "" if
+	// there was none.
+	LastLine string
+}
+
+// Error describes the failure, naming the check by its program only: the
+// rest of a command line may carry a credential.
+func (e *HealthError) Error() string {
+	s := fmt.Sprintf("health check %s failed %d times in a row (last: %s", CheckName(e.Cmd), e.Failures, e.Why)
+	if e.LastLine != "" {
+		s += fmt.Sprintf(", output %q", e.LastLine)
+	}
+	return s + ")"
+}
+
+// Is reports that a HealthError is ErrUnhealthy.
+func (e *HealthError) Is(target error) bool { return target == ErrUnhealthy }
+
+// CheckName names a check command for messages: its first word, with "…"
+// when more follows. Arguments are left out because they may hold a
+// password (curl -u user:pw …).
+func CheckName(cmd string) string {
+	f := strings.Fields(cmd)
+	if len(f) == 0 {
+		return `""`
+	}
+	name := printableLine(f[0], 60)
+	if len(f) > 1 {
+		name += " …"
+	}
+	return "(" + name + ")"
+}
+
+// Health runs a health check periodically until it is stopped or has failed
+// Retries times in a row. The zero value is not usable; call StartHealth.
+type Health struct {
+	cfg    HealthConfig
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+// StartHealth starts checking with cfg on a goroutine the returned Health
+// owns; the first check runs one Interval after the call. Stop must be
+// called to end it; cancelling ctx also ends it (a running check is killed).
+func StartHealth(ctx context.Context, cfg HealthConfig) *Health {
+	if cfg.Retries < 1 {
+		cfg.Retries = 1
+	}
+	h := &Health{cfg: cfg, log: cfg.Log, done: make(chan struct{})}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	ctx, h.cancel = context.WithCancel(ctx)
+	go h.loop(ctx)
+	return h
+}
+
+// Stop ends the checker, killing a running check, and waits for its
+// goroutine. Idempotent.
+func (h *Health) Stop() {
+	h.cancel()
+	<-h.done
+}
+
+// Err returns the *HealthError once the checker gave up, else nil.
+func (h *Health) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *Health) loop(ctx context.Context) {
+	defer close(h.done)
+	start := time.Now()
+	passed := false // a check passed: the start period is over
+	failures := 0
+	t := time.NewTimer(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		why, line := h.check(ctx)
+		if ctx.Err() != nil {
+			return // stopped during the check: it says nothing
+		}
+		switch {
+		case why == "":
+			passed = true
+			failures = 0
+			h.log.Debug("health check passed", "event", "health_ok")
+		case !passed && time.Since(start) < h.cfg.StartPeriod:
+			h.log.Info(fmt.Sprintf("health check %s failed during the start period (%s); not counted", CheckName(h.cfg.Cmd), why),
+				"event", "health_start_period", "output", line)
+		default:
+			failures++
+			h.log.Warn(fmt.Sprintf("health check %s failed (%d of %d): %s", CheckName(h.cfg.Cmd), failures, h.cfg.Retries, why),
+				"event", "health_failed", "output", line)
+			if failures >= h.cfg.Retries {
+				err := &HealthError{Cmd: h.cfg.Cmd, Failures: failures, Why: why, LastLine: line}
+				h.mu.Lock()
+				h.err = err
+				h.mu.Unlock()
+				if h.cfg.OnFail != nil {
+					h.cfg.OnFail(err)
+				}
+				return
+			}
+		}
+		t.Reset(h.cfg.Interval)
+	}
+}
+
+// check runs the command once. It returns "" when the check passed, else
+// why it failed, and the last line of its output either way.
+func (h *Health) check(ctx context.Context) (why, line string) {
+	cctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	out := &tailBuffer{max: healthOutputKeep}
+	cmd := exec.CommandContext(cctx, "/bin/sh", "-c", h.cfg.Cmd)
+	cmd.Env = h.cfg.Env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Called only while the shell is not yet reaped, so its pid is still
+	// its group's ID: the whole group goes, not only the shell.
+	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	cmd.WaitDelay = healthWaitDelay
+	err := cmd.Run()
+	line = lastLine(out.Bytes())
+	var ee *exec.ExitError
+	switch {
+	case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		return fmt.Sprintf("timed out after %v; killed", h.cfg.Timeout), line
+	case err == nil:
+		return "", line
+	case errors.As(err, &ee) && ee.Exited():
+		return fmt.Sprintf("exit code %d", ee.ExitCode()), line
+	case errors.As(err, &ee):
+		return "killed by " + unix.SignalName(ee.Sys().(syscall.WaitStatus).Signal()), line
+	default:
+		return fmt.Sprintf("could not run it: %v", err), line
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.b)
+}
+
+// lastLine returns the last non-blank line of out, printable and truncated.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\r\n\t "), "\n")
+	return printableLine(strings.TrimSpace(lines[len(lines)-1]), healthLineMax)
+}
+
+// printableLine replaces control characters and invalid UTF-8 in s with '?'
+// (a terminal must not interpret them) and cuts it to at most max bytes,
+// marking the cut with "…".
+func printableLine(s string, max int) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n <= 1 || unicode.IsControl(r) {
+			r = '?'
+		}
+		if b.Len()+utf8.RuneLen(r) > max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		i += n
+	}
+	return b.String()
+}
