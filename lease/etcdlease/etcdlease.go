@@ -262,6 +262,9 @@ type record struct {
 	ID     string `json:"id"`
 	Since  string `json:"since"`
 	TTLs   int64  `json:"ttl_s"`
+	// HeldUntil is set by ReleaseHeld: the holder is done and the key
+	// stays until then (RFC3339Nano).
+	HeldUntil string `json:"held_until,omitempty"`
 }
 
 // holderOf decodes a key for display; the token is its create revision. A
@@ -272,6 +275,7 @@ func holderOf(name string, kv *mvccpb.KeyValue) lease.Holder {
 	if json.Unmarshal(kv.Value, &r) == nil {
 		h.Holder, h.ID = r.Holder, r.ID
 		h.Since, _ = time.Parse(time.RFC3339Nano, r.Since)
+		h.HeldUntil, _ = time.Parse(time.RFC3339Nano, r.HeldUntil)
 		if r.TTLs > 0 && r.TTLs <= int64(lease.MaxTTL/time.Second) {
 			h.TTL = time.Duration(r.TTLs) * time.Second
 		}
@@ -538,3 +542,61 @@ func (l *etcdLease) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ lease.Holding = (*Store)(nil)
+
+// ReleaseHeld gives up l with a hold (--hold-at-least): a new etcd lease of
+// hold (in whole seconds, rounded up; etcd may raise it to its shortest
+// lease) is granted, and one transaction moves the key to it, still ours
+// (same create revision, so the fencing token does not change) and marked
+// with the hold's end, if the key is still ours; then our old lease is
+// revoked. The key vanishes by itself when the new lease runs out, which
+// wakes the waiters' watches. It wraps lease.ErrNotHeld when the key is gone
+// or another holder's.
+func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
+	el, ok := l.(*etcdLease)
+	if !ok || el.s != s {
+		return errors.New("etcdlease: ReleaseHeld: the lease is not from this store")
+	}
+	if hold <= 0 {
+		return el.Release(ctx)
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	secs := int64((hold + time.Second - 1) / time.Second)
+	sent := time.Now()
+	var g *clientv3.LeaseGrantResponse
+	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		g, err = cli.Grant(ctx, secs)
+		return err
+	})
+	if err != nil {
+		return s.classify("release "+el.info.Name, err)
+	}
+	// The key goes no earlier than the grant was sent plus the granted TTL.
+	until := sent.Add(time.Duration(g.TTL) * time.Second)
+	val, _ := json.Marshal(record{Holder: el.info.Holder, ID: el.info.ID, Since: el.info.Since.UTC().Format(time.RFC3339Nano),
+		TTLs: int64(el.info.TTL / time.Second), HeldUntil: until.UTC().Format(time.RFC3339Nano)})
+	key := s.key(el.info.Name)
+	var tr *clientv3.TxnResponse
+	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		tr, err = cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", el.rev),
+				clientv3.Compare(clientv3.LeaseValue(key), "=", el.id)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).
+			Commit()
+		return err
+	})
+	if err != nil {
+		return s.classify("release "+el.info.Name, err)
+	}
+	s.revoke(cctx, el.id)
+	if !tr.Succeeded {
+		s.revoke(cctx, g.ID)
+		return newErr(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", s.cfg.where, el.info.Name), lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// MaxHold: etcd keeps a lease of any length.
+func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
