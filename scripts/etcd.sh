@@ -49,13 +49,15 @@ port_free() {
 }
 
 # free_port: sets port to one that looks free and differs from those
-# already handed out (in $taken).
+# already handed out (in $taken). 10000-19999: below the kernel's ephemeral
+# range (32768-60999), where the tests' own outgoing connections would make
+# a port that looks free fail to bind, and below redis.sh's 20000-39999.
 taken=" "
 port=
 free_port() {
 	local p i
 	for i in $(seq 1 200); do
-		p=$((30000 + RANDOM % 20000))
+		p=$((10000 + RANDOM % 10000))
 		if [[ $taken != *" $p "* ]] && port_free "$p"; then
 			taken+="$p "
 			port=$p
@@ -72,11 +74,14 @@ alive() {
 	[ -n "$st" ] && [ "$st" != Z ]
 }
 
-# kill_pid PID: stop PID if it is still an etcd process.
+# kill_pid DIR PID: stop PID if it is still an etcd process with its data in
+# DIR (a test may have killed it already, and its PID been reused by another
+# test's etcd).
 kill_pid() {
-	local pid=$1 i
+	local dir=$1 pid=$2 i
 	[ -r "/proc/$pid/cmdline" ] || return 0
 	tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1 | grep -q 'etcd$' || return 0
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--data-dir $dir/" || return 0
 	kill -CONT "$pid" 2>/dev/null || true # a test may have frozen it
 	kill -TERM "$pid" 2>/dev/null || return 0
 	# Throw-away servers: do not wait out a slow shutdown.
@@ -141,8 +146,9 @@ start_single() {
 			} >>"$dir/env"
 			return
 		fi
-		kill_pid "$pid"
+		kill_pid "$dir" "$pid"
 	done
+	tail -n 2 "$dir"/single-*/etcd.log >&2 || true
 	die "could not start etcd (see $dir/single-*/etcd.log)"
 }
 
@@ -176,9 +182,10 @@ start_cluster() {
 			return
 		fi
 		for i in 0 1 2; do
-			kill_pid "${pids[$i]}"
+			kill_pid "$dir" "${pids[$i]}"
 		done
 	done
+	tail -n 2 "$dir"/m*/etcd.log >&2 || true
 	die "could not start an etcd cluster (see $dir/m*/etcd.log)"
 }
 
@@ -210,12 +217,13 @@ cmd_start() {
 
 cmd_stop() {
 	[ $# -eq 1 ] || die "usage: etcd.sh stop DIR"
-	local pid
+	local pid dir
 	[ -f "$1/pids" ] || return 0
+	dir=$(cd "$1" && pwd) # as start wrote it into each --data-dir
 	while read -r pid; do
-		[ -n "$pid" ] && kill_pid "$pid"
-	done <"$1/pids"
-	: >"$1/pids"
+		[ -n "$pid" ] && kill_pid "$dir" "$pid"
+	done <"$dir/pids"
+	: >"$dir/pids"
 }
 
 case ${1:-} in
