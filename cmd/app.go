@@ -173,11 +173,15 @@ Flags may come before or after NAME, and before "watch".`
 
 // Main runs leaderrun with args (args[0] is the program name) and returns its
 // exit code. It never calls os.Exit. When the process was started as
-// leaderrun's guard (runner.IsGuard), Main is the guard instead.
-func Main(ctx context.Context, args []string, stdio Stdio) int {
+// leaderrun's guard (runner.IsGuard), Main is the guard instead. stores are
+// the stores linked into the calling program besides the file store; a
+// --store URL of another known store is handed to its own program
+// (dispatch).
+func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int {
 	if runner.IsGuard() {
 		return runner.GuardMain()
 	}
+	register(stores)
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
 // Variables leaderrun gives its child. They are deliberately not the names
@@ -33,8 +31,8 @@ var outerLeaseVars = []string{"LEADERRUN_NAME", "LEADERRUN_HOLDER"}
 // Those a store read for this run are removed from the child's environment
 // unless --pass-env names them.
 var secretVars = []string{
-	redislease.EnvPassword,         // REDISCLI_AUTH
-	redislease.EnvSentinelPassword, // LEADERRUN_REDIS_SENTINEL_PASSWORD
+	"REDISCLI_AUTH",                     // redislease.EnvPassword
+	"LEADERRUN_REDIS_SENTINEL_PASSWORD", // redislease.EnvSentinelPassword
 	"AZURE_STORAGE_KEY",
 	"AZURE_STORAGE_CONNECTION_STRING",
 	"AZURE_STORAGE_SAS_TOKEN",

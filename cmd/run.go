@@ -134,11 +134,16 @@ func (s signalCause) Error() string { return "got " + unix.SignalName(s.sig) }
 // runCommand acquires the lease, runs the child under a keeper and returns
 // how it ended.
 func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) *outcome {
-	keepStderrFromKilling()
 	rc, err := parseRun(c, args, e.getenv)
 	if err != nil {
 		return classify(err)
 	}
+	// Before anything starts: a store served by another program gets the
+	// whole run (this process is replaced).
+	if err := dispatch(rc.storeURL); err != nil {
+		return classify(err)
+	}
+	keepStderrFromKilling()
 	// A command that cannot run is refused before any lease is taken.
 	if _, err := runner.Resolve(args[0]); err != nil {
 		return classify(err)
@@ -156,7 +161,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	defer func() { pre.drop() }() // the current one: a retry below starts another
 
 	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
-	store, err := openStoreFor(ctx, rc.storeURL, storeOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
+	store, err := openStoreFor(ctx, rc.storeURL, StoreOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
 	if err != nil {
 		return classify(err)
 	}

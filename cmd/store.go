@@ -3,33 +3,15 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// storeOptions is what every store opener gets besides the URL.
-type storeOptions struct {
-	// CallTimeout bounds one store call (DESIGN §3.4); stores derive their
-	// dial/read/write and per-try timeouts from it.
-	CallTimeout time.Duration
-	// Getenv reads the environment (credentials such as REDISCLI_AUTH or
-	// AZURE_STORAGE_KEY); tests replace it.
-	Getenv func(string) string
-	// Log is leaderrun's logger.
-	Log *slog.Logger
-}
-
-// storeOpener opens the store named by a --store URL. It must never put a
-// secret from raw into an error.
-type storeOpener func(ctx context.Context, raw string, o storeOptions) (lease.Store, error)
-
-// storeOpeners maps a URL scheme to its opener. Each store registers itself
-// from its own cmd/store_*.go file.
-var storeOpeners = map[string]storeOpener{}
+// storeOpeners maps a URL scheme to the opener of a store linked into this
+// program: the file store always, others as Main's caller links them.
+var storeOpeners = map[string]func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error){"file": openFileStore}
 
 // storeConfigError is a --store value no store accepts: its message is for
 // people and it wraps lease.ErrConfig for classification.
@@ -40,7 +22,7 @@ func (e *storeConfigError) Unwrap() error { return lease.ErrConfig }
 
 // openStore picks the store for raw by its scheme. Its own messages show
 // raw only through redactURL.
-func openStore(ctx context.Context, raw string, o storeOptions) (lease.Store, error) {
+func openStore(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
 	shown := redactURL(raw)
 	what := "--store " + strconv.Quote(shown)
 	if shown == storeURLHidden {
@@ -60,7 +42,7 @@ func openStore(ctx context.Context, raw string, o storeOptions) (lease.Store, er
 		if shown != storeURLHidden {
 			msg += " " + shownWord(scheme)
 		}
-		return nil, &storeConfigError{msg + " (want file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https or azblob+http)"}
+		return nil, &storeConfigError{msg + " (want " + knownSchemes + ")"}
 	}
 	return open(ctx, raw, o)
 }

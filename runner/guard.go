@@ -3,7 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -37,7 +36,7 @@ var ErrGuardDied = errors.New("runner: the guard process died")
 // not usable: call StartGuard.
 type Guard struct {
 	cmd  *exec.Cmd
-	conn *net.UnixConn
+	conn *seqConn
 
 	mu       sync.Mutex
 	until    time.Duration // the latest E to send; coalesced
@@ -60,11 +59,9 @@ func StartGuard() (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: guard socket: %w", err)
 	}
-	ours := os.NewFile(uintptr(fds[0]), "guard-conn")
 	theirs := os.NewFile(uintptr(fds[1]), "guard-peer")
 	defer theirs.Close()
-	c, err := net.FileConn(ours)
-	ours.Close()
+	c, err := newSeqConn(fds[0], "guard-conn")
 	if err != nil {
 		return nil, fmt.Errorf("runner: guard socket: %w", err)
 	}
@@ -91,7 +88,7 @@ func StartGuard() (*Guard, error) {
 		c.Close()
 		return nil, fmt.Errorf("runner: start the guard: %w", err)
 	}
-	g := &Guard{cmd: cmd, conn: c.(*net.UnixConn), wake: make(chan struct{}, 1),
+	g := &Guard{cmd: cmd, conn: c, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{})}
 	g.wg.Add(2)
 	go g.send()
@@ -179,7 +176,7 @@ func (g *Guard) Disarm() {
 }
 
 func (g *Guard) msg(s string, oob []byte) error {
-	_, _, err := g.conn.WriteMsgUnix([]byte(s), oob, nil)
+	err := g.conn.WriteMsg([]byte(s), oob)
 	if err != nil {
 		return fmt.Errorf("runner: tell the guard %q: %w", s, err)
 	}
@@ -210,7 +207,7 @@ func (g *Guard) watch() {
 	defer g.wg.Done()
 	buf := make([]byte, 64)
 	for {
-		n, _, _, _, err := g.conn.ReadMsgUnix(buf, nil)
+		n, _, err := g.conn.ReadMsg(buf, nil)
 		if err == nil && n > 0 {
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,20 +41,18 @@ func GuardMain() int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGPIPE,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
-	f := os.NewFile(guardFD, "guard")
-	c, err := net.FileConn(f)
-	f.Close()
+	c, err := newSeqConn(guardFD, "guard")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "leaderrun guard: %v\n", err)
 		return 2
 	}
-	g := &guardProc{conn: c.(*net.UnixConn), clock: lease.BootClock{}}
+	g := &guardProc{conn: c, clock: lease.BootClock{}}
 	return g.run()
 }
 
 // guardProc is the guard's state; only its run loop touches it.
 type guardProc struct {
-	conn  *net.UnixConn
+	conn  *seqConn
 	clock lease.Clock
 
 	pgid     int     // the child's process group; 0 until armed or once gone
@@ -279,7 +276,7 @@ func (g *guardProc) read(msgs chan<- guardMsg, quit <-chan struct{}) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*8))
 	for {
-		n, oobn, _, _, err := g.conn.ReadMsgUnix(buf, oob)
+		n, oobn, err := g.conn.ReadMsg(buf, oob)
 		m := guardMsg{}
 		if err == nil && n == 0 && oobn == 0 {
 			err = errors.New("EOF") // SOCK_SEQPACKET: a zero read is the peer's close

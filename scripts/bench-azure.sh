@@ -33,7 +33,7 @@ metric() { # metric FILE NAME: the value reported before unit NAME
 }
 
 echo "== azure 1. start → child (Azurite, blob exists)"
-go test -run '^$' -bench 'BenchmarkAzureStartToChild' -benchtime 20x . >"$out/azure-start.txt"
+go test -run '^$' -bench 'BenchmarkAzureStartToChild' -benchtime 20x ./e2e >"$out/azure-start.txt"
 go test -run '^$' -bench 'BenchmarkAcquireRelease' -benchtime 50x ./lease/bloblease >"$out/azure-tryacquire.txt"
 f=$out/azure-start.txt
 echo "   leaderrun start → child's first instruction  p50 $(metric "$f" start-to-child-ms-p50) ms  p90 $(metric "$f" start-to-child-ms-p90) ms"
@@ -43,7 +43,7 @@ f=$out/azure-tryacquire.txt
 echo "   store package, mean per call: TryAcquire $(metric "$f" acquire-µs/op) µs, Renew $(metric "$f" renew-µs/op) µs, Release $(metric "$f" release-µs/op) µs"
 
 echo "== azure 2. clean handover (10 tries each)"
-go test -run '^$' -bench 'BenchmarkAzureHandover' -benchtime 10x . >"$out/azure-handover.txt"
+go test -run '^$' -bench 'BenchmarkAzureHandover' -benchtime 10x ./e2e >"$out/azure-handover.txt"
 for v in default-poll poll-200ms; do
 	line=$(grep "BenchmarkAzureHandover/$v" "$out/azure-handover.txt" || true)
 	[ -n "$line" ] || { echo "   $v: no result (see $out/azure-handover.txt)"; continue; }

@@ -22,7 +22,7 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -o "$bin" .
+go build -o "$out/" . ./cmd/... # leaderrun and its store programs
 
 work=$(mktemp -d /tmp/leaderrun-bench-redis.XXXXXX)
 etcd_pid=
@@ -94,10 +94,10 @@ if "etcdctl lock" in med:
 PY
 
 echo "== R2. clean handover (redis, pub/sub wake-up)"
-go test -run '^$' -bench 'BenchmarkRedisHandover' -benchtime 30x . | tee "$out/redis-handover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
+go test -run '^$' -bench 'BenchmarkRedisHandover' -benchtime 30x ./e2e | tee "$out/redis-handover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
 
 echo "== R3. crash failover, --ttl 2s (leader SIGKILLed -> next child)"
-go test -run '^$' -bench 'BenchmarkRedisFailover' -benchtime 5x . | tee "$out/redis-failover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
+go test -run '^$' -bench 'BenchmarkRedisFailover' -benchtime 5x ./e2e | tee "$out/redis-failover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
 
 echo "== R4. redis-server SIGSTOPped/SIGKILLed -> child dead, margin before last_sent+TTL (--ttl 3s --renew-every 500ms --grace 1s)"
 go test -race=false -count=3 -v -run 'TestRedisServer(Frozen|Killed)StopsChild' . >"$out/redis-margin.txt" 2>&1 || { cat "$out/redis-margin.txt"; exit 1; }

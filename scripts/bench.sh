@@ -17,7 +17,7 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -o "$bin" .
+go build -o "$out/" . ./cmd/... # leaderrun and its store programs
 store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
 trap 'rm -rf "$store"' EXIT
 
@@ -37,7 +37,7 @@ print(f"   leaderrun - true  = {med['leaderrun'] - med['true']:.3f} ms")
 PY
 
 echo "== 2. clean handover (file store)"
-go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x . | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
+go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x ./e2e | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
 
 echo "== 3. peak RSS supervising sleep 5"
 /usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5

@@ -86,7 +86,7 @@ if [ -n "${CHAOS_BIN:-}" ]; then
 		ln -s "$CHAOS_BIN/$b" "$work/bin/$b"
 	done
 else
-	go build -o "$work/bin/leaderrun" .
+	go build -o "$work/bin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/bin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/bin/chaoscheck" ./scripts/chaoscheck
 fi

@@ -62,7 +62,7 @@ chaos=${LEADERRUN_CHAOS_DURATION:-60s}
 if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
 	echo "== chaos: $chaos per store"
 	mkdir -p "$work/chaosbin"
-	go build -o "$work/chaosbin/leaderrun" .
+	go build -o "$work/chaosbin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()

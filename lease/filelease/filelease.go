@@ -51,10 +51,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/user"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -91,11 +89,11 @@ type Store struct {
 // shells with different $HOME would otherwise get two leaders.
 func DefaultDir() (string, error) {
 	uid := os.Getuid()
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil || u.HomeDir == "" || !filepath.IsAbs(u.HomeDir) {
+	home := homeDir(uid)
+	if home == "" || !filepath.IsAbs(home) {
 		return "", newError(lease.ErrConfig, nil, fmt.Sprintf("no home directory for uid %d in the password database; give --store file:///some/dir", uid))
 	}
-	return filepath.Join(u.HomeDir, ".local", "state", "leaderrun"), nil
+	return filepath.Join(home, ".local", "state", "leaderrun"), nil
 }
 
 // Open returns the store in dir. It does not create dir: the first

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -26,6 +26,12 @@ import (
 var lrBin string
 
 func TestMain(m *testing.M) {
+	// The tests run from the repository root, as users and scripts/test.sh
+	// do: README.md, scripts/ and `go run .` are where the README says.
+	if err := os.Chdir(".."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "leaderrun-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -37,7 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	lrBin = filepath.Join(dir, "leaderrun")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", lrBin, ".")
+	// leaderrun and the store programs it hands other stores to
+	// (cmd/leaderrun-*), side by side as `go install .../...` puts them.
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dir+"/", ".", "./cmd/...")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leaderrun:", err)

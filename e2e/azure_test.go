@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Black-box tests of the Azure Blob store against a real Azurite (started by
 // scripts/test.sh, or scripts/azurite.sh start DIR; see LEADERRUN_TEST_AZURITE).

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Black-box tests of leaderrun on a real redis-server. Tests that only add
 // keys use the shared server of scripts/test.sh (LEADERRUN_TEST_REDIS), each

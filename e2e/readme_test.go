@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // TestReadmeExamples runs every code block of README.md, so the examples
 // cannot rot. Each block is either output (fence info `text`, `console` or
@@ -79,7 +79,7 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			continue
 		case b.marker == "":
-			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e_readme_test.go, or fence it as ```text if it is output", b.line, b.info)
+			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e/readme_test.go, or fence it as ```text if it is output", b.line, b.info)
 			continue
 		}
 		name, check := b.marker, readmeChecks[b.marker]
@@ -87,7 +87,7 @@ func TestReadmeExamples(t *testing.T) {
 			want, _ := strconv.Atoi(m[1])
 			name, check = fmt.Sprintf("line%d_exit%d", b.line, want), readmeExit(want)
 		} else if check == nil {
-			t.Errorf("README.md:%d: readme-test %q: no such check in e2e_readme_test.go", b.line, b.marker)
+			t.Errorf("README.md:%d: readme-test %q: no such check in e2e/readme_test.go", b.line, b.marker)
 			continue
 		} else if seen[b.marker]++; seen[b.marker] > 1 {
 			t.Errorf("README.md:%d: readme-test %q used twice", b.line, b.marker)
@@ -219,7 +219,7 @@ func (b *readmeBlock) take(t *testing.T, prefix string) readmeCmd {
 func (b *readmeBlock) allTaken(t *testing.T) {
 	t.Helper()
 	for _, c := range b.cmds[b.next:] {
-		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e_readme_test.go", c.line, c.text, b.marker)
+		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e/readme_test.go", c.line, c.text, b.marker)
 	}
 }
 
@@ -279,7 +279,7 @@ func (fx *readmeFixture) subst(t *testing.T, s string) string {
 			host = h
 		}
 		if host != "" && host != "127.0.0.1" && host != "[::1]" && !strings.HasPrefix(host, "[::1]:") {
-			t.Fatalf("%q would reach %s: e2e_readme_test.go must map that placeholder to a test server", s, host)
+			t.Fatalf("%q would reach %s: e2e/readme_test.go must map that placeholder to a test server", s, host)
 		}
 	}
 	return s
@@ -426,7 +426,7 @@ func shOut(t *testing.T, env []string, dir, line string) (int, string, string) {
 	return runOut(t, env, dir, "/bin/sh", "-c", line)
 }
 
-// launchArgv starts argv as an lr (see e2e_helpers_test.go) with exactly env,
+// launchArgv starts argv as an lr (see helpers_test.go) with exactly env,
 // so a check can read its stdout line by line, signal and wait for it.
 func launchArgv(t *testing.T, env []string, dir string, withStdin bool, argv ...string) (*lr, io.WriteCloser) {
 	t.Helper()
@@ -530,33 +530,53 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 }
 
-// Install: the go install path names this module's main package (fetching
-// @latest needs the network, so it is resolved in the source tree instead);
-// the from-clone build, run in a copy of the tree as a fresh clone has it,
-// installs an executable leaderrun into /usr/local/bin.
+// storePrograms are what an installation must hold: leaderrun, whose
+// module is the leaderrun directory, and the store programs.
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob"}
+
+// Install: the go install pattern names this module's main packages,
+// leaderrun and every store program (fetching @latest needs the network, so
+// it is resolved in the source tree instead); the from-clone build, run in a
+// copy of the tree as a fresh clone has it, installs them executable into
+// /usr/local/bin.
 func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	c := b.take(t, "go install ")
 	words := strings.Fields(c.text)
-	if len(words) != 3 || !strings.HasSuffix(words[2], "@latest") {
-		t.Fatalf("README.md:%d: %q: want go install MODULE@latest", c.line, c.text)
+	if len(words) != 3 || !strings.HasSuffix(words[2], "/...@latest") {
+		t.Fatalf("README.md:%d: %q: want go install MODULE/...@latest", c.line, c.text)
 	}
-	pkg := strings.TrimSuffix(words[2], "@latest")
-	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}}", pkg)
-	if code != 0 || strings.TrimSpace(out) != "main" {
-		t.Fatalf("README.md:%d: %s is not this module's main package: exit %d, %q %s", c.line, pkg, code, out, stderr)
+	pattern := strings.TrimSuffix(words[2], "@latest")
+	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}", pattern)
+	if code != 0 {
+		t.Fatalf("README.md:%d: go list %s: exit %d: %s", c.line, pattern, code, stderr)
+	}
+	mains := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, path, _ := strings.Cut(line, " "); name == "main" {
+			mains[filepath.Base(path)] = true
+		}
+	}
+	for _, prog := range storePrograms {
+		if !mains[prog] {
+			t.Fatalf("README.md:%d: %s does not install %s (main packages: %v)", c.line, words[2], prog, mains)
+		}
 	}
 
 	c = b.take(t, "go build ")
 	clone := fx.cloneDir(t)
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
-	_ = os.Remove(dst)
+	for _, prog := range storePrograms {
+		_ = os.Remove(filepath.Join(filepath.Dir(dst), prog))
+	}
 	cmd := fx.subst(t, c.text)
 	if code, _, stderr := shOut(t, fx.shellEnv(), clone, cmd); code != 0 {
 		t.Fatalf("README.md:%d: %q: exit %d: %s", c.line, cmd, code, stderr)
 	}
-	info, err := os.Stat(dst)
-	if err != nil || info.Mode().Perm() != 0o755 {
-		t.Fatalf("README.md:%d: no mode 0755 leaderrun in /usr/local/bin after the install: %v", c.line, err)
+	for _, prog := range storePrograms {
+		info, err := os.Stat(filepath.Join(filepath.Dir(dst), prog))
+		if err != nil || info.Mode().Perm() != 0o755 {
+			t.Fatalf("README.md:%d: no mode 0755 %s in /usr/local/bin after the install: %v", c.line, prog, err)
+		}
 	}
 	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
 		t.Fatalf("installed leaderrun --version: exit %d, %q %s", code, out, stderr)

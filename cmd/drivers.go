@@ -1,0 +1,106 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Store is a store linked into this program: the URL schemes it serves and
+// its opener. The leaderrun program links only the file store; each other
+// store lives in a program of its own (drivers), so that a run pays the
+// start-up cost of exactly the store it uses (issue 11: the Azure, etcd
+// and PostgreSQL clients alone take milliseconds to initialise).
+type Store struct {
+	// Schemes are the URL schemes, lower case.
+	Schemes []string
+	// Open opens the store named by a --store URL. It must never put a
+	// secret from raw into an error.
+	Open func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error)
+}
+
+// StoreOptions is what every store opener gets besides the URL.
+type StoreOptions struct {
+	// CallTimeout bounds one store call (DESIGN §3.4); stores derive their
+	// dial/read/write and per-try timeouts from it.
+	CallTimeout time.Duration
+	// Getenv reads the environment (credentials such as REDISCLI_AUTH or
+	// AZURE_STORAGE_KEY); tests replace it.
+	Getenv func(string) string
+	// Log is leaderrun's logger.
+	Log *slog.Logger
+}
+
+// drivers names the program that serves each scheme leaderrun knows but
+// may not link. `go install github.com/leaderrun/leaderrun/...@latest`
+// installs them all next to leaderrun; cmd/leaderrun-*/main.go are they.
+var drivers = map[string]string{
+	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
+	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
+	"redis+cluster": "leaderrun-redis", "rediss+cluster": "leaderrun-redis",
+	"azblob": "leaderrun-azblob", "azblob+https": "leaderrun-azblob", "azblob+http": "leaderrun-azblob",
+}
+
+// knownSchemes lists every scheme for messages, linked or not.
+const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https or azblob+http"
+
+// register links stores into this program.
+func register(stores []Store) {
+	for _, s := range stores {
+		for _, scheme := range s.Schemes {
+			storeOpeners[scheme] = s.Open
+		}
+	}
+}
+
+// dispatch hands the whole run to the program that serves raw's scheme when
+// this one does not link it: it replaces this process (same PID, same
+// arguments, environment and descriptors: nothing has started yet) and
+// returns only on failure. It returns nil when this program serves raw.
+func dispatch(raw string) error {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil // openStore explains
+	}
+	scheme = strings.ToLower(scheme)
+	if _, linked := storeOpeners[scheme]; linked {
+		return nil
+	}
+	prog, ok := drivers[scheme]
+	if !ok {
+		return nil // openStore says the scheme is unknown
+	}
+	path, err := findDriver(prog)
+	if err != nil {
+		return err
+	}
+	err = syscall.Exec(path, os.Args, os.Environ())
+	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
+}
+
+// findDriver looks for prog next to the running program, then on PATH (as
+// git finds git-*), never this program itself.
+func findDriver(prog string) (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		if filepath.Base(self) == prog {
+			return "", &storeConfigError{fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog)}
+		}
+		p := filepath.Join(filepath.Dir(self), prog)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(prog); err == nil {
+		return p, nil
+	}
+	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun/...@latest", prog, self)}
+}

@@ -1,0 +1,28 @@
+// Command leaderrun-azblob is leaderrun with the Azure Blob Storage store
+// linked in (azblob://, azblob+https://, azblob+http://). leaderrun runs it
+// in its own place when --store names one of those schemes, so that other
+// runs never pay for the Azure SDK; it takes exactly leaderrun's arguments.
+// See the README.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/bloblease"
+)
+
+func main() {
+	store := cmd.Store{Schemes: bloblease.Schemes(), Open: open}
+	os.Exit(cmd.Main(context.Background(), os.Args, cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
+}
+
+func open(ctx context.Context, raw string, o cmd.StoreOptions) (lease.Store, error) {
+	s, err := bloblease.Open(ctx, raw, bloblease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
+	if err != nil {
+		return nil, err // not s: a nil *Store in a lease.Store is not nil; the errors never hold a key or SAS token
+	}
+	return s, nil
+}
