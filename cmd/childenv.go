@@ -36,6 +36,7 @@ var secretVars = []string{
 	"AZURE_STORAGE_KEY",
 	"AZURE_STORAGE_CONNECTION_STRING",
 	"AZURE_STORAGE_SAS_TOKEN",
+	"PGPASSWORD", // pglease.EnvPassword
 }
 
 // storeVar is --store's variable; it is removed from the child's

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/lease/bloblease"
+	"github.com/leaderrun/leaderrun/lease/pglease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
@@ -18,8 +19,9 @@ import (
 func TestDrivers(t *testing.T) {
 	served := map[string]string{}
 	for prog, schemes := range map[string][]string{
-		"leaderrun-redis":  redislease.Schemes,
-		"leaderrun-azblob": bloblease.Schemes(),
+		"leaderrun-redis":    redislease.Schemes,
+		"leaderrun-azblob":   bloblease.Schemes(),
+		"leaderrun-postgres": pglease.Schemes,
 	} {
 		for _, s := range schemes {
 			served[s] = prog

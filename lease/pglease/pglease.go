@@ -62,6 +62,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -90,9 +91,10 @@ type Options struct {
 	// CallTimeout bounds every call (connect included) and is the server's
 	// statement_timeout. Zero means DefaultCallTimeout.
 	CallTimeout time.Duration
-	// Getenv is accepted for the shape every store shares and is not used:
-	// pgx reads PGHOST, PGPASSWORD, PGPASSFILE and the other PG* variables
-	// from the process environment itself, as libpq does.
+	// Getenv reads PGPASSWORD (EnvPassword) when the URL has no password.
+	// Nil means os.Getenv. The other PG* variables (PGHOST, PGUSER,
+	// PGPASSFILE, PGSSLMODE, …) are read by pgx from the process
+	// environment itself, as libpq does.
 	Getenv func(string) string
 	// Log receives debug messages (the LISTEN connection dropping and coming
 	// back). Nil discards.
@@ -134,7 +136,10 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c, err := parseURL(raw)
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	c, err := parseURL(raw, o.Getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,10 @@ const DefaultTable = "leaderrun_leases"
 // removed before the rest of the URL goes to pgx.
 const TableParam = "table"
 
+// EnvPassword is read (through Options.Getenv) for the password when the URL
+// carries none, as libpq and psql read it.
+const EnvPassword = "PGPASSWORD"
+
 // maxTable bounds table= so that TABLE_token (the sequence) and the LISTEN
 // channel stay within PostgreSQL's 63-byte identifiers.
 const maxTable = 57
@@ -39,11 +43,12 @@ type config struct {
 
 // parseURL turns a store URL into pgx's connection settings. pgx fills what
 // the URL leaves out from the PG* environment variables, ~/.pgpass
-// (PGPASSFILE) and the service file, as libpq does; it reads the process
-// environment itself. Errors wrap lease.ErrConfig and never contain the
+// (PGPASSFILE) and the service file, as libpq does, reading the process
+// environment itself; the password alone is read through getenv
+// (PGPASSWORD), so that leaderrun knows it consumed it. Errors wrap lease.ErrConfig and never contain the
 // password or anything that could be one: they name the part that is wrong
 // and never echo the URL's text.
-func parseURL(raw string) (*config, error) {
+func parseURL(raw string, getenv func(string) string) (*config, error) {
 	fail := func(format string, args ...any) error {
 		return configErr("bad PostgreSQL store URL: "+format, args...)
 	}
@@ -71,6 +76,7 @@ func parseURL(raw string) (*config, error) {
 		hostPart, path = beforeQuery[:i], beforeQuery[i:]
 	}
 	var secrets []string
+	urlPass := false
 	if userinfo != "" {
 		u, p, has := strings.Cut(userinfo, ":")
 		_, err1 := url.PathUnescape(u)
@@ -80,6 +86,7 @@ func parseURL(raw string) (*config, error) {
 		}
 		if has && pass != "" {
 			secrets = append(secrets, pass, p)
+			urlPass = true
 		}
 	}
 	if hostPart != "" {
@@ -111,6 +118,7 @@ func parseURL(raw string) (*config, error) {
 	}
 	if v := q.Get("password"); v != "" {
 		secrets = append(secrets, v)
+		urlPass = true
 	}
 	dsn := scheme + "://"
 	if userinfo != "" {
@@ -133,8 +141,11 @@ func parseURL(raw string) (*config, error) {
 		for _, vs := range q {
 			hide = append(hide, vs...)
 		}
-		hide = append(hide, os.Getenv("PGPASSWORD"))
+		hide = append(hide, os.Getenv(EnvPassword), getenv(EnvPassword))
 		return nil, fail("%s (the URL is not shown: it may hold a password)", mask(msg, hide))
+	}
+	if v := getenv(EnvPassword); v != "" && !urlPass {
+		cc.Password = v // pgx read os.Getenv; getenv may differ (tests) and records the read
 	}
 	if cc.Password != "" {
 		secrets = append(secrets, cc.Password)

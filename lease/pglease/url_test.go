@@ -23,7 +23,7 @@ func TestParseURL(t *testing.T) {
 		{"postgres:///jobs?host=/tmp/pg&user=app&port=7777", "postgres://app@/jobs?host=%2Ftmp%2Fpg&port=7777", "leaderrun_leases", "app", "jobs", "/tmp/pg", 7777},
 	}
 	for _, tc := range cases {
-		c, err := parseURL(tc.raw)
+		c, err := parseURL(tc.raw, noEnv)
 		if err != nil {
 			t.Errorf("parseURL(%q): %v", tc.raw, err)
 			continue
@@ -37,19 +37,32 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("parseURL(%q): table= reached pgx as a runtime parameter", tc.raw)
 		}
 	}
-	if c, err := parseURL("postgres://app:S3cretPassw0rd@h/db"); err != nil || !contains(c.secrets, "S3cretPassw0rd") || c.conn.Password != "S3cretPassw0rd" {
+	if c, err := parseURL("postgres://app:S3cretPassw0rd@h/db", noEnv); err != nil || !contains(c.secrets, "S3cretPassw0rd") || c.conn.Password != "S3cretPassw0rd" {
 		t.Fatalf("password not taken or not kept secret: %v", err)
 	}
 }
 
+// noEnv is a getenv with nothing set.
+func noEnv(string) string { return "" }
+
 func TestParseURLEnvPassword(t *testing.T) {
-	t.Setenv("PGPASSWORD", "Env0Passw0rdX")
-	c, err := parseURL("postgres://app@h/db")
+	t.Setenv("PGPASSWORD", "")
+	getenv := func(k string) string {
+		if k == EnvPassword {
+			return "Env0Passw0rdX"
+		}
+		return ""
+	}
+	c, err := parseURL("postgres://app@h/db", getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.conn.Password != "Env0Passw0rdX" || !contains(c.secrets, "Env0Passw0rdX") {
 		t.Fatalf("PGPASSWORD not used or not kept secret: %q %v", c.conn.Password, c.secrets)
+	}
+	// The URL's password wins, as in libpq.
+	if c, err := parseURL("postgres://app:Url0Passw0rdX@h/db", getenv); err != nil || c.conn.Password != "Url0Passw0rdX" {
+		t.Fatalf("URL password: %v", err)
 	}
 }
 
@@ -72,7 +85,7 @@ func TestParseURLRejects(t *testing.T) {
 		"postgres://app:" + pw + "@h/db?connect_timeout=" + pw,
 		"postgres://app:" + pw + "@h/a/b",
 	} {
-		_, err := parseURL(raw)
+		_, err := parseURL(raw, noEnv)
 		if err == nil {
 			t.Errorf("parseURL(%q) accepted", raw)
 			continue
@@ -110,7 +123,7 @@ func FuzzParseURL(f *testing.F) {
 			return
 		}
 		raw := before + ":" + pass + "@" + after
-		if _, err := parseURL(raw); err != nil && !errors.Is(err, lease.ErrConfig) {
+		if _, err := parseURL(raw, noEnv); err != nil && !errors.Is(err, lease.ErrConfig) {
 			t.Fatalf("parseURL(%q) error %v does not wrap lease.ErrConfig", raw, err)
 		}
 		out := parseOutput(raw)
@@ -130,7 +143,7 @@ func other(pass string) string {
 
 // parseOutput is what parseURL shows of raw: its error or its display form.
 func parseOutput(raw string) string {
-	c, err := parseURL(raw)
+	c, err := parseURL(raw, noEnv)
 	if err != nil {
 		return err.Error()
 	}
