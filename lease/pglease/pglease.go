@@ -331,6 +331,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if got && ours {
+		s.stopListening()
 		if token <= 0 || token > maxToken {
 			return nil, newErr(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
 		}

@@ -379,3 +379,60 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Fatalf("Status against no server: %v; want ErrUnavailable without the password", err)
 	}
 }
+
+// TestConnections: a store uses one connection, a second one (LISTEN) only
+// while it waits, and closes that once it holds the lease.
+func TestConnections(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_conns_" + lease.NewID()[:8]
+	count := func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// awaitCount polls pg_stat_activity (there is no event for another
+	// session's start or end) until it shows want connections.
+	awaitCount := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n := count(); n != want; n = count() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections of the store; want %d", n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	a := open(t, raw, pglease.Options{})
+	b := open(t, raw+"&application_name="+app, pglease.Options{})
+	awaitCount(1)
+	name := "conns-" + lease.NewID()[:8]
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("b: %v; want held", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	awaitCount(2)
+	if err := la.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCount(1)
+	if err := lb.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -45,6 +45,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	var wake <-chan struct{}
 	if l := s.listen(); l != nil {
 		wake = l.register(name)
+		defer l.unregister()
 		l.await(ctx, s.callTimeout)
 	}
 	if err := ctx.Err(); err != nil {
@@ -92,7 +93,7 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // listen returns the store's listener, starting it on first use; nil after
-// Close.
+// Close. The caller unregisters when its Wait ends.
 func (s *Store) listen() *listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,27 +101,53 @@ func (s *Store) listen() *listener {
 		return nil
 	}
 	if s.lis == nil {
-		s.lis = &listener{s: s, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}}
+		life, stop := context.WithCancel(s.life)
+		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}}
+		s.lis = l
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.lis.run(s.life)
+			l.run(life)
 		}()
 	}
+	s.lis.mu.Lock()
+	s.lis.active++
+	s.lis.mu.Unlock()
 	return s.lis
+}
+
+// stopListening closes the LISTEN connection once this store holds a lease
+// and nobody waits through it, so a holder keeps one connection to the
+// server, not two. The next Wait starts a new one.
+func (s *Store) stopListening() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lis
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	idle := l.active == 0
+	l.mu.Unlock()
+	if idle {
+		l.stop() // its goroutine ends on its own; Close waits for it
+		s.lis = nil
+	}
 }
 
 // listener keeps one connection LISTENing on the table's channel and turns
 // each notification (payload: the lease name) into a broadcast to that
 // name's waiters.
 type listener struct {
-	s *Store
+	s    *Store
+	stop context.CancelFunc // ends run
 
 	mu      sync.Mutex
 	up      bool          // LISTEN is in effect
 	upCh    chan struct{} // closed when up becomes true, or when an attempt failed; then replaced
 	failed  bool          // the last attempt failed before it was up: do not make waiters wait for it
 	waiters map[string]chan struct{}
+	active  int // Wait calls in progress
 }
 
 // register returns the channel the next release of name closes.
@@ -133,6 +160,13 @@ func (l *listener) register(name string) <-chan struct{} {
 		l.waiters[name] = ch
 	}
 	return ch
+}
+
+// unregister ends a Wait's use of the listener.
+func (l *listener) unregister() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.active--
 }
 
 // await waits at most timeout (or ctx) until LISTEN is in effect, unless the
