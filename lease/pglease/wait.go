@@ -25,7 +25,7 @@ const (
 	// healthEvery is how long the LISTEN connection may stay silent before
 	// it is pinged; an unanswered ping means a dead connection, which is
 	// re-made (waking every waiter to re-check).
-	healthEvery = 30 * time.Second
+	healthEvery = 60 * time.Second
 	// maxRelisten caps the backoff between LISTEN attempts.
 	maxRelisten = 5 * time.Second
 )
@@ -35,6 +35,11 @@ const (
 // interval passed. It returns nil to mean "try again", or ctx's error. It
 // registers for the release notification before it reads the expiry, so a
 // release in between is seen either as "no row" or as the notification.
+// When LISTEN has been in effect, with no notification at all, since this
+// name's previous Wait returned, nothing was released since the caller's
+// TryAcquire, so the remaining time that TryAcquire reported (computed by
+// the server) is used without another query: a waiter costs the server one
+// statement per wake-up.
 func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -43,13 +48,18 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		return err
 	}
 	var wake <-chan struct{}
+	quiet := false
 	if l := s.listen(); l != nil {
 		wake = l.register(name)
-		defer l.unregister()
+		defer l.unregister(name)
 		l.await(ctx, s.callTimeout)
+		quiet = l.quietSince(name)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if quiet && held != nil && held.By.Remaining > 0 {
+		return sleep(ctx, held.By.Remaining, wake)
 	}
 	var d time.Duration
 	h, err := s.Status(ctx, name)
@@ -68,6 +78,11 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	default:
 		d = h.Remaining
 	}
+	return sleep(ctx, d, wake)
+}
+
+// sleep waits d plus jitter, or until wake is closed or ctx is done.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	d += jitter(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -102,7 +117,7 @@ func (s *Store) listen() *listener {
 	}
 	if s.lis == nil {
 		life, stop := context.WithCancel(s.life)
-		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}}
+		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}, lastSeen: map[string]uint64{}}
 		s.lis = l
 		s.wg.Add(1)
 		go func() {
@@ -148,6 +163,10 @@ type listener struct {
 	failed  bool          // the last attempt failed before it was up: do not make waiters wait for it
 	waiters map[string]chan struct{}
 	active  int // Wait calls in progress
+	// seq counts notifications and LISTEN (re)starts; lastSeen[name] is seq
+	// when the name's last Wait returned with LISTEN in effect.
+	seq      uint64
+	lastSeen map[string]uint64
 }
 
 // register returns the channel the next release of name closes.
@@ -162,11 +181,26 @@ func (l *listener) register(name string) <-chan struct{} {
 	return ch
 }
 
-// unregister ends a Wait's use of the listener.
-func (l *listener) unregister() {
+// unregister ends a Wait's use of the listener, remembering whether LISTEN
+// was in effect and what it had seen.
+func (l *listener) unregister(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active--
+	if l.up {
+		l.lastSeen[name] = l.seq
+	} else {
+		delete(l.lastSeen, name)
+	}
+}
+
+// quietSince reports whether LISTEN has been in effect, with no
+// notification, since name's previous Wait returned.
+func (l *listener) quietSince(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen, ok := l.lastSeen[name]
+	return l.up && ok && seen == l.seq
 }
 
 // await waits at most timeout (or ctx) until LISTEN is in effect, unless the
@@ -261,6 +295,7 @@ func (l *listener) markUp() {
 	defer l.mu.Unlock()
 	l.failed = false
 	l.up = true
+	l.seq++
 	close(l.upCh)
 	l.upCh = make(chan struct{})
 }
@@ -272,6 +307,7 @@ func (l *listener) drop(wasUp bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.up = false
+	clear(l.lastSeen)
 	if !wasUp {
 		l.failed = true
 		close(l.upCh)
@@ -287,6 +323,7 @@ func (l *listener) drop(wasUp bool) {
 func (l *listener) notify(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.seq++
 	if ch := l.waiters[name]; ch != nil {
 		close(ch)
 		delete(l.waiters, name)
