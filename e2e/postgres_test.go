@@ -64,6 +64,45 @@ func pgE2EExec(t *testing.T, raw, sql string, args ...any) {
 	}
 }
 
+func init() { readmeChecks["pg-table"] = readmePgTable }
+
+// readmePgTable: the README's CREATE statements, run as they are (on a
+// fresh table name), make a table that leaderrun uses without creating
+// anything, and that has the columns of the table leaderrun creates itself.
+func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
+	raw := requireEnv(t, pgE2EEnv)
+	mine := "readme_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
+	auto := mine + "_auto"
+	sql := strings.ReplaceAll(strings.Join(b.body, "\n"), "leaderrun_leases", mine)
+	ctx := ctxTimeout(t, 30*time.Second)
+	c, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
+		t.Fatalf("README.md:%d: the CREATE statements fail: %v", b.line, err)
+	}
+	for _, table := range []string{mine, auto} {
+		env := []string{"LEADERRUN_STORE=" + raw + "&table=" + table}
+		if code, stderr := runLR(t, env, "--name", "readme", "--", "true"); code != 0 {
+			t.Fatalf("leaderrun on table %s: exit %d: %s", table, code, stderr)
+		}
+	}
+	columns := func(table string) string {
+		var s string
+		err := c.QueryRow(ctx, `SELECT string_agg(column_name || ' ' || data_type || ' ' || is_nullable, ', ' ORDER BY ordinal_position)
+			FROM information_schema.columns WHERE table_name = $1`, table).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if a, b2 := columns(mine), columns(auto); a != b2 {
+		t.Fatalf("README.md:%d: the README's table has columns %q; leaderrun creates %q", b.line, a, b2)
+	}
+}
+
 // 20 instances started at once on one name, all waiting: every one runs,
 // never two at a time, tokens strictly increase in run order.
 func TestPostgresManyInstancesNoOverlap(t *testing.T) {

@@ -8,6 +8,7 @@
 #       connections, and write DIR/env:
 #         LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable
 #         LEADERRUN_TEST_POSTGRES_PID=PID      (the postmaster)
+#         LEADERRUN_TEST_POSTGRES_SOCKET=DIR   (the unix socket's directory)
 #       Each backend runs in a session of its own, so to freeze or kill the
 #       whole server signal the postmaster and its children (the tests'
 #       leasetest.SignalServer does).
@@ -161,6 +162,7 @@ cmd_start() {
 			{
 				echo "LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:$pw@127.0.0.1:$port/postgres?sslmode=disable"
 				echo "LEADERRUN_TEST_POSTGRES_PID=$pid"
+				echo "LEADERRUN_TEST_POSTGRES_SOCKET=$run"
 			} >>"$dir/env"
 			return
 		fi

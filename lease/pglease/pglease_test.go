@@ -370,6 +370,33 @@ func passwordOf(raw string) string {
 	return pw
 }
 
+// TestUnixSocket: the socket directory as a percent-encoded host and as
+// ?host=, with the password from PGPASSWORD.
+func TestUnixSocket(t *testing.T) {
+	raw := need(t)
+	dir := leasetest.RequireEnv(t, "LEADERRUN_TEST_POSTGRES_SOCKET")
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	t.Setenv("PGPASSWORD", pw)
+	user, port := u.User.Username(), u.Port()
+	for _, raw := range []string{
+		"postgres://" + user + "@" + url.PathEscape(dir) + ":" + port + "/postgres",
+		"postgres:///postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&user=" + user,
+	} {
+		s := open(t, raw, pglease.Options{})
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestOpenUnreachable: a server that is not there yet is not an Open error;
 // calls report ErrUnavailable.
 func TestOpenUnreachable(t *testing.T) {

@@ -200,6 +200,13 @@ func parseTable(s string) (pgx.Identifier, error) {
 // else may be a password typed in the wrong place.
 func plainHost(h string) bool {
 	if strings.HasPrefix(strings.ToLower(h), "%2f") {
+		if i := strings.LastIndex(h, ":"); i >= 0 {
+			n, err := strconv.Atoi(h[i+1:])
+			if err != nil || n < 1 || n > 65535 || strings.Trim(h[i+1:], "0123456789") != "" {
+				return false
+			}
+			h = h[:i]
+		}
 		p, err := url.PathUnescape(h)
 		return err == nil && !strings.ContainsAny(p, ":@")
 	}

@@ -20,6 +20,7 @@ func TestParseURL(t *testing.T) {
 		{"postgresql://app@127.0.0.1/jobs?table=ops.leases&sslmode=disable", "postgresql://app@127.0.0.1:5432/jobs?table=ops.leases", "ops.leases", "app", "jobs", "127.0.0.1", 5432},
 		{"POSTGRES://app@[::1]:5433/x?table=my_leases", "postgres://app@[::1]:5433/x?table=my_leases", "my_leases", "app", "x", "::1", 5433},
 		{"postgres://app@%2Fvar%2Frun%2Fpostgresql/jobs", "postgres://app@/jobs?host=%2Fvar%2Frun%2Fpostgresql&port=5432", "leaderrun_leases", "app", "jobs", "/var/run/postgresql", 5432},
+		{"postgres://app@%2Ftmp%2Fpg:7777/jobs", "postgres://app@/jobs?host=%2Ftmp%2Fpg&port=7777", "leaderrun_leases", "app", "jobs", "/tmp/pg", 7777},
 		{"postgres:///jobs?host=/tmp/pg&user=app&port=7777", "postgres://app@/jobs?host=%2Ftmp%2Fpg&port=7777", "leaderrun_leases", "app", "jobs", "/tmp/pg", 7777},
 	}
 	for _, tc := range cases {
