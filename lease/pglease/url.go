@@ -141,11 +141,16 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		for _, vs := range q {
 			hide = append(hide, vs...)
 		}
-		hide = append(hide, os.Getenv(EnvPassword), getenv(EnvPassword))
+		hide = append(hide, os.Getenv(EnvPassword)) // what pgx read; getenv is left alone so it records only real use
 		return nil, fail("%s (the URL is not shown: it may hold a password)", mask(msg, hide))
 	}
-	if v := getenv(EnvPassword); v != "" && !urlPass {
-		cc.Password = v // pgx read os.Getenv; getenv may differ (tests) and records the read
+	if !urlPass {
+		// pgx read os.Getenv; getenv may differ (tests), and leaderrun's
+		// records the read, so the child does not inherit a password the
+		// store used. It is not read when the URL has a password.
+		if v := getenv(EnvPassword); v != "" {
+			cc.Password = v
+		}
 	}
 	if cc.Password != "" {
 		secrets = append(secrets, cc.Password)

@@ -61,9 +61,12 @@ func TestParseURLEnvPassword(t *testing.T) {
 	if c.conn.Password != "Env0Passw0rdX" || !contains(c.secrets, "Env0Passw0rdX") {
 		t.Fatalf("PGPASSWORD not used or not kept secret: %q %v", c.conn.Password, c.secrets)
 	}
-	// The URL's password wins, as in libpq.
-	if c, err := parseURL("postgres://app:Url0Passw0rdX@h/db", getenv); err != nil || c.conn.Password != "Url0Passw0rdX" {
-		t.Fatalf("URL password: %v", err)
+	// The URL's password wins, as in libpq, and PGPASSWORD is then not even
+	// read (leaderrun removes from the child what the store read).
+	read := false
+	spy := func(k string) string { read = read || k == EnvPassword; return getenv(k) }
+	if c, err := parseURL("postgres://app:Url0Passw0rdX@h/db", spy); err != nil || c.conn.Password != "Url0Passw0rdX" || read {
+		t.Fatalf("URL password: %v, PGPASSWORD read: %v", err, read)
 	}
 }
 
