@@ -182,6 +182,7 @@ func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int 
 		return runner.GuardMain()
 	}
 	register(stores)
+	takeGuardProgram()
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
 }
 
@@ -225,6 +226,13 @@ func run(ctx context.Context, args []string, e env) int {
 	p, err := preparse(args, hasDash, dashed, scopes)
 	if err != nil {
 		return finish(err)
+	}
+	// A store served by another program gets the run before urfave parses
+	// anything here (each store program parses and checks it all again).
+	if raw, ok := dispatchable(p.args, e.getenv); ok {
+		if err := dispatch(raw); err != nil {
+			return finish(err)
+		}
 	}
 	setup := func(c *cli.Context, flags []cli.Flag) error {
 		if err := applyEnv(c, flags, e.getenv); err != nil {

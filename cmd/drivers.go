@@ -83,7 +83,11 @@ func dispatch(raw string) error {
 	if err != nil {
 		return err
 	}
-	err = syscall.Exec(path, os.Args, os.Environ())
+	env := os.Environ()
+	if self, err := os.Executable(); err == nil {
+		env = append(env, envGuardProgram+"="+self) // Main takes it out again
+	}
+	err = syscall.Exec(path, os.Args, env)
 	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
 }
 
@@ -104,4 +108,45 @@ func findDriver(prog string) (string, error) {
 		return p, nil
 	}
 	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun/...@latest", prog, self)}
+}
+
+// envGuardProgram tells a store program which leaderrun dispatched to it:
+// that smaller program of the same installation runs as its guard
+// (runner.StartGuardProgram). Main removes it from the environment, so no
+// child sees it.
+const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
+
+// guardProgram is the program the guard runs from: this one, unless a
+// leaderrun dispatched to it.
+var guardProgram = "/proc/self/exe"
+
+// takeGuardProgram reads and removes envGuardProgram.
+func takeGuardProgram() {
+	p, ok := os.LookupEnv(envGuardProgram)
+	if !ok {
+		return
+	}
+	os.Unsetenv(envGuardProgram)
+	if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		guardProgram = p
+	}
+}
+
+// dispatchable returns the --store URL of a preparsed command line that
+// runs, waits or watches (not help or --version, which this program
+// answers), from the flag or LEADERRUN_STORE.
+func dispatchable(args []string, getenv func(string) string) (string, bool) {
+	raw, set := "", false
+	for _, a := range args {
+		switch {
+		case a == "help" || strings.HasPrefix(a, "--help") || strings.HasPrefix(a, "--version"):
+			return "", false
+		case strings.HasPrefix(a, "--store="):
+			raw, set = strings.TrimPrefix(a, "--store="), true
+		}
+	}
+	if !set {
+		raw = getenv("LEADERRUN_STORE")
+	}
+	return raw, raw != ""
 }

@@ -54,3 +54,35 @@ func TestDrivers(t *testing.T) {
 		}
 	}
 }
+
+func TestDispatchable(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "LEADERRUN_STORE" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+		ok   bool
+	}{
+		{[]string{"--store=redis://h:1"}, "", "redis://h:1", true},
+		{[]string{"--store=redis://h:1", "--store=azblob://a/c"}, "", "azblob://a/c", true},
+		{nil, "redis://e:1", "redis://e:1", true},
+		{[]string{"--store=file:///x"}, "redis://e:1", "file:///x", true},
+		{[]string{"status", "--store=redis://h:1"}, "", "redis://h:1", true},
+		{[]string{"--store=redis://h:1", "--help"}, "", "", false},
+		{[]string{"--version"}, "redis://e:1", "", false},
+		{[]string{"help", "status"}, "redis://e:1", "", false},
+		{nil, "", "", false},
+	} {
+		got, ok := dispatchable(c.args, env(c.env))
+		if got != c.want || ok != c.ok {
+			t.Errorf("dispatchable(%q, LEADERRUN_STORE=%q) = %q, %v; want %q, %v", c.args, c.env, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -73,7 +73,7 @@ func startGuardAsync() *guardStart {
 	s := &guardStart{done: make(chan struct{})}
 	go func() { // owned by s: take and drop wait for it
 		defer close(s.done)
-		s.g, s.err = runner.StartGuard()
+		s.g, s.err = runner.StartGuardProgram(guardProgram)
 	}()
 	return s
 }
@@ -88,7 +88,7 @@ func (s *guardStart) take() (*runner.Guard, error) {
 	)
 	s.once.Do(func() { g, err = s.g, s.err })
 	if g == nil || err != nil {
-		return runner.StartGuard()
+		return runner.StartGuardProgram(guardProgram)
 	}
 	return g, nil
 }

@@ -119,6 +119,10 @@ func TestGuardLeaderKilledTreeGone(t *testing.T) {
 				p := start(t, env, "-v", "--contain", contain, "--name", "guard-kill-"+contain, "--", treeChild(false)[0], treeChild(false)[1], treeChild(false)[2])
 				pids := treePIDs(t, p)
 				gpid := guardPID(t, p)
+				// Every store's guard is leaderrun's own, smallest program.
+				if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", gpid)); err != nil || exe != lrBin {
+					t.Errorf("the guard runs %q (%v); want leaderrun's own program %s", exe, err, lrBin)
+				}
 				_ = p.cmd.Process.Kill()
 				killed := time.Now()
 				p.wait()

@@ -219,6 +219,26 @@ func delegated(dir string) error {
 // cgroup2Mount finds where the unified (v2) hierarchy is mounted: not always
 // /sys/fs/cgroup (hybrid hosts mount it at /sys/fs/cgroup/unified).
 func cgroup2Mount() (string, error) {
+	// The usual places first: statfs is far cheaper than the kernel's
+	// rendering of mountinfo (issue 11). A mount there counts only when our
+	// own cgroup is visible under it, which a bind mount of a subtree (the
+	// case mountinfo's root field tells apart) would not show.
+	if own, err := ownCgroup(); err == nil {
+		for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+			var st unix.Statfs_t
+			if unix.Statfs(mnt, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+				if _, err := os.Stat(filepath.Join(mnt, own, "cgroup.procs")); err == nil {
+					return mnt, nil
+				}
+			}
+		}
+	}
+	return cgroup2MountInfo()
+}
+
+// cgroup2MountInfo is cgroup2Mount by /proc/self/mountinfo: the first
+// cgroup2 mount of the hierarchy's root.
+func cgroup2MountInfo() (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoCgroup, err)

@@ -54,7 +54,13 @@ type Guard struct {
 // and returns once it exists. It does not wait for the guard to be ready:
 // messages queue in the socket, and if the guard dies before reading them,
 // Died closes.
-func StartGuard() (*Guard, error) {
+func StartGuard() (*Guard, error) { return StartGuardProgram("/proc/self/exe") }
+
+// StartGuardProgram is StartGuard with the guard run from the program at
+// path, which must be a leaderrun program of the same build: a store
+// program (cmd/leaderrun-*) runs leaderrun's own, smaller program as its
+// guard, whose start-up costs a third of its own.
+func StartGuardProgram(path string) (*Guard, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("runner: guard socket: %w", err)
@@ -72,8 +78,8 @@ func StartGuard() (*Guard, error) {
 	}
 	defer devnull.Close()
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{GuardArg0},
+		Path:       path,
+		Args:       []string{GuardArg0, guardProtocol},
 		Env:        []string{"GOMAXPROCS=1"},
 		Stdin:      devnull,
 		Stdout:     devnull,

@@ -273,3 +273,16 @@ func TestCgroupStaleRemoved(t *testing.T) {
 		t.Fatalf("stale cgroup %s still there (%v)", stale, err)
 	}
 }
+
+// TestGuardOfAnotherBuildRefuses: a guard program that speaks another
+// protocol exits at once with a message instead of misreading messages, so
+// leaderrun sees its guard die (and fails safe).
+func TestGuardOfAnotherBuildRefuses(t *testing.T) {
+	var stderr strings.Builder
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{runner.GuardArg0, "protocol-0"}, Stderr: &stderr}
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "from one build") {
+		t.Fatalf("guard with another protocol: %v, stderr %q; want exit 2 and a message", err, stderr.String())
+	}
+}

@@ -29,7 +29,13 @@ const guardKillWait = 30 * time.Second
 
 // IsGuard reports whether this process was started as a guard (see
 // StartGuard); main calls GuardMain instead of the command line then.
-func IsGuard() bool { return len(os.Args) == 1 && os.Args[0] == GuardArg0 }
+func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
+
+// guardProtocol names the messages this build's guard and client exchange.
+// It is the guard's argv[1]; a guard of another build refuses to start, so
+// a mixed installation fails safe (leaderrun sees its guard die: exit 124)
+// instead of misreading messages.
+const guardProtocol = "protocol-1"
 
 // GuardMain is the whole life of the guard process: it enforces the stop and
 // kill points of one child tree on its own, so that they hold even when
@@ -41,6 +47,10 @@ func GuardMain() int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGPIPE,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	if os.Args[1] != guardProtocol {
+		fmt.Fprintf(os.Stderr, "leaderrun guard: asked for guard %s, this program speaks %s: install leaderrun and its store programs from one build\n", os.Args[1], guardProtocol)
+		return 2
+	}
 	c, err := newSeqConn(guardFD, "guard")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "leaderrun guard: %v\n", err)

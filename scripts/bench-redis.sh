@@ -100,7 +100,7 @@ echo "== R3. crash failover, --ttl 2s (leader SIGKILLed -> next child)"
 go test -run '^$' -bench 'BenchmarkRedisFailover' -benchtime 5x ./e2e | tee "$out/redis-failover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
 
 echo "== R4. redis-server SIGSTOPped/SIGKILLed -> child dead, margin before last_sent+TTL (--ttl 3s --renew-every 500ms --grace 1s)"
-go test -race=false -count=3 -v -run 'TestRedisServer(Frozen|Killed)StopsChild' . >"$out/redis-margin.txt" 2>&1 || { cat "$out/redis-margin.txt"; exit 1; }
+go test -race=false -count=3 -v -run 'TestRedisServer(Frozen|Killed)StopsChild' ./e2e >"$out/redis-margin.txt" 2>&1 || { cat "$out/redis-margin.txt"; exit 1; }
 grep -o 'MARGIN.*' "$out/redis-margin.txt" | sort | sed 's/^/   /'
 
 echo "== R5. Redis commands/s with 50 waiting instances (default --ttl 15s)"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # scripts/bench.sh measures what the issues set targets for, on this machine,
 # in one run so the ratios are fair:
-#   1. wrap overhead: `leaderrun -- true` vs plain `true` vs `flock FILE true`
-#      (hyperfine, medians) on the file store;
+#   1. start-up cost side by side (scripts/startcost, round-robin medians):
+#      true, flock, the floor of a Go wrapper and a Go hello-world (built
+#      here), leaderrun -- true on the file store and on Redis, --version and
+#      --help; differences and ratios against the targets of issue 11;
 #   2. clean handover latency on the file store (Go benchmark, p50/p90);
-#   3. peak RSS of leaderrun while it supervises `sleep 5` (/usr/bin/time),
+#   3. peak RSS of leaderrun while it supervises `sleep 5` on file and Redis
+#      (/usr/bin/time),
 #      and the guard process's private memory (smaps_rollup);
 #   4. what each containment mode costs `leaderrun -- true` (group, cgroup).
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
@@ -19,29 +22,40 @@ mkdir -p "$out"
 bin=$out/leaderrun
 go build -o "$out/" . ./cmd/... # leaderrun and its store programs
 store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
-trap 'rm -rf "$store"' EXIT
+redis_dir=$store/redis-server
+mkdir -p "$redis_dir"
+trap 'scripts/redis.sh stop "$redis_dir" >/dev/null 2>&1 || true; rm -rf "$store"' EXIT
+scripts/redis.sh start "$redis_dir" single >/dev/null
+redis_addr=$(sed -n 's/^LEADERRUN_TEST_REDIS=//p' "$redis_dir/env")
+runs=${LEADERRUN_BENCH_RUNS:-300}
 
-echo "== 1. wrap overhead (file store)"
-hyperfine -N --warmup 20 --runs 300 --export-json "$out/overhead.json" \
-	"true" \
-	"flock $store/flock.lock true" \
-	"$bin -q --store file://$store -- true" >/dev/null
-python3 - "$out/overhead.json" <<'PY'
-import json, sys
-r = {x["command"].split()[0].split("/")[-1]: x for x in json.load(open(sys.argv[1]))["results"]}
-med = {k: v["median"] * 1000 for k, v in r.items()}
-for k in ("true", "flock", "leaderrun"):
-    print(f"   {k:10s} median {med[k]:.3f} ms")
-print(f"   leaderrun / flock = {med['leaderrun'] / med['flock']:.2f}x   (target <= 1.25x)")
-print(f"   leaderrun - true  = {med['leaderrun'] - med['true']:.3f} ms")
-PY
+echo "== 1. start-up cost side by side (issue 11): medians of $runs runs each, round-robin"
+# The references are built in this run: a Go hello-world, and the floor of a
+# Go wrapper (flock + run in a process group with Pdeathsig).
+go build -o "$out/hello" ./scripts/startcost/hello
+go build -o "$out/floor" ./scripts/startcost/floor
+go build -o "$out/startcost" ./scripts/startcost
+"$out/startcost" -n "$runs" \
+	true=true \
+	flock="flock $store/flock.lock true" \
+	go-floor="$out/floor $store/floor.lock true" \
+	go-hello="$out/hello" \
+	version="$bin --version" \
+	help="$bin --help" \
+	file="$bin -q --store file://$store -- true" \
+	redis="$bin -q --store redis://$redis_addr -- true" \
+	-- "file - go-floor" "redis - go-floor" "version - go-hello" "help - go-hello" "file / flock" \
+	| tee "$out/startup.txt"
+echo "   targets: file - go-floor <= 1 ms, redis - go-floor <= 1.5 ms, version/help - go-hello <= 0.5 ms"
 
 echo "== 2. clean handover (file store)"
 go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x ./e2e | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
 
-echo "== 3. peak RSS supervising sleep 5"
-/usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "file://$store" -- sleep 5
-awk '{printf "   max RSS %.1f MiB (target <= 12 MiB)\n", $1/1024}' "$out/rss.txt"
+echo "== 3. peak RSS supervising sleep 5 (target <= 8 MiB on every store)"
+for st in "file://$store" "redis://$redis_addr"; do
+	/usr/bin/time -f '%M' -o "$out/rss.txt" "$bin" -q --store "$st" --name rss -- sleep 5
+	awk -v s="${st%%://*}" '{printf "   %-6s max RSS %.1f MiB\n", s, $1/1024}' "$out/rss.txt"
+done
 "$bin" -v --store "file://$store" --name guardmem -- sleep 2 2>"$out/guard.log" &
 lrpid=$!
 for _ in $(seq 1 200); do grep -q 'child started' "$out/guard.log" && break; sleep 0.01; done

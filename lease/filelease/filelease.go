@@ -421,7 +421,7 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 	if err != nil {
 		return fail(err)
 	}
-	now := time.Now()
+	now := time.Now().UTC() // the record's clock; UTC spares a run reading the time zone (issue 11)
 	rec := record{Name: req.Name, Holder: req.Holder, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
 	if err := writeRecord(rw, rec); err != nil {
 		return fail(classified(err, "cannot write lock file "+path))

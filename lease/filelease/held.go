@@ -215,7 +215,7 @@ func (l *fileLease) Release(ctx context.Context) error {
 		return err
 	}
 	free := l.rec
-	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now()
+	free.Held, free.Holder, free.ID, free.PID, free.Since, free.Updated = false, "", "", 0, time.Time{}, time.Now().UTC()
 	b, _ := json.Marshal(free)
 	b = append(b, '\n')
 	if _, err := l.rw.WriteAt(b, 0); err == nil {

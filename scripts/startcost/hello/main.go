@@ -1,0 +1,7 @@
+// Command hello is the Go hello-world that issue 11 measures leaderrun
+// --version against: the runtime's own start-up and nothing else.
+package main
+
+import "os"
+
+func main() { os.Stdout.WriteString("hello\n") }
