@@ -16,6 +16,10 @@
 #       authentication is scram-sha-256 (so tests can check it is never
 #       printed). DIR/pids lists the PID; DIR/rundir names the directory that
 #       holds the data and the unix socket.
+#   scripts/postgres.sh restart DIR
+#       start DIR's cluster again on its port after it crashed or was killed
+#       (its data is kept), append the new PID to DIR/pids and update
+#       LEADERRUN_TEST_POSTGRES_PID in DIR/env (the chaos run uses it).
 #   scripts/postgres.sh stop DIR
 #       SIGINT (fast shutdown; then SIGKILL) the PID in DIR/pids if it is
 #       still a postgres process, and remove the run directory.
@@ -132,6 +136,17 @@ kill_pid() {
 	done
 }
 
+# pg_start RUN PORT: start the cluster in RUN on PORT; prints the PID.
+pg_start() {
+	local run=$1 port=$2
+	# fsync off: a throw-away cluster whose data nobody needs after a crash of
+	# the machine (a crash of the server alone loses nothing committed).
+	as_server "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c max_connections=200" \
+		start >/dev/null 2>&1 || return 1
+	head -n 1 "$run/data/postmaster.pid"
+}
+
 cmd_start() {
 	[ $# -eq 1 ] || die "usage: postgres.sh start DIR"
 	local dir=$1 run port pid pw try
@@ -153,12 +168,9 @@ cmd_start() {
 	rm -f "$run/pwfile"
 	for try in 1 2 3 4 5; do
 		port=$(free_port)
-		# fsync off: a throw-away cluster whose data nobody needs after a crash.
-		if as_server "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" \
-			start >/dev/null 2>&1; then
-			pid=$(head -n 1 "$run/data/postmaster.pid")
+		if pid=$(pg_start "$run" "$port"); then
 			echo "$pid" >>"$dir/pids"
+			echo "$port" >"$dir/port"
 			{
 				echo "LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:$pw@127.0.0.1:$port/postgres?sslmode=disable"
 				echo "LEADERRUN_TEST_POSTGRES_PID=$pid"
@@ -171,6 +183,24 @@ cmd_start() {
 		fi
 	done
 	die "could not start postgres (see $run/server.log)"
+}
+
+cmd_restart() {
+	[ $# -eq 1 ] || die "usage: postgres.sh restart DIR"
+	local dir=$1 run port pid
+	bin=$(find_bin) || die "postgres is not installed"
+	run=$(cat "$dir/rundir") && port=$(cat "$dir/port") || die "$dir was not made by postgres.sh start"
+	# A killed postmaster may stay a zombie (PID 1 of a container need not
+	# reap it), which postgres takes for a live one: its lock file goes.
+	if [ -s "$run/data/postmaster.pid" ]; then
+		pid=$(head -n 1 "$run/data/postmaster.pid")
+		alive "$pid" && die "postgres (PID $pid) is still running"
+		rm -f "$run/data/postmaster.pid" "$run/.s.PGSQL.$port.lock"
+	fi
+	pid=$(pg_start "$run" "$port") || die "could not start postgres again (see $run/server.log)"
+	echo "$pid" >>"$dir/pids"
+	sed -i "s/^LEADERRUN_TEST_POSTGRES_PID=.*/LEADERRUN_TEST_POSTGRES_PID=$pid/" "$dir/env"
+	echo "$pid"
 }
 
 cmd_stop() {
@@ -192,6 +222,7 @@ cmd_stop() {
 
 case ${1:-} in
 start) shift; cmd_start "$@" ;;
+restart) shift; cmd_restart "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-*) die "usage: postgres.sh start DIR | stop DIR" ;;
+*) die "usage: postgres.sh start DIR | restart DIR | stop DIR" ;;
 esac
