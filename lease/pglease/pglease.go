@@ -267,8 +267,8 @@ func isCode(err error, code string) bool {
 
 // createTable creates the sequence and the table if missing. Concurrent
 // creators race harmlessly (the duplicate-object errors 42P07, 42710 and
-// 23505 of the loser are ignored); a role
-// without the right gets an ErrConfig that says what to do.
+// 23505 of the loser are ignored); a role without the right gets an
+// ErrConfig that says what to do.
 func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 	for _, stmt := range []string{s.q.createSeq, s.q.createTable} {
 		_, err := c.Exec(ctx, stmt)

@@ -47,6 +47,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
+	if s.isClosed() {
+		return s.classify("wait "+name, errClosed)
+	}
 	var wake <-chan struct{}
 	quiet := false
 	if l := s.listen(); l != nil {
