@@ -218,7 +218,7 @@ type config struct {
 	azuriteDir, azuriteBin string
 	// PostgreSQL: the postgres.sh directory and where postgres.sh is.
 	pgDir, pgScripts string
-	extra                  []string // more leaderrun flags
+	extra            []string // more leaderrun flags
 }
 
 func run(args []string) error {
