@@ -48,10 +48,11 @@ var drivers = map[string]string{
 	"redis+cluster": "leaderrun-redis", "rediss+cluster": "leaderrun-redis",
 	"azblob": "leaderrun-azblob", "azblob+https": "leaderrun-azblob", "azblob+http": "leaderrun-azblob",
 	"etcd": "leaderrun-etcd", "etcds": "leaderrun-etcd",
+	"postgres": "leaderrun-postgres", "postgresql": "leaderrun-postgres",
 }
 
 // knownSchemes lists every scheme for messages, linked or not.
-const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd or etcds"
+const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres or postgresql"
 
 // register links stores into this program.
 func register(stores []Store) {

@@ -30,7 +30,9 @@
 //  4. Every store call carries a deadline that ends at the stop point at the
 //     latest (Keeper.callContext), and stores configure their clients to
 //     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout, etcd:
-//     one keep-alive per renewal, never the client's background one).
+//     one keep-alive per renewal, never the client's background one; pgx
+//     interrupts the socket at the deadline, and statement_timeout bounds
+//     the server's side).
 //  5. A transient renewal failure is retried quickly (50ms backoff, doubling);
 //     an answer that the lease is gone or someone else's (ErrLost) cancels at
 //     once without waiting for E.
@@ -59,7 +61,9 @@
 //     the store's clock does not step back; see redislease and bloblease),
 //     etcd the key's create revision (the cluster's revision counter, which
 //     goes back only if the cluster's data does; see etcdlease), the file
-//     store a counter in the locked file (fdatasync'ed).
+//     store a counter in the locked file (fdatasync'ed), PostgreSQL
+//     greatest(nextval(sequence), server clock in µs) under an advisory lock
+//     on the name (see pglease).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
 //     guard process is started in a session of its own, deaf to forwarded
@@ -86,7 +90,8 @@
 // assumptions do. If the whole host is paused (SIGSTOP of leaderrun, its
 // guard and its child together, a VM freeze) past E, the child resumes after
 // another holder may have started; if the store loses the lease (a Redis failover with
-// asynchronous replication, a Redis server whose clock jumps), a second
+// asynchronous replication, a PostgreSQL failover to an asynchronous standby,
+// a store server whose clock jumps), a second
 // holder can start while the first still runs. Nothing a client does can
 // close these windows; a resource that rejects writes carrying a token lower
 // than one it has seen can. Without such a resource, exclusion is best
