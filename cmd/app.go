@@ -125,7 +125,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "name", EnvVars: []string{"LEADERRUN_NAME"}, DefaultText: "the base name of COMMAND", Usage: "lease `NAME` (letters, digits, . _ - /)"},
 		&cli.StringFlag{Name: "wait", Value: "forever", EnvVars: []string{"LEADERRUN_WAIT"}, Usage: "how long to wait for a held lease: a `DURATION` such as 30s or 10m, 0 to try once, or forever"},
 		&cli.BoolFlag{Name: "no-wait", Aliases: []string{"n"}, EnvVars: []string{"LEADERRUN_NO_WAIT"}, DisableDefaultText: true, Usage: "try once; same as --wait 0"},
-		&cli.DurationFlag{Name: "ttl", Value: 15 * time.Second, EnvVars: []string{"LEADERRUN_TTL"}, Usage: "lease `DURATION` in the store: how long a crashed holder blocks others (azblob: 15s-60s)"},
+		&cli.DurationFlag{Name: "ttl", Value: 15 * time.Second, EnvVars: []string{"LEADERRUN_TTL"}, Usage: "lease `DURATION` in the store: how long a crashed holder blocks others (azblob: 15s-60s; etcd: whole seconds, 2s up)"},
 		&cli.DurationFlag{Name: "renew-every", EnvVars: []string{"LEADERRUN_RENEW_EVERY"}, DefaultText: "ttl/3", Usage: "renewal interval, a `DURATION` of at least 10ms"},
 		&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, EnvVars: []string{"LEADERRUN_GRACE"}, DefaultText: "3s, shrunk to fit a short --ttl unless given", Usage: "`DURATION` between the stop signal and SIGKILL"},
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, DefaultText: "renew-every/2", Usage: "bound on one store call, a `DURATION` of at least 5ms"},

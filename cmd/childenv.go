@@ -36,6 +36,9 @@ var secretVars = []string{
 	"AZURE_STORAGE_KEY",
 	"AZURE_STORAGE_CONNECTION_STRING",
 	"AZURE_STORAGE_SAS_TOKEN",
+	"ETCDCTL_USER",     // etcdlease.EnvUser
+	"ETCDCTL_PASSWORD", // etcdlease.EnvPassword
+	"PGPASSWORD",       // pglease.EnvPassword
 }
 
 // storeVar is --store's variable; it is removed from the child's

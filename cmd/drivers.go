@@ -47,10 +47,12 @@ var drivers = map[string]string{
 	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
 	"redis+cluster": "leaderrun-redis", "rediss+cluster": "leaderrun-redis",
 	"azblob": "leaderrun-azblob", "azblob+https": "leaderrun-azblob", "azblob+http": "leaderrun-azblob",
+	"etcd": "leaderrun-etcd", "etcds": "leaderrun-etcd",
+	"postgres": "leaderrun-postgres", "postgresql": "leaderrun-postgres",
 }
 
 // knownSchemes lists every scheme for messages, linked or not.
-const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https or azblob+http"
+const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres or postgresql"
 
 // register links stores into this program.
 func register(stores []Store) {

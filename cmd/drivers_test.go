@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/lease/bloblease"
+	"github.com/leaderrun/leaderrun/lease/etcdlease"
+	"github.com/leaderrun/leaderrun/lease/pglease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
@@ -18,8 +20,10 @@ import (
 func TestDrivers(t *testing.T) {
 	served := map[string]string{}
 	for prog, schemes := range map[string][]string{
-		"leaderrun-redis":  redislease.Schemes,
-		"leaderrun-azblob": bloblease.Schemes(),
+		"leaderrun-redis":    redislease.Schemes,
+		"leaderrun-azblob":   bloblease.Schemes(),
+		"leaderrun-etcd":     etcdlease.Schemes,
+		"leaderrun-postgres": pglease.Schemes,
 	} {
 		for _, s := range schemes {
 			served[s] = prog

@@ -31,6 +31,7 @@ var healthStores = []healthStore{
 		_, store := azShared(t, "poll=200ms")
 		return append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
 	}},
+	{"etcd", func(t *testing.T) []string { _, env := etcdE2EShared(t); return env }},
 }
 
 // logTime is the time of the first JSON log line of p with event ev and,

@@ -532,7 +532,7 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 
 // storePrograms are what an installation must hold: leaderrun, whose
 // module is the leaderrun directory, and the store programs.
-var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob"}
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres"}
 
 // Install: the go install pattern names this module's main packages,
 // leaderrun and every store program (fetching @latest needs the network, so

@@ -9,7 +9,7 @@
 // Notation: L is the TTL the store grants; t_s is our clock read just before
 // an acquire or renew request is sent; ρ bounds how much faster our clock may
 // run than the store's (1%); ε is the store's granularity (Redis a few ms,
-// Azure 1s); K bounds how long SIGKILL takes to empty a process group
+// etcd 10ms, Azure 1s); K bounds how long SIGKILL takes to empty a process group
 // (250ms); G is the grace between the stop signal and SIGKILL.
 //
 //  1. The store cannot expire a lease before t_s + L in real time: it starts
@@ -29,7 +29,10 @@
 //     the stop signal, if that comes first); the group is dead by E.
 //  4. Every store call carries a deadline that ends at the stop point at the
 //     latest (Keeper.callContext), and stores configure their clients to
-//     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout).
+//     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout, etcd:
+//     one keep-alive per renewal, never the client's background one; pgx
+//     interrupts the socket at the deadline, and statement_timeout bounds
+//     the server's side).
 //  5. A transient renewal failure is retried quickly (50ms backoff, doubling);
 //     an answer that the lease is gone or someone else's (ErrLost) cancels at
 //     once without waiting for E.
@@ -56,7 +59,11 @@
 //     max(counter+1, response Date in µs) written under the lease (on both a
 //     token never goes back even after the store loses its data, as long as
 //     the store's clock does not step back; see redislease and bloblease),
-//     the file store a counter in the locked file (fdatasync'ed).
+//     etcd the key's create revision (the cluster's revision counter, which
+//     goes back only if the cluster's data does; see etcdlease), the file
+//     store a counter in the locked file (fdatasync'ed), PostgreSQL
+//     greatest(nextval(sequence), server clock in µs) under an advisory lock
+//     on the name (see pglease).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
 //     guard process is started in a session of its own, deaf to forwarded
@@ -108,7 +115,8 @@
 // assumptions do. If the whole host is paused (SIGSTOP of leaderrun, its
 // guard and its child together, a VM freeze) past E, the child resumes after
 // another holder may have started; if the store loses the lease (a Redis failover with
-// asynchronous replication, a Redis server whose clock jumps), a second
+// asynchronous replication, a PostgreSQL failover to an asynchronous standby,
+// a store server whose clock jumps), a second
 // holder can start while the first still runs. Nothing a client does can
 // close these windows; a resource that rejects writes carrying a token lower
 // than one it has seen can. Without such a resource, exclusion is best

@@ -84,3 +84,6 @@ fi
 
 # Azure store (its own Azurite, stopped by PID): scripts/bench-azure.sh.
 if [ -x scripts/bench-azure.sh ]; then echo "== 5. Azure store (scripts/bench-azure.sh)"; scripts/bench-azure.sh || echo "   scripts/bench-azure.sh failed; the results above stand" >&2; fi
+
+# PostgreSQL store (its own server, stopped by PID): scripts/bench-postgres.sh.
+if [ -x scripts/bench-postgres.sh ]; then echo "== 6. PostgreSQL store (scripts/bench-postgres.sh)"; scripts/bench-postgres.sh || echo "   scripts/bench-postgres.sh failed; the results above stand" >&2; fi

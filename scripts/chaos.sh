@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -18,10 +18,14 @@
 #   azurite      server SIGSTOP/SIGCONT; server restart with its data
 #                (SIGTERM, --location) or without (SIGKILL, data wiped);
 #                the blob lease broken
+#   postgres     server SIGSTOP/SIGCONT (the postmaster and every backend);
+#                server SIGKILL and restart with its data; the lease row
+#                deleted
 # Then scripts/chaoscheck reads the logs and prints the totals; the script
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
-# Servers are private (scripts/redis.sh, scripts/azurite.sh, 127.0.0.1 only)
+# Servers are private (scripts/redis.sh, scripts/azurite.sh,
+# scripts/postgres.sh, 127.0.0.1 only)
 # and stopped by PID. Logs are kept when the check fails or with --keep
 # (CHAOS_KEEP=1). CHAOS_CONTENDERS, CHAOS_TTL and CHAOS_SEED override the
 # defaults (20; 3s, or 15s on Azure; random); CHAOS_BIN names a directory
@@ -36,7 +40,7 @@ duration=10m
 keep=${CHAOS_KEEP:-0}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--store) store=${2:?--store needs file, redis or azurite}; shift 2 ;;
+	--store) store=${2:?--store needs file, redis, azurite or postgres}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -45,9 +49,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $store in
-file | redis) ttl=${CHAOS_TTL:-3s} ;;
+file | redis | postgres) ttl=${CHAOS_TTL:-3s} ;;
 azurite) ttl=${CHAOS_TTL:-15s} ;;
-*) echo "chaos.sh: --store must be file, redis or azurite" >&2; exit 2 ;;
+*) echo "chaos.sh: --store must be file, redis, azurite or postgres" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d /tmp/leaderrun-chaos.XXXXXX)
@@ -68,6 +72,7 @@ cleanup() {
 	fi
 	[ -f "$work/redis/pids" ] && scripts/redis.sh stop "$work/redis" || true
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
+	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
 	if [ "$rc" -eq 0 ] && [ "$keep" != 1 ]; then
 		rm -rf "$work"
 	else
@@ -116,6 +121,12 @@ azurite)
 	# is read for the URL's account).
 	export AZURE_STORAGE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 	unset AZURE_STORAGE_CONNECTION_STRING AZURE_STORAGE_ACCOUNT AZURE_STORAGE_SAS_TOKEN
+	;;
+postgres)
+	scripts/postgres.sh start "$work/postgres"
+	url=$(sed -n 's/^LEADERRUN_TEST_POSTGRES_URL=//p' "$work/postgres/env")
+	args+=(-url "$url" -pg-dir "$work/postgres" -pg-scripts "$root/scripts")
+	unset PGPASSWORD PGHOST PGPORT PGUSER PGDATABASE PGPASSFILE
 	;;
 esac
 

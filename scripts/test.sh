@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/test.sh runs leaderrun's whole test suite, as CI does (.ci/run calls
 # exactly this). On a fresh Debian machine with Go it installs what the tests
-# need (redis-server from Debian, Azurite from npm into .tools/), starts real
-# servers on 127.0.0.1 only, runs gofmt, go vet and `go test -race` over every
-# package, and stops every server it started by PID.
+# need (redis-server, etcd-server and postgresql from Debian, Azurite from npm
+# into .tools/), starts real servers on 127.0.0.1 only, runs gofmt, go vet
+# and `go test -race` over every package, and stops every server it started
+# by PID.
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
@@ -19,8 +20,12 @@ work=$(mktemp -d /tmp/leaderrun-test.XXXXXX)
 cleanup() {
 	local rc=$?
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
+	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
 	for d in "$work"/redis-*; do
 		[ -f "$d/pids" ] && scripts/redis.sh stop "$d" || true
+	done
+	for d in "$work"/etcd-*; do
+		[ -f "$d/pids" ] && scripts/etcd.sh stop "$d" || true
 	done
 	rm -rf "$work"
 	exit $rc
@@ -42,10 +47,19 @@ for topo in single cluster sentinel; do
 	scripts/redis.sh start "$work/redis-$topo" "$topo"
 	set -a; . "$work/redis-$topo/env"; set +a
 done
+for topo in single cluster; do
+	mkdir -p "$work/etcd-$topo"
+	scripts/etcd.sh start "$work/etcd-$topo" "$topo"
+	set -a; . "$work/etcd-$topo/env"; set +a
+done
 mkdir -p "$work/azurite"
 scripts/azurite.sh start "$work/azurite"
 set -a; . "$work/azurite/env"; set +a
-env | grep '^LEADERRUN_TEST_' | grep -v PID | sed 's/^/   /'
+mkdir -p "$work/postgres"
+scripts/postgres.sh start "$work/postgres"
+set -a; . "$work/postgres/env"; set +a
+# (passwords masked: the tests check that nothing prints them)
+env | grep '^LEADERRUN_TEST_' | grep -v 'PID\|ADDRS' | sed -e 's/^/   /' -e 's#://\([^:/@]*\):[^@]*@#://\1:xxxxx@#'
 
 echo "== go test -race"
 args=("$@")

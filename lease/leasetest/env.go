@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -66,4 +67,51 @@ func ServerPID(t testing.TB, env map[string]string, key string) int {
 		t.Fatalf("no PID %s in the server's env: %v", key, env)
 	}
 	return pid
+}
+
+// SignalServer sends sig to a server process and to its children, for
+// servers whose workers are not in its process group (PostgreSQL: every
+// backend runs in a session of its own, so SIGSTOP to the postmaster alone
+// freezes nothing a client talks to). The parent is stopped first, so it
+// forks no new child while the children are signalled, and gets sig last.
+func SignalServer(t testing.TB, pid int, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	for _, c := range childrenOf(pid) {
+		_ = syscall.Kill(c, sig) // a child may have exited meanwhile
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("signal %v to %d: %v", sig, pid, err)
+	}
+	if sig != syscall.SIGSTOP {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+}
+
+// childrenOf lists the PIDs whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -3,7 +3,7 @@
 // injected at random; and the child those runs start. Everything it knows
 // goes to JSON-lines logs in one directory, which scripts/chaoscheck reads.
 //
-//	chaosrun run   -dir D -store file|redis|azurite -url URL -leaderrun BIN [flags]
+//	chaosrun run   -dir D -store file|redis|azurite|postgres -url URL -leaderrun BIN [flags]
 //	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN)
 //
 // Logs (every time stamp is CLOCK_MONOTONIC in nanoseconds, comparable
@@ -216,7 +216,9 @@ type config struct {
 	redisDir  string
 	// Azurite: the azurite.sh directory (env file) and its binary.
 	azuriteDir, azuriteBin string
-	extra                  []string // more leaderrun flags
+	// PostgreSQL: the postgres.sh directory and where postgres.sh is.
+	pgDir, pgScripts string
+	extra            []string // more leaderrun flags
 }
 
 func run(args []string) error {
@@ -224,7 +226,7 @@ func run(args []string) error {
 	var extra string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.dir, "dir", "", "log directory")
-	fs.StringVar(&c.store, "store", "file", "file, redis or azurite")
+	fs.StringVar(&c.store, "store", "file", "file, redis, azurite or postgres")
 	fs.StringVar(&c.url, "url", "", "--store URL for leaderrun")
 	fs.StringVar(&c.leaderrun, "leaderrun", "", "leaderrun binary")
 	fs.StringVar(&c.name, "name", "chaos", "lease name")
@@ -237,6 +239,8 @@ func run(args []string) error {
 	fs.StringVar(&c.redisDir, "redis-dir", "", "redis.sh directory (its pids file lists every server started)")
 	fs.StringVar(&c.azuriteDir, "azurite-dir", "", "azurite.sh directory (its env file names the PID)")
 	fs.StringVar(&c.azuriteBin, "azurite-bin", "", "azurite-blob binary, for restarts")
+	fs.StringVar(&c.pgDir, "pg-dir", "", "postgres.sh directory (env, pids, rundir)")
+	fs.StringVar(&c.pgScripts, "pg-scripts", "scripts", "directory of postgres.sh, for restarts")
 	fs.StringVar(&extra, "leaderrun-flags", "", "more leaderrun flags, space separated")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -298,6 +302,8 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 		d.store, err = newRedisFaults(ctx, d)
 	case "azurite":
 		d.store, err = newAzuriteFaults(d)
+	case "postgres":
+		d.store, err = newPgFaults(d)
 	default:
 		err = fmt.Errorf("unknown store %q", c.store)
 	}

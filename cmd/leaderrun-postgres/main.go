@@ -1,0 +1,28 @@
+// Command leaderrun-postgres is leaderrun with the PostgreSQL store linked in
+// (postgres:// and postgresql:// URLs). leaderrun runs it in its own place
+// when --store names one of those schemes, so that a file-store run never
+// pays for the PostgreSQL client; it takes exactly leaderrun's arguments.
+// See the README.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/pglease"
+)
+
+func main() {
+	store := cmd.Store{Schemes: pglease.Schemes, Open: open}
+	os.Exit(cmd.Main(context.Background(), os.Args, cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
+}
+
+func open(ctx context.Context, raw string, o cmd.StoreOptions) (lease.Store, error) {
+	s, err := pglease.Open(ctx, raw, pglease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
+	if err != nil {
+		return nil, err // not s: a nil *Store in a lease.Store is not nil; the errors never hold the password
+	}
+	return s, nil
+}

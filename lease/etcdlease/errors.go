@@ -1,0 +1,152 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// errClosed is returned by calls on a closed Store.
+var errClosed = errors.New("etcdlease: the store is closed")
+
+// newErr is what this package returns for a failed call: a message for the
+// person reading leaderrun's log, which is also the lease sentinels and
+// context errors it stands for (errors.Is); see lease.Error.
+func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
+
+// configErr is a store URL or option problem: it wraps lease.ErrConfig.
+func configErr(format string, args ...any) error {
+	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
+}
+
+// classify turns an etcd client error into one wrapping a lease sentinel, at
+// the store's edge, so nothing above this package looks at etcd or gRPC
+// errors:
+//
+//   - refused credentials and permissions → lease.ErrConfig;
+//   - everything transient (network, timeouts, a cancelled context, no
+//     leader, leader changed, too many requests, the server stopping or
+//     unhealthy, no space left) → lease.ErrUnavailable;
+//   - the store having been closed, and answers we do not know → a plain
+//     error.
+//
+// where names the cluster ("etcd at 127.0.0.1:2379"), op what was being done.
+// Context errors stay in the chain too, so errors.Is(err, context.Canceled)
+// works. secrets are masked out of the message as a last line of defence;
+// etcd and gRPC messages carry addresses but should never carry a password.
+func classify(where, op string, err error, secrets []string) error {
+	if err == nil {
+		return nil
+	}
+	var done *lease.Error
+	if errors.As(err, &done) {
+		return err // classified already (logging in, see Store.do)
+	}
+	var ctxErr error
+	switch {
+	case errors.Is(err, context.Canceled):
+		ctxErr = context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		ctxErr = context.DeadlineExceeded
+	}
+	kind := kindOf(err)
+	msg := describe(where, op, err, kind)
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return newErr(msg, kind, ctxErr)
+}
+
+// describe writes the message for err; kind is what kindOf said.
+func describe(where, op string, err error, kind error) string {
+	switch {
+	case errors.Is(err, errClosed):
+		return fmt.Sprintf("%s: %s: the store is closed", where, op)
+	case errors.Is(err, context.Canceled):
+		return fmt.Sprintf("%s: %s: cancelled", where, op)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer from %s in time", where)
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return fmt.Sprintf("%s refused the user name or password: give the right ones in the URL (etcd://USER:PASSWORD@HOST) or in %s=USER:PASSWORD", where, EnvUser)
+	case errors.Is(err, rpctypes.ErrUserEmpty):
+		return fmt.Sprintf("%s wants a user name and password: give them in the URL (etcd://USER:PASSWORD@HOST) or in %s=USER:PASSWORD", where, EnvUser)
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return fmt.Sprintf("%s: %s: permission denied: grant the etcd user readwrite on the key prefix (see the README)", where, op)
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		if kind == lease.ErrUnavailable {
+			return fmt.Sprintf("%s is not ready: %s", where, ee.Error())
+		}
+		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, ee.Error())
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		switch st.Code() {
+		case codes.DeadlineExceeded:
+			return fmt.Sprintf("no answer from %s in time", where)
+		case codes.Unauthenticated:
+			return fmt.Sprintf("%s refused the credentials: %s", where, firstLine(st.Message()))
+		case codes.Unavailable:
+			return fmt.Sprintf("cannot reach %s: %s", where, firstLine(st.Message()))
+		}
+		return fmt.Sprintf("%s: %s: %s: %s", where, op, st.Code(), firstLine(st.Message()))
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fmt.Sprintf("cannot reach %s: %s", where, errno.Error())
+	}
+	return fmt.Sprintf("%s: %s: %s", where, op, firstLine(err.Error()))
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// kindOf picks the lease sentinel for an etcd client error; nil means
+// neither.
+func kindOf(err error) error {
+	if errors.Is(err, errClosed) {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return lease.ErrUnavailable
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		switch ee {
+		case rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied,
+			rpctypes.ErrAuthOldRevision, rpctypes.ErrInvalidAuthMgmt, rpctypes.ErrRequestTooLarge,
+			rpctypes.ErrLeaseTTLTooLarge:
+			return lease.ErrConfig
+		case rpctypes.ErrNoLeader, rpctypes.ErrNotLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrNotCapable,
+			rpctypes.ErrStopped, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+			rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrUnhealthy,
+			rpctypes.ErrTooManyRequests, rpctypes.ErrNoSpace, rpctypes.ErrInvalidAuthToken,
+			rpctypes.ErrClusterVersionUnavailable:
+			return lease.ErrUnavailable
+		}
+		return nil // a server answer we do not know: do not claim it is transient
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		switch st.Code() {
+		case codes.Unauthenticated, codes.PermissionDenied:
+			return lease.ErrConfig
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted,
+			codes.ResourceExhausted, codes.Internal:
+			return lease.ErrUnavailable
+		}
+		return nil
+	}
+	// Not a server answer: the network or the dialer. Retrying may help.
+	return lease.ErrUnavailable
+}

@@ -1,0 +1,383 @@
+package etcdlease_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/etcdlease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	// A dead watch is noticed after two progress checks; make that quick.
+	etcdlease.SetProgressEvery(300 * time.Millisecond)
+	// The first Open sets gRPC's process-wide logger, which must happen
+	// before any gRPC client (the tests' own) exists.
+	if s, err := etcdlease.Open(context.Background(), "etcd://127.0.0.1:1", etcdlease.Options{}); err == nil {
+		_ = s.Close()
+	}
+	os.Exit(m.Run())
+}
+
+// need returns an integration server URL (see leasetest.RequireEnv).
+func need(t *testing.T, key string) string { return leasetest.RequireEnv(t, key) }
+
+// private starts etcd for this test only (so it can be frozen, killed or
+// configured with etcdFlags) with scripts/etcd.sh and returns what the
+// script wrote to its env.
+func private(t *testing.T, topo string, etcdFlags ...string) map[string]string {
+	t.Helper()
+	if _, err := exec.LookPath("etcd"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("etcd not installed")
+	}
+	return leasetest.StartServer(t, t.TempDir(), "../../scripts/etcd.sh", append([]string{topo}, etcdFlags...)...)
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, url string, o etcdlease.Options) *etcdlease.Store {
+	t.Helper()
+	s, err := etcdlease.Open(ctxT(t), url, o)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", url, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// plain is an etcd client that is not the store: the "operator" that breaks
+// leases and inspects keys behind the store's back.
+func plain(t *testing.T, url string) *clientv3.Client {
+	t.Helper()
+	eps := strings.Split(strings.TrimPrefix(url, "etcd://"), ",")
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func req(name, holder string, ttl time.Duration) lease.Request {
+	return lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: ttl}
+}
+
+func harness(url string, raw *clientv3.Client) leasetest.Harness {
+	return leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := etcdlease.Open(ctxT(t), url, etcdlease.Options{CallTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		},
+		TTL: etcdlease.MinTTL,
+		Break: func(t *testing.T, _ lease.Store, name string) {
+			if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+		},
+	}
+}
+
+func TestConformanceSingle(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	leasetest.Run(t, harness(url, plain(t, url)))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_CLUSTER_URL")
+	leasetest.Run(t, harness(url, plain(t, url)))
+}
+
+// TestTTLRefused: TTLs etcd cannot grant exactly are refused with ErrConfig
+// before anything is sent (the store points at a port nobody listens on),
+// and Limits says the same to the timing validation.
+func TestTTLRefused(t *testing.T) {
+	t.Parallel()
+	s := open(t, "etcd://127.0.0.1:1", etcdlease.Options{CallTimeout: 200 * time.Millisecond})
+	for _, ttl := range []time.Duration{0, time.Second, 1500 * time.Millisecond, 2500 * time.Millisecond, 25 * time.Hour} {
+		start := time.Now()
+		_, err := s.TryAcquire(ctxT(t), req("ttl", "a", ttl))
+		if !errors.Is(err, lease.ErrConfig) || errors.Is(err, lease.ErrUnavailable) {
+			t.Fatalf("TTL %v: %v; want ErrConfig", ttl, err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Fatalf("TTL %v refused after %v: it tried to reach etcd first", ttl, took)
+		}
+	}
+	// A valid TTL does try to reach it: unavailable, not a config error.
+	if _, err := s.TryAcquire(ctxT(t), req("ttl", "a", 3*time.Second)); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("TTL 3s against no server: %v; want ErrUnavailable", err)
+	}
+	lim := s.Limits()
+	if !lim.Expires || lim.MinTTL != 2*time.Second || lim.TTLUnit != time.Second {
+		t.Fatalf("Limits = %+v", lim)
+	}
+	tm, err := lease.Timing{TTL: 1500 * time.Millisecond}.Resolve(lim)
+	if !errors.Is(err, lease.ErrConfig) {
+		t.Fatalf("Timing.Resolve(1.5s) = %+v, %v; want ErrConfig", tm, err)
+	}
+}
+
+// TestTokensAreCreateRevisions: over 100 acquisitions of one name (with
+// other names written in between), the token is the key's create revision
+// and strictly increases.
+func TestTokensAreCreateRevisions(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	s := open(t, url, etcdlease.Options{})
+	raw := plain(t, url)
+	name := "tokens-" + lease.NewID()[:8]
+	var last uint64
+	for i := 0; i < 100; i++ {
+		l, err := s.TryAcquire(ctxT(t), req(name, "h"+strconv.Itoa(i), 2*time.Second))
+		if err != nil {
+			t.Fatalf("acquisition %d: %v", i, err)
+		}
+		tok := l.Info().Token
+		if tok <= last {
+			t.Fatalf("acquisition %d: token %d <= previous %d", i, tok, last)
+		}
+		last = tok
+		if i%10 == 0 {
+			gr, err := raw.Get(ctxT(t), etcdlease.DefaultPrefix+name)
+			if err != nil || len(gr.Kvs) != 1 || uint64(gr.Kvs[0].CreateRevision) != tok {
+				t.Fatalf("acquisition %d: key %v (%v); want create revision %d", i, gr, err, tok)
+			}
+		}
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	t.Logf("last token %d", last)
+}
+
+// TestKeyDeletedIsLost: a key deleted by someone else (the etcd lease still
+// alive) makes the next renew report ErrLost, and release ErrNotHeld.
+func TestKeyDeletedIsLost(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	s := open(t, url, etcdlease.Options{})
+	raw := plain(t, url)
+	name := "deleted-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctxT(t)); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after the key was deleted: %v; want ErrLost", err)
+	}
+	// Someone else's key at the same name: still lost, and release leaves it.
+	other, err := s.TryAcquire(ctxT(t), req(name, "b", 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctxT(t)); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after another took the name: %v; want ErrLost", err)
+	}
+	if err := l.Release(ctxT(t)); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release: %v; want ErrNotHeld", err)
+	}
+	if h, err := s.Status(ctxT(t), name); err != nil || h == nil || h.Holder != "b" || h.Token != other.Info().Token {
+		t.Fatalf("Status = %+v, %v; want b's lease untouched", h, err)
+	}
+	if err := other.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAcquireRetryIsIdempotent: the same ID asking again (its first answer
+// lost) gets the same token, not ErrHeld.
+func TestAcquireRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	s := open(t, url, etcdlease.Options{})
+	r := req("retry-"+lease.NewID()[:8], "a", 3*time.Second)
+	l1, err := s.TryAcquire(ctxT(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.TryAcquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("retry with the same ID: %v", err)
+	}
+	if l2.Info().Token != l1.Info().Token {
+		t.Fatalf("retry token %d != first %d", l2.Info().Token, l1.Info().Token)
+	}
+	if err := l2.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew of the adopted lease: %v", err)
+	}
+	if err := l2.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStatusRemaining: Status reports the holder's remaining TTL.
+func TestStatusRemaining(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	s := open(t, url, etcdlease.Options{})
+	name := "status-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), req(name, "a:1", 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctxT(t))
+	h, err := s.Status(ctxT(t), name)
+	if err != nil || h == nil || h.Remaining <= 0 || h.Remaining > 10*time.Second || h.TTL != 10*time.Second || h.ID != "" {
+		t.Fatalf("Status = %+v, %v; want remaining in (0, 10s], TTL 10s, no ID", h, err)
+	}
+}
+
+// TestWaitWakesOnRelease: a clean release wakes a waiter through the watch
+// long before the TTL would have run out, twice in a row.
+func TestWaitWakesOnRelease(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	a := open(t, url, etcdlease.Options{})
+	b := open(t, url, etcdlease.Options{})
+	name := "wake-" + lease.NewID()[:8]
+	const ttl = 30 * time.Second
+	for round := 0; round < 2; round++ {
+		la, err := a.TryAcquire(ctxT(t), req(name, "a", ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.TryAcquire(ctxT(t), req(name, "b", ttl))
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatalf("got %v; want HeldError", err)
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			if err := b.Wait(ctxT(t), name, he); err != nil {
+				t.Errorf("Wait: %v", err)
+			}
+			done <- time.Now()
+		}()
+		released := time.Now()
+		if err := la.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case woke := <-done:
+			t.Logf("round %d: waiter woke %v after the release began", round, woke.Sub(released))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: waiter still asleep 5s after the release (TTL %v)", round, ttl)
+		}
+	}
+}
+
+// TestFrozenServer: with the server stopped (SIGSTOP), Renew, Status and
+// TryAcquire give up within the call timeout (or the caller's earlier
+// deadline) and do not claim the lease is lost.
+func TestFrozenServer(t *testing.T) {
+	t.Parallel()
+	env := private(t, "single")
+	url, pid := env["LEADERRUN_TEST_ETCD_URL"], leasetest.ServerPID(t, env, "LEADERRUN_TEST_ETCD_PID")
+	const callTimeout = 400 * time.Millisecond
+	s := open(t, url, etcdlease.Options{CallTimeout: callTimeout})
+	name := "frozen-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	const slack = 300 * time.Millisecond // scheduling on a busy machine, under -race
+	for _, tc := range []struct {
+		name  string
+		ctx   time.Duration // caller's deadline; 0 = none
+		limit time.Duration
+	}{
+		{"CallTimeout", 0, callTimeout},
+		{"CallerDeadline", 150 * time.Millisecond, 150 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.ctx > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.ctx)
+				defer cancel()
+			}
+			start := time.Now()
+			err := l.Renew(ctx)
+			took := time.Since(start)
+			t.Logf("Renew against a frozen server returned after %v: %v", took, err)
+			if err == nil || errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrUnavailable) {
+				t.Fatalf("Renew: %v; want ErrUnavailable, not ErrLost", err)
+			}
+			if took > tc.limit+slack {
+				t.Fatalf("Renew took %v; want at most %v", took, tc.limit+slack)
+			}
+		})
+	}
+	start := time.Now()
+	if _, err := s.Status(context.Background(), name); !errors.Is(err, lease.ErrUnavailable) || time.Since(start) > callTimeout+slack {
+		t.Fatalf("Status against a frozen server: %v after %v", err, time.Since(start))
+	}
+	start = time.Now()
+	if _, err := s.TryAcquire(context.Background(), req(name+"x", "b", 2*time.Second)); !errors.Is(err, lease.ErrUnavailable) || time.Since(start) > callTimeout+slack {
+		t.Fatalf("TryAcquire against a frozen server: %v after %v", err, time.Since(start))
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew after SIGCONT: %v", err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongerMinimumTTLRefused: a cluster whose election timeout makes its
+// shortest lease longer than asked (3 s → 5 s) would silently grant more;
+// TryAcquire gives the lease back and refuses with ErrConfig naming the TTL
+// to use, and a TTL the cluster grants exactly works.
+func TestLongerMinimumTTLRefused(t *testing.T) {
+	t.Parallel()
+	env := private(t, "single", "--election-timeout=3000")
+	url := env["LEADERRUN_TEST_ETCD_URL"]
+	s := open(t, url, etcdlease.Options{})
+	name := "mintll-" + lease.NewID()[:8]
+	_, err := s.TryAcquire(ctxT(t), req(name, "a", 2*time.Second))
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "--ttl 5s") {
+		t.Fatalf("TryAcquire with TTL 2s on a 3s election timeout: %v; want ErrConfig saying --ttl 5s", err)
+	}
+	t.Log(err)
+	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
+		t.Fatalf("Status after the refused grant = %+v, %v; want free", h, err)
+	}
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 5*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire with TTL 5s: %v", err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,128 @@
+package etcdlease_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/etcdlease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+// TestTLS: etcds:// with ca=, cert= and key= verifies the server, presents
+// the client certificate etcd requires and works; an unknown CA or a wrong
+// server name is a configuration error at Open, not an outage.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("etcd"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("etcd not installed")
+	}
+	dir := t.TempDir()
+	tlsDir := filepath.Join(dir, "tls")
+	writeCerts(t, tlsDir)
+	url := leasetest.StartServer(t, dir, "../../scripts/etcd.sh", "tls")["LEADERRUN_TEST_ETCD_TLS_URL"]
+	if !strings.HasPrefix(url, "etcds://") {
+		t.Fatalf("etcd.sh tls wrote %q", url)
+	}
+	files := "ca=" + filepath.Join(tlsDir, "ca.crt") + "&cert=" + filepath.Join(tlsDir, "server.crt") + "&key=" + filepath.Join(tlsDir, "server.key")
+
+	a := open(t, url+"?"+files, etcdlease.Options{CallTimeout: time.Second})
+	b := open(t, url+"?"+files, etcdlease.Options{CallTimeout: time.Second})
+	name := "tls-" + lease.NewID()[:8]
+	l, err := a.TryAcquire(ctxT(t), req(name, "a", 5*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire over TLS: %v", err)
+	}
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("Renew over TLS: %v", err)
+	}
+	_, err = b.TryAcquire(ctxT(t), req(name, "b", 5*time.Second))
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("TryAcquire: %v; want HeldError", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait over TLS: %v", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("the waiter's watch over TLS did not see the release")
+	}
+
+	for _, tc := range []struct{ name, query, want string }{
+		{"NoCA", "cert=" + filepath.Join(tlsDir, "server.crt") + "&key=" + filepath.Join(tlsDir, "server.key"), "unknown authority"},
+		{"WrongServerName", files + "&servername=other.example", "other.example"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			s, err := etcdlease.Open(ctxT(t), url+"?"+tc.query, etcdlease.Options{CallTimeout: time.Second})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), tc.want) || time.Since(start) > time.Second {
+				t.Fatalf("Open: %v after %v; want ErrConfig at once, saying %q", err, time.Since(start), tc.want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// writeCerts makes a CA and a certificate for 127.0.0.1, good for server
+// and client authentication, in dir (ca.crt, server.crt, server.key).
+func writeCerts(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "leaderrun test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ca.crt", "CERTIFICATE", caDER)
+	write("server.crt", "CERTIFICATE", der)
+	write("server.key", "EC PRIVATE KEY", keyDER)
+}

@@ -1,0 +1,187 @@
+package etcdlease
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Waiting (DESIGN §4). A waiter reads the key and watches it from the next
+// revision: the holder's release (the key deleted), its lease expiring (etcd
+// deletes the key) and anything else that changes the key wake the waiter at
+// once, without polling. The watch is checked with a progress request every
+// progressEvery; when it ends (compaction, a member without a leader, the
+// client closing) or stops answering (a member frozen, the connection being
+// re-made), the waiter falls back to sleeping until the holder's etcd lease
+// runs out, while still listening to the watch in case it recovers.
+
+// noTTLPoll is how long a waiter sleeps when it cannot read the key or its
+// lease's remaining TTL (etcd unreachable).
+const noTTLPoll = 2 * time.Second
+
+// progressEvery is how often a waiter asks its watch stream for a progress
+// notification, to tell a live watch from a silent one. The answer comes from
+// the member, with no Raft round, so it costs etcd nothing worth counting.
+// (A variable only so that the tests can shorten it.)
+var progressEvery = 5 * time.Second
+
+// Wait blocks until the lease may have become free: its key changed or was
+// deleted, or, when the watch is not working, the holder's lease ran out. It
+// returns nil to mean "try again", or ctx's error. Store failures never end
+// it with an error: it sleeps a short while and says "try again", so the
+// caller's next TryAcquire reports the failure.
+func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := lease.ValidateName(name); err != nil {
+		return err
+	}
+	key := s.key(name)
+	gctx, cancel := s.callCtx(ctx)
+	var (
+		cli *clientv3.Client
+		gr  *clientv3.GetResponse
+	)
+	err := s.do(gctx, func(ctx context.Context, c *clientv3.Client) (err error) {
+		cli = c
+		gr, err = c.Get(ctx, key)
+		return err
+	})
+	if err != nil {
+		err = s.classify("wait "+name, err)
+	}
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Debug("cannot read the lease's key; trying again shortly", "name", name, "err", err)
+		return sleep(ctx, pollFor(held))
+	}
+	if len(gr.Kvs) == 0 {
+		return nil // free now
+	}
+	holderLease := clientv3.LeaseID(gr.Kvs[0].Lease)
+
+	// Require a leader: a member cut off from the majority ends the watch
+	// (then the fallback below) instead of keeping it open and silent.
+	wctx, wcancel := context.WithCancel(withToken(clientv3.WithRequireLeader(ctx), s.currentToken()))
+	defer wcancel()
+	wch := cli.Watch(wctx, key, clientv3.WithRev(gr.Header.Revision+1))
+
+	var (
+		fallback <-chan time.Time
+		timer    *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	arm := func(why string) {
+		if timer != nil {
+			return
+		}
+		d := s.remaining(ctx, holderLease, held)
+		s.log.Debug(why+"; waking when the holder's lease runs out", "name", name, "in", d)
+		timer = time.NewTimer(d + jitter(d))
+		fallback = timer.C
+	}
+	hb := time.NewTicker(progressEvery)
+	defer hb.Stop()
+	pending := false // a progress request is unanswered
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, ok := <-wch:
+			if !ok || resp.Canceled || resp.Err() != nil {
+				wch = nil
+				arm("the watch ended")
+				continue
+			}
+			if len(resp.Events) > 0 {
+				return nil
+			}
+			pending = false // a progress notification: the watch is alive
+		case <-hb.C:
+			if wch == nil || fallback != nil {
+				continue
+			}
+			if pending {
+				arm("the watch does not answer")
+				continue
+			}
+			rctx, rcancel := s.callCtx(wctx)
+			err := cli.RequestProgress(rctx)
+			rcancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				arm("the watch does not answer")
+				continue
+			}
+			pending = true
+		case <-fallback:
+			return nil
+		}
+	}
+}
+
+// remaining is how long the holder's etcd lease has left; 0 when it is
+// gone, and a short poll when it cannot be read.
+func (s *Store) remaining(ctx context.Context, id clientv3.LeaseID, held *lease.HeldError) time.Duration {
+	if id == 0 {
+		return pollFor(held) // a key without a lease (written by hand): not ours to expire
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	var ttl *clientv3.LeaseTimeToLiveResponse
+	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		ttl, err = cli.TimeToLive(ctx, id)
+		return err
+	})
+	if err != nil {
+		s.log.Debug("cannot read the holder's lease TTL", "err", s.classify("wait", err))
+		return pollFor(held)
+	}
+	if ttl.TTL <= 0 {
+		return 0
+	}
+	return time.Duration(ttl.TTL) * time.Second
+}
+
+// pollFor is how long to sleep when nothing better is known.
+func pollFor(held *lease.HeldError) time.Duration {
+	if held != nil && held.By.TTL > 0 && held.By.TTL < noTTLPoll {
+		return held.By.TTL
+	}
+	return noTTLPoll
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d + jitter(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// jitter spreads waiters that wake on the same expiry: 1ms plus up to 5% of
+// d, at most 25ms more.
+func jitter(d time.Duration) time.Duration {
+	spread := min(d/20, 25*time.Millisecond)
+	j := time.Millisecond
+	if spread > 0 {
+		j += rand.N(spread)
+	}
+	return j
+}

@@ -1,0 +1,486 @@
+// Package pglease keeps leaderrun's leases in a PostgreSQL table, through
+// pgx v5: one connection for the calls and, while an instance waits, a
+// second one that LISTENs for releases.
+//
+// # Data
+//
+// One table (default leaderrun_leases, or ?table=NAME / SCHEMA.NAME in the
+// URL) with one row per held lease, and one sequence TABLE_token:
+//
+//	name text PRIMARY KEY, holder text, id text, token bigint,
+//	since timestamptz, ttl_ms bigint, expires timestamptz
+//
+// Both are created on first use (CREATE … IF NOT EXISTS, only when a
+// statement finds the table missing, so start-up costs nothing); a role that
+// may not create them gets an error wrapping lease.ErrConfig that says what
+// to create. Every change is one statement, so one round trip:
+//
+//   - acquire: INSERT … ON CONFLICT (name) DO UPDATE … WHERE the row has
+//     expired (or already carries our acquisition ID: a retry of an attempt
+//     whose answer was lost) RETURNING the token; when nothing is returned
+//     the same statement reports the current holder;
+//   - renew: UPDATE the expiry WHERE the ID matches and the row has not
+//     expired (never re-creating a vanished row);
+//   - release: DELETE WHERE the ID matches, and pg_notify in the same
+//     statement, so the notification goes out exactly when the delete
+//     commits.
+//
+// # Time
+//
+// Expiry is computed and checked by the server alone: expires =
+// clock_timestamp() + ttl when the statement runs, which is no earlier than
+// when the client sent it, so a holder that counts its deadline from its own
+// send time never overestimates; "expired" means expires <= clock_timestamp().
+// No client clock is read for a safety decision. Every call is bounded by
+// Options.CallTimeout and the caller's context (pgx interrupts the socket at
+// the deadline) and by statement_timeout on the server.
+//
+// # Fencing tokens
+//
+// token = greatest(nextval(TABLE_token), the server's clock in microseconds),
+// minted under a transaction-scoped advisory lock on the lease name, taken
+// before the token is computed, so two acquisitions of one name can never
+// commit their tokens out of order. Tokens strictly increase per name; they
+// stay above every earlier token even when the sequence is lost or behind (a
+// restored backup, a failover to a replica that missed the last WAL) as long
+// as the server's clock does not step back; and they stay below 2^53.
+//
+// # What is not guaranteed
+//
+// The lease is as safe as the primary that stores it. Replication to standbys
+// is asynchronous unless synchronous_commit says otherwise, so a failover can
+// lose a just-written row (two holders); the fencing token still does not go
+// back (see above). A clock step on the server moves every expiry. Release
+// notifications are hints: waiters fall back to sleeping until the row's
+// expiry as the server reports it.
+package pglease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
+const DefaultCallTimeout = 2 * time.Second
+
+// MinTTL is the shortest lease accepted: below it, round trips and the margin
+// ε are a large part of the lease.
+const MinTTL = 100 * time.Millisecond
+
+// epsilon is the store's margin ε: expiry is kept and compared in
+// microseconds on the server's own clock; the rest is headroom.
+const epsilon = 5 * time.Millisecond
+
+// maxToken bounds fencing tokens: from 2^53 on, JSON readers lose integers.
+const maxToken = 1<<53 - 1
+
+// Options tunes a Store. The zero value is usable.
+type Options struct {
+	// CallTimeout bounds every call (connect included) and is the server's
+	// statement_timeout. Zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Getenv reads PGPASSWORD (EnvPassword) when the URL has no password.
+	// Nil means os.Getenv. The other PG* variables (PGHOST, PGUSER,
+	// PGPASSFILE, PGSSLMODE, …) are read by pgx from the process
+	// environment itself, as libpq does.
+	Getenv func(string) string
+	// Log receives debug messages (the LISTEN connection dropping and coming
+	// back). Nil discards.
+	Log *slog.Logger
+}
+
+// Store is a lease.Store on PostgreSQL. It is safe for concurrent use (calls
+// take turns on one connection); Close it when done.
+type Store struct {
+	cfg         *config
+	callTimeout time.Duration
+	log         *slog.Logger
+	q           queries
+
+	sem  chan struct{} // one token: whoever holds it owns conn
+	conn *pgx.Conn     // nil until connected, and after a broken connection
+
+	life context.Context // cancelled by Close; owns the listener goroutine
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	lis    *listener
+	wg     sync.WaitGroup
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// Open prepares the store named by raw (see the README for the URL forms)
+// and connects once to check the address and credentials. Errors wrap
+// lease.ErrConfig (bad URL, refused login, missing database); none contains
+// the password. A server that cannot be reached yet is not an error here:
+// the store is returned and its calls report ErrUnavailable until the server
+// answers, so a waiting instance keeps trying instead of exiting.
+func Open(ctx context.Context, raw string, o Options) (*Store, error) {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	c, err := parseURL(raw, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cc := c.conn
+	// One round trip per statement, no prepared statements (works behind
+	// PgBouncer too); parameter types come from the casts in the SQL.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cc.StatementCacheCapacity = 0
+	cc.DescriptionCacheCapacity = 0
+	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, o.CallTimeout.Milliseconds()), 10)
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = "leaderrun"
+	}
+	life, stop := context.WithCancel(context.Background())
+	s := &Store{
+		cfg:         c,
+		callTimeout: o.CallTimeout,
+		log:         o.Log.With("store", c.display),
+		q:           newQueries(c.table, c.tableS),
+		sem:         make(chan struct{}, 1),
+		life:        life,
+		stop:        stop,
+	}
+	err = s.do(ctx, "connect", false, func(context.Context, *pgx.Conn) error { return nil })
+	if err != nil {
+		if errors.Is(err, lease.ErrUnavailable) && ctx.Err() == nil {
+			s.log.Debug("postgres not reachable yet", "err", err)
+			return s, nil
+		}
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// String returns the store URL without the password.
+func (s *Store) String() string { return s.cfg.display }
+
+// Table returns the lease table as given (NAME or SCHEMA.NAME).
+func (s *Store) Table() string { return s.cfg.tableS }
+
+func (s *Store) classify(op string, err error) error {
+	return classify(s.cfg.where, op, err, s.cfg.secrets)
+}
+
+// connect opens a connection bounded by ctx.
+func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, s.cfg.conn.Copy())
+}
+
+// do runs fn on the store's connection (connecting first when needed),
+// bounded by ctx and the call timeout, and classifies its error. With
+// create, a statement that finds the table missing creates it and runs once
+// more. A connection that failed in a way that may have left it unusable is
+// closed, so the next call connects afresh.
+func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.Context, *pgx.Conn) error) error {
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	select {
+	case s.sem <- struct{}{}:
+	case <-cctx.Done():
+		return s.classify(op, cctx.Err())
+	}
+	defer func() { <-s.sem }()
+	if s.isClosed() {
+		return s.classify(op, errClosed)
+	}
+	if err := cctx.Err(); err != nil {
+		return s.classify(op, err)
+	}
+	if s.conn == nil || s.conn.IsClosed() {
+		c, err := s.connect(cctx)
+		if err != nil {
+			return s.classify(op, err)
+		}
+		s.conn = c
+	}
+	err := fn(cctx, s.conn)
+	if create && isCode(err, "42P01") { // undefined_table: first use
+		if err = s.createTable(cctx, s.conn); err == nil {
+			err = fn(cctx, s.conn)
+		}
+	}
+	if err != nil {
+		if le := (*lease.Error)(nil); errors.As(err, &le) {
+			return err // already ours
+		}
+		s.dropBroken(err)
+		return s.classify(op, err)
+	}
+	return nil
+}
+
+// dropBroken closes the connection after an error that was not a plain
+// statement failure: a network error or timeout (the socket may be mid
+// message), or a read-only standby (reconnecting may reach the new primary).
+func (s *Store) dropBroken(err error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code != "25006" && pe.Code != "57014" {
+		return
+	}
+	if s.conn != nil {
+		closeNow(s.conn)
+		s.conn = nil
+	}
+}
+
+// closeNow closes c without waiting for the server to read the goodbye.
+func closeNow(c *pgx.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = c.Close(ctx)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// createTable creates the sequence and the table if missing. Concurrent
+// creators race harmlessly (the duplicate-object errors 42P07, 42710 and
+// 23505 of the loser are ignored); a role without the right gets an
+// ErrConfig that says what to do.
+func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
+	for _, stmt := range []string{s.q.createSeq, s.q.createTable} {
+		_, err := c.Exec(ctx, stmt)
+		if err == nil || isCode(err, "42P07") || isCode(err, "42710") || isCode(err, "23505") {
+			continue
+		}
+		if isCode(err, "42501") || isCode(err, "3F000") {
+			var pe *pgconn.PgError
+			errors.As(err, &pe)
+			return newErr(fmt.Sprintf("%s: the lease table %s does not exist and role %q may not create it (%s, SQLSTATE %s): "+
+				"create it once as a role that may (the statements are in the README's PostgreSQL section) and grant %q SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence %s",
+				s.cfg.where, s.cfg.tableS, s.cfg.conn.User, firstLine(pe.Message), pe.Code, s.cfg.conn.User, s.q.seqName), lease.ErrConfig)
+		}
+		return err
+	}
+	s.log.Debug("created the lease table", "table", s.cfg.tableS)
+	return nil
+}
+
+// ttlMillis rounds up, so the store never grants less than asked.
+func ttlMillis(d time.Duration) int64 {
+	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+}
+
+// TryAcquire makes one attempt, in one statement. A *lease.HeldError carries
+// the current holder, token, since and remaining time. Retrying with the same
+// req.ID after a lost answer succeeds while the lease is still ours (same
+// token, expiry restarted). req.TTL below MinTTL wraps lease.ErrConfig.
+func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	if err := lease.ValidateName(req.Name); err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		return nil, errors.New("pglease: acquire: empty acquisition ID")
+	}
+	if req.TTL < MinTTL {
+		return nil, configErr("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)
+	}
+	ttl := ttlMillis(req.TTL)
+	var (
+		got    bool
+		ours   bool
+		holder string
+		token  int64
+		since  time.Time
+		ttlMs  int64
+		remMs  int64
+	)
+	err := s.do(ctx, "acquire "+req.Name, true, func(ctx context.Context, c *pgx.Conn) error {
+		got = false
+		err := c.QueryRow(ctx, s.q.acquire, req.Name, req.Holder, req.ID, ttl, s.q.lockKey(req.Name)).
+			Scan(&ours, &holder, &token, &since, &ttlMs, &remMs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		got = err == nil
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if got && ours {
+		s.stopListening()
+		if token <= 0 || token > maxToken {
+			return nil, newErr(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
+		}
+		return &pgLease{s: s, ttl: ttl, info: lease.Holder{
+			Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
+			Since: since, TTL: time.Duration(ttl) * time.Millisecond,
+		}}, nil
+	}
+	if !got {
+		// The holder committed after this statement's snapshot: read it now.
+		h, err := s.Status(ctx, req.Name)
+		if err != nil || h == nil {
+			return nil, &lease.HeldError{By: lease.Holder{Name: req.Name}}
+		}
+		return nil, &lease.HeldError{By: *h}
+	}
+	return nil, &lease.HeldError{By: holderOf(req.Name, holder, token, since, ttlMs, remMs)}
+}
+
+func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs int64) lease.Holder {
+	h := lease.Holder{Name: name, Holder: holder, Since: since}
+	if token > 0 && token <= maxToken {
+		h.Token = uint64(token)
+	}
+	if ttlMs > 0 {
+		h.TTL = time.Duration(ttlMs) * time.Millisecond
+	}
+	if remMs > 0 {
+		h.Remaining = time.Duration(remMs) * time.Millisecond
+	}
+	return h
+}
+
+// Status returns the current holder (ID left out) with its remaining time as
+// the server computes it, or nil when the lease is free (no row, an expired
+// row, or no table yet).
+func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, err
+	}
+	var h *lease.Holder
+	err := s.do(ctx, "status "+name, false, func(ctx context.Context, c *pgx.Conn) error {
+		h = nil
+		var (
+			holder       string
+			token        int64
+			since        time.Time
+			ttlMs, remMs int64
+		)
+		err := c.QueryRow(ctx, s.q.status, name).Scan(&holder, &token, &since, &ttlMs, &remMs)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows), isCode(err, "42P01"):
+			return nil
+		case err != nil:
+			return err
+		}
+		v := holderOf(name, holder, token, since, ttlMs, remMs)
+		h = &v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Limits: PostgreSQL leases expire; the TTL is kept in whole milliseconds.
+func (s *Store) Limits() lease.Limits {
+	return lease.Limits{Expires: true, Epsilon: epsilon, MinTTL: MinTTL, TTLUnit: time.Millisecond}
+}
+
+// Close stops the LISTEN connection, waits for its goroutine and closes the
+// store's connection. Leases from this store must not be used afterwards.
+// Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	s.sem <- struct{}{} // wait for a call in progress (bounded by its timeout)
+	defer func() { <-s.sem }()
+	if s.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.callTimeout, time.Second))
+		defer cancel()
+		_ = s.conn.Close(ctx)
+		s.conn = nil
+	}
+	return nil
+}
+
+// pgLease is one acquisition.
+type pgLease struct {
+	s    *Store
+	ttl  int64
+	info lease.Holder
+}
+
+func (l *pgLease) Info() lease.Holder { return l.info }
+
+// Renew moves the expiry to the server's clock + TTL if the row still
+// carries our ID and has not expired. It wraps lease.ErrLost when it does
+// not; any other error means "unknown outcome".
+func (l *pgLease) Renew(ctx context.Context) error {
+	var n int64
+	err := l.s.do(ctx, "renew "+l.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
+		tag, err := c.Exec(ctx, l.s.q.renew, l.info.Name, l.info.ID, l.ttl)
+		if isCode(err, "42P01") {
+			return newErr(fmt.Sprintf("%s: the lease table %s is gone, and our lease %s with it", l.s.cfg.where, l.s.cfg.tableS, l.info.Name), lease.ErrLost)
+		}
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return newErr(fmt.Sprintf("%s no longer has our row of lease %s (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
+	}
+	return nil
+}
+
+// Release deletes the row if it still carries our ID and NOTIFYs waiters in
+// the same statement (the notification is delivered when the delete
+// commits). It wraps lease.ErrNotHeld when the row is gone, another
+// holder's, or had already expired.
+func (l *pgLease) Release(ctx context.Context) error {
+	found, live := false, false
+	err := l.s.do(ctx, "release "+l.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
+		var notified bool
+		err := c.QueryRow(ctx, l.s.q.release, l.info.Name, l.info.ID, l.s.q.channel).Scan(&live, &notified)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows), isCode(err, "42P01"):
+			return nil
+		case err != nil:
+			return err
+		}
+		found = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found || !live {
+		return newErr(fmt.Sprintf("%s no longer had our row of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
+	}
+	return nil
+}

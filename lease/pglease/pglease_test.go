@@ -1,0 +1,465 @@
+package pglease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"github.com/leaderrun/leaderrun/lease/pglease"
+)
+
+// EnvURL is the integration server's URL (scripts/postgres.sh writes it).
+const EnvURL = "LEADERRUN_TEST_POSTGRES_URL"
+
+// need returns the shared server's URL (see leasetest.RequireEnv).
+func need(t *testing.T) string { return leasetest.RequireEnv(t, EnvURL) }
+
+// private starts a PostgreSQL server for this test only (so it can be
+// frozen or killed) and returns its URL and the postmaster's PID.
+func private(t *testing.T) (string, int) {
+	t.Helper()
+	if _, err := exec.LookPath("initdb"); err != nil && os.Getenv("CI") == "" {
+		if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
+			t.Skip("PostgreSQL is not installed")
+		}
+	}
+	env := leasetest.StartServer(t, t.TempDir(), "../../scripts/postgres.sh")
+	if env[EnvURL] == "" {
+		t.Fatalf("postgres.sh wrote no URL")
+	}
+	return env[EnvURL], leasetest.ServerPID(t, env, "LEADERRUN_TEST_POSTGRES_PID")
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// withTable returns raw with ?table=NAME added.
+func withTable(raw, table string) string {
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	return raw + sep + "table=" + table
+}
+
+// freshTable is a table name no other test uses.
+func freshTable(prefix string) string { return prefix + "_" + lease.NewID()[:10] }
+
+func open(t *testing.T, raw string, o pglease.Options) *pglease.Store {
+	t.Helper()
+	s, err := pglease.Open(ctxT(t), raw, o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// admin is a plain pgx connection, not the store: the "operator" that
+// deletes rows and creates roles behind the store's back.
+func admin(t *testing.T, raw string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctxT(t), raw)
+	if err != nil {
+		t.Fatalf("admin connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	op := admin(t, need(t))
+	raw := withTable(need(t), freshTable("lr_conf")) // created by the racing first acquisitions
+	table := raw[strings.LastIndex(raw, "table=")+len("table="):]
+	leasetest.Run(t, leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := pglease.Open(ctxT(t), raw, pglease.Options{CallTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		},
+		TTL: 300 * time.Millisecond,
+		Break: func(t *testing.T, _ lease.Store, name string) {
+			if _, err := op.Exec(ctxT(t), "DELETE FROM "+table+" WHERE name = $1", name); err != nil {
+				t.Fatalf("DELETE: %v", err)
+			}
+		},
+	})
+}
+
+// TestTokens100 checks that tokens strictly increase over 100 acquisitions
+// by alternating stores, and that they stay below 2^53.
+func TestTokens100(t *testing.T) {
+	raw := need(t)
+	a, b := open(t, raw, pglease.Options{}), open(t, raw, pglease.Options{})
+	name := "tokens-" + lease.NewID()[:8]
+	var last uint64
+	for i := range 100 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: fmt.Sprint("h", i), ID: lease.NewID(), TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("acquisition %d: %v", i, err)
+		}
+		tok := l.Info().Token
+		if tok <= last || tok >= 1<<53 {
+			t.Fatalf("acquisition %d: token %d after %d", i, tok, last)
+		}
+		last = tok
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+}
+
+// TestRetrySameID: an acquire retried with the same ID (its answer was lost)
+// gets the lease back with the same token; another ID is refused.
+func TestRetrySameID(t *testing.T) {
+	s := open(t, need(t), pglease.Options{})
+	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: 5 * time.Second}
+	l1, err := s.TryAcquire(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.TryAcquire(ctxT(t), req)
+	if err != nil || l2.Info().Token != l1.Info().Token {
+		t.Fatalf("retry with the same ID: %v, token %v; want token %d", err, l2, l1.Info().Token)
+	}
+	req.ID = lease.NewID()
+	var he *lease.HeldError
+	if _, err := s.TryAcquire(ctxT(t), req); !errors.As(err, &he) || he.By.Token != l1.Info().Token || he.By.Remaining <= 0 || he.By.TTL != 5*time.Second {
+		t.Fatalf("other ID: %v (%+v); want held with token %d, remaining time and TTL", err, he, l1.Info().Token)
+	}
+	if err := l1.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitWakesOnNotify: with a long TTL, a waiter returns soon after the
+// holder's release (the NOTIFY), not at the expiry.
+func TestWaitWakesOnNotify(t *testing.T) {
+	raw := need(t)
+	a, b := open(t, raw, pglease.Options{}), open(t, raw, pglease.Options{})
+	name := "notify-" + lease.NewID()[:8]
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var he *lease.HeldError
+	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute}); !errors.As(err, &he) {
+		t.Fatalf("second acquire: %v; want held", err)
+	}
+	// A first Wait sets up LISTEN; it sleeps until the expiry (a minute)
+	// unless the release wakes it.
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	// A Wait on another name must not be woken by this release.
+	other := make(chan error, 1)
+	octx, ocancel := context.WithCancel(ctxT(t))
+	defer ocancel()
+	lo, err := a.TryAcquire(ctxT(t), lease.Request{Name: name + "-other", Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { other <- b.Wait(octx, name+"-other", nil) }()
+	if st, err := b.Status(ctxT(t), name); err != nil || st == nil || st.Remaining < 50*time.Second {
+		t.Fatalf("Status = %+v, %v; want the holder with about a minute left", st, err)
+	}
+	released := time.Now()
+	if err := la.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Wait did not return within 20s of the release (TTL 1m): no notification")
+	}
+	t.Logf("waiter woke %v after the release", time.Since(released))
+	select {
+	case err := <-other:
+		t.Fatalf("Wait on another name returned %v at this release", err)
+	default:
+	}
+	ocancel()
+	if err := <-other; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait on the other name: %v; want context.Canceled", err)
+	}
+	if err := lo.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPasswordFromEnvAndPassfile: the URL without a password works with
+// PGPASSWORD, and with PGPASSFILE (the ~/.pgpass format); a wrong password
+// is ErrConfig and no message shows any password.
+func TestPasswordFromEnvAndPassfile(t *testing.T) {
+	raw := need(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	u.User = url.User(u.User.Username())
+	bare := u.String()
+
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("PGPASSWORD", pw)
+	s := open(t, bare, pglease.Options{})
+	if _, err := s.Status(ctxT(t), "x"); err != nil {
+		t.Fatalf("with PGPASSWORD: %v", err)
+	}
+
+	t.Setenv("PGPASSWORD", "")
+	pass := filepath.Join(t.TempDir(), "pgpass")
+	if err := os.WriteFile(pass, []byte(fmt.Sprintf("%s:%s:*:%s:%s\n", u.Hostname(), u.Port(), u.User.Username(), pw)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PGPASSFILE", pass)
+	s2 := open(t, bare, pglease.Options{})
+	if _, err := s2.Status(ctxT(t), "x"); err != nil {
+		t.Fatalf("with PGPASSFILE: %v", err)
+	}
+
+	wrong := "Wr0ngPassw0rdXYZ"
+	t.Setenv("PGPASSWORD", wrong)
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	_, err = pglease.Open(ctxT(t), bare, pglease.Options{})
+	if !errors.Is(err, lease.ErrConfig) {
+		t.Fatalf("wrong PGPASSWORD: %v; want ErrConfig", err)
+	}
+	u.User = url.UserPassword(u.User.Username(), wrong)
+	_, err2 := pglease.Open(ctxT(t), u.String(), pglease.Options{})
+	if !errors.Is(err2, lease.ErrConfig) {
+		t.Fatalf("wrong password in the URL: %v; want ErrConfig", err2)
+	}
+	for _, e := range []error{err, err2} {
+		if m := e.Error(); strings.Contains(m, wrong) || strings.Contains(m, pw) {
+			t.Fatalf("error shows a password: %q", m)
+		}
+	}
+	t.Logf("wrong password: %v", err2)
+}
+
+// TestCreateRefused: a role that may not create tables gets a clear
+// ErrConfig (naming the table and what to grant) on its first acquire, and
+// works once an owner has created the table and granted it.
+func TestCreateRefused(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	role, pw := "lr_plain_"+lease.NewID()[:8], "R0lePassw0rd"+lease.NewID()[:8]
+	if _, err := op.Exec(ctxT(t), fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", role, pw)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = op.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = op.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	u, _ := url.Parse(raw)
+	u.User = url.UserPassword(role, pw)
+	table := freshTable("lr_refused")
+	s := open(t, withTable(u.String(), table), pglease.Options{})
+	name := "refused-" + lease.NewID()[:8]
+	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "may not create") {
+		t.Fatalf("acquire by a role without CREATE: %v; want ErrConfig naming table %s", err, table)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Fatalf("error shows the password: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	// Status of a table that does not exist: free, no error.
+	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
+		t.Fatalf("Status without the table = %+v, %v; want free", h, err)
+	}
+	// The owner creates it (as the README says) and grants the role.
+	owner := open(t, withTable(raw, table), pglease.Options{})
+	l, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Holder: "owner", ID: lease.NewID(), TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctxT(t))
+	for _, g := range []string{
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s", table, role),
+		fmt.Sprintf("GRANT USAGE ON SEQUENCE %s_token TO %s", table, role),
+	} {
+		if _, err := op.Exec(ctxT(t), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	if err != nil {
+		t.Fatalf("acquire after the grants: %v", err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFrozenAndKilledServer: a renew against a SIGSTOPped server fails
+// within the caller's deadline (ErrUnavailable), the lease survives the
+// thaw, and a renew against a killed server fails within the deadline too.
+func TestFrozenAndKilledServer(t *testing.T) {
+	raw, pid := private(t)
+	s := open(t, raw, pglease.Options{CallTimeout: 5 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "frozen", Holder: "a", ID: lease.NewID(), TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 300 * time.Millisecond
+	renew := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		start := time.Now()
+		err := l.Renew(ctx)
+		return time.Since(start), err
+	}
+	leasetest.SignalServer(t, pid, syscall.SIGSTOP)
+	took, err := renew()
+	leasetest.SignalServer(t, pid, syscall.SIGCONT)
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("renew against a frozen server: %v; want ErrUnavailable", err)
+	}
+	// Bound: the deadline plus scheduling slack on a loaded machine; the
+	// call timeout (5s) must not be what ended it.
+	if took > deadline+time.Second {
+		t.Fatalf("renew against a frozen server took %v; deadline %v", took, deadline)
+	}
+	t.Logf("frozen: renew failed after %v: %v", took, err)
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("renew after the thaw: %v", err)
+	}
+
+	leasetest.SignalServer(t, pid, syscall.SIGKILL)
+	took, err = renew()
+	if !errors.Is(err, lease.ErrUnavailable) || took > deadline+time.Second {
+		t.Fatalf("renew against a killed server: %v after %v; want ErrUnavailable within %v", err, took, deadline)
+	}
+	t.Logf("killed: renew failed after %v: %v", took, err)
+	if strings.Contains(err.Error(), passwordOf(raw)) {
+		t.Fatalf("error shows the password: %v", err)
+	}
+}
+
+func passwordOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	pw, _ := u.User.Password()
+	return pw
+}
+
+// TestUnixSocket: the socket directory as a percent-encoded host and as
+// ?host=, with the password from PGPASSWORD.
+func TestUnixSocket(t *testing.T) {
+	raw := need(t)
+	dir := leasetest.RequireEnv(t, "LEADERRUN_TEST_POSTGRES_SOCKET")
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	t.Setenv("PGPASSWORD", pw)
+	user, port := u.User.Username(), u.Port()
+	for _, raw := range []string{
+		"postgres://" + user + "@" + url.PathEscape(dir) + ":" + port + "/postgres",
+		"postgres:///postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&user=" + user,
+	} {
+		s := open(t, raw, pglease.Options{})
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOpenUnreachable: a server that is not there yet is not an Open error;
+// calls report ErrUnavailable.
+func TestOpenUnreachable(t *testing.T) {
+	s := open(t, "postgres://u:S3cretPassw0rd@127.0.0.1:1/db?sslmode=disable", pglease.Options{CallTimeout: time.Second})
+	_, err := s.Status(ctxT(t), "x")
+	if !errors.Is(err, lease.ErrUnavailable) || strings.Contains(err.Error(), "S3cretPassw0rd") {
+		t.Fatalf("Status against no server: %v; want ErrUnavailable without the password", err)
+	}
+}
+
+// TestConnections: a store uses one connection, a second one (LISTEN) only
+// while it waits, and closes that once it holds the lease.
+func TestConnections(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_conns_" + lease.NewID()[:8]
+	count := func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// awaitCount polls pg_stat_activity (there is no event for another
+	// session's start or end) until it shows want connections.
+	awaitCount := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n := count(); n != want; n = count() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections of the store; want %d", n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	a := open(t, raw, pglease.Options{})
+	b := open(t, raw+"&application_name="+app, pglease.Options{})
+	awaitCount(1)
+	name := "conns-" + lease.NewID()[:8]
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("b: %v; want held", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	awaitCount(2)
+	if err := la.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCount(1)
+	if err := lb.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

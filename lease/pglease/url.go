@@ -1,0 +1,262 @@
+package pglease
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Schemes lists every URL scheme Open accepts (libpq's own).
+var Schemes = []string{"postgres", "postgresql"}
+
+// DefaultTable is the lease table's name when the URL has no table=.
+const DefaultTable = "leaderrun_leases"
+
+// TableParam is the URL query parameter that names the lease table
+// (postgres://…/db?table=NAME or SCHEMA.NAME). It is leaderrun's own: it is
+// removed before the rest of the URL goes to pgx.
+const TableParam = "table"
+
+// EnvPassword is read (through Options.Getenv) for the password when the URL
+// carries none, as libpq and psql read it.
+const EnvPassword = "PGPASSWORD"
+
+// maxTable bounds table= so that TABLE_token (the sequence) and the LISTEN
+// channel stay within PostgreSQL's 63-byte identifiers.
+const maxTable = 57
+
+// config is a parsed store URL.
+type config struct {
+	conn    *pgx.ConnConfig
+	table   pgx.Identifier // [schema,] name
+	tableS  string         // table as given, e.g. "leaderrun_leases" or "ops.leases"
+	display string         // postgres://USER@HOST:PORT/DB?table=T, never a password
+	where   string         // "PostgreSQL at 127.0.0.1:5432" for messages
+	secrets []string       // passwords to keep out of every message
+}
+
+// parseURL turns a store URL into pgx's connection settings. pgx fills what
+// the URL leaves out from the PG* environment variables, ~/.pgpass
+// (PGPASSFILE) and the service file, as libpq does, reading the process
+// environment itself; the password alone is read through getenv
+// (PGPASSWORD), so that leaderrun knows it consumed it. Errors wrap lease.ErrConfig and never contain the
+// password or anything that could be one: they name the part that is wrong
+// and never echo the URL's text.
+func parseURL(raw string, getenv func(string) string) (*config, error) {
+	fail := func(format string, args ...any) error {
+		return configErr("bad PostgreSQL store URL: "+format, args...)
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, fail("want postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…] (the URL is not shown: it may hold a password)")
+	}
+	scheme = strings.ToLower(scheme)
+	if scheme != "postgres" && scheme != "postgresql" {
+		return nil, fail("unknown scheme %s (want postgres or postgresql)", safeKey(scheme))
+	}
+	if strings.Contains(rest, "#") {
+		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
+	}
+	if strings.ContainsRune(raw, 0) {
+		return nil, fail("a NUL byte is not allowed")
+	}
+	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
+	var userinfo string
+	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
+		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
+	}
+	hostPart, path := beforeQuery, ""
+	if i := strings.Index(beforeQuery, "/"); i >= 0 {
+		hostPart, path = beforeQuery[:i], beforeQuery[i:]
+	}
+	var secrets []string
+	urlPass := false
+	if userinfo != "" {
+		u, p, has := strings.Cut(userinfo, ":")
+		_, err1 := url.PathUnescape(u)
+		pass, err2 := url.PathUnescape(p)
+		if err1 != nil || err2 != nil {
+			return nil, fail("bad percent-encoding in the user info")
+		}
+		if has && pass != "" {
+			secrets = append(secrets, pass, p)
+			urlPass = true
+		}
+	}
+	if hostPart != "" {
+		for i, h := range strings.Split(hostPart, ",") {
+			if !plainHost(h) {
+				return nil, fail("bad host:port (host %d; not shown; want HOST[:PORT] with a port from 1 to 65535, a percent-encoded socket directory, and '@' after any USER:PASSWORD)", i+1)
+			}
+		}
+	}
+	if _, err := url.PathUnescape(strings.TrimPrefix(path, "/")); err != nil || strings.Count(path, "/") > 1 {
+		return nil, fail("the path must be /DBNAME (percent-encoded)")
+	}
+
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fail("bad query string")
+	}
+	table := DefaultTable
+	if v, ok := q[TableParam]; ok {
+		if len(v) != 1 {
+			return nil, fail("%s= given %d times", TableParam, len(v))
+		}
+		table = v[0]
+		q.Del(TableParam)
+	}
+	ident, err := parseTable(table)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if v := q.Get("password"); v != "" {
+		secrets = append(secrets, v)
+		urlPass = true
+	}
+	dsn := scheme + "://"
+	if userinfo != "" {
+		dsn += userinfo + "@"
+	}
+	dsn += hostPart + path
+	if len(q) > 0 {
+		dsn += "?" + q.Encode()
+	}
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx redacts what it recognises as a password, best effort; show
+		// only its reason, with every query value and secret masked too.
+		var pe *pgconn.ParseConfigError
+		msg := "cannot parse it"
+		if errors.As(err, &pe) && errors.Unwrap(pe) != nil {
+			msg = errors.Unwrap(pe).Error()
+		}
+		hide := append([]string{}, secrets...)
+		for _, vs := range q {
+			hide = append(hide, vs...)
+		}
+		hide = append(hide, os.Getenv(EnvPassword)) // what pgx read; getenv is left alone so it records only real use
+		return nil, fail("%s (the URL is not shown: it may hold a password)", mask(msg, hide))
+	}
+	if !urlPass {
+		// pgx read os.Getenv; getenv may differ (tests), and leaderrun's
+		// records the read, so the child does not inherit a password the
+		// store used. It is not read when the URL has a password.
+		if v := getenv(EnvPassword); v != "" {
+			cc.Password = v
+		}
+	}
+	if cc.Password != "" {
+		secrets = append(secrets, cc.Password)
+	}
+	c := &config{conn: cc, table: ident, tableS: table, secrets: secrets}
+	host := cc.Host
+	if !strings.HasPrefix(host, "/") {
+		host = net.JoinHostPort(host, strconv.Itoa(int(cc.Port)))
+	} else {
+		host += " (port " + strconv.Itoa(int(cc.Port)) + ")"
+	}
+	c.where = "PostgreSQL at " + host
+	disp := scheme + "://"
+	if cc.User != "" {
+		disp += url.PathEscape(cc.User) + "@"
+	}
+	if strings.HasPrefix(cc.Host, "/") {
+		disp += "/" + url.PathEscape(cc.Database) + "?host=" + url.QueryEscape(cc.Host) + "&port=" + strconv.Itoa(int(cc.Port))
+		if table != DefaultTable {
+			disp += "&table=" + table
+		}
+	} else {
+		disp += host + "/" + url.PathEscape(cc.Database)
+		if table != DefaultTable {
+			disp += "?table=" + table
+		}
+	}
+	c.display = disp
+	return c, nil
+}
+
+// parseTable checks table= (NAME or SCHEMA.NAME, lower-case letters, digits
+// and '_', not starting with a digit) and returns it as an identifier.
+func parseTable(s string) (pgx.Identifier, error) {
+	if s == "" || len(s) > maxTable {
+		return nil, errors.New("table= wants 1 to 57 characters")
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 {
+		return nil, errors.New("table= wants NAME or SCHEMA.NAME")
+	}
+	for _, p := range parts {
+		if p == "" || p[0] >= '0' && p[0] <= '9' || strings.Trim(p, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			return nil, errors.New("table= wants lower-case letters, digits and '_' (NAME or SCHEMA.NAME, not starting with a digit)")
+		}
+	}
+	return pgx.Identifier(parts), nil
+}
+
+// plainHost accepts NAME, NAME:PORT, [IPv6], [IPv6]:PORT (numeric port) and
+// a percent-encoded socket directory (%2Fvar%2Frun%2Fpostgresql); anything
+// else may be a password typed in the wrong place.
+func plainHost(h string) bool {
+	if strings.HasPrefix(strings.ToLower(h), "%2f") {
+		if i := strings.LastIndex(h, ":"); i >= 0 {
+			n, err := strconv.Atoi(h[i+1:])
+			if err != nil || n < 1 || n > 65535 || strings.Trim(h[i+1:], "0123456789") != "" {
+				return false
+			}
+			h = h[:i]
+		}
+		p, err := url.PathUnescape(h)
+		return err == nil && !strings.ContainsAny(p, ":@")
+	}
+	if strings.HasPrefix(h, "[") {
+		end := strings.Index(h, "]")
+		if end < 0 || strings.Trim(h[1:end], "0123456789abcdefABCDEF:.") != "" {
+			return false
+		}
+		h = "x" + h[end+1:]
+	}
+	name, port, hasPort := strings.Cut(h, ":")
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strings.Trim(port, "0123456789") != "" {
+			return false
+		}
+	}
+	if name == "" && hasPort {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// safeKey quotes a scheme when it looks like a plain identifier and hides it
+// otherwise (it might be a piece of a badly encoded password).
+func safeKey(k string) string {
+	for _, r := range k {
+		if !(r == '_' || r == '+' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
+			return "(not shown)"
+		}
+	}
+	return strconv.Quote(k)
+}
+
+// mask replaces every secret of 3 bytes or more in msg.
+func mask(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}

@@ -1,0 +1,164 @@
+package pglease
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+func TestParseURL(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", "/nonexistent")
+	cases := []struct {
+		raw, display, table, user, db, host string
+		port                                uint16
+	}{
+		{"postgres://app:S3cretPassw0rd@db.example:6432/jobs?sslmode=disable", "postgres://app@db.example:6432/jobs", "leaderrun_leases", "app", "jobs", "db.example", 6432},
+		{"postgresql://app@127.0.0.1/jobs?table=ops.leases&sslmode=disable", "postgresql://app@127.0.0.1:5432/jobs?table=ops.leases", "ops.leases", "app", "jobs", "127.0.0.1", 5432},
+		{"POSTGRES://app@[::1]:5433/x?table=my_leases", "postgres://app@[::1]:5433/x?table=my_leases", "my_leases", "app", "x", "::1", 5433},
+		{"postgres://app@%2Fvar%2Frun%2Fpostgresql/jobs", "postgres://app@/jobs?host=%2Fvar%2Frun%2Fpostgresql&port=5432", "leaderrun_leases", "app", "jobs", "/var/run/postgresql", 5432},
+		{"postgres://app@%2Ftmp%2Fpg:7777/jobs", "postgres://app@/jobs?host=%2Ftmp%2Fpg&port=7777", "leaderrun_leases", "app", "jobs", "/tmp/pg", 7777},
+		{"postgres:///jobs?host=/tmp/pg&user=app&port=7777", "postgres://app@/jobs?host=%2Ftmp%2Fpg&port=7777", "leaderrun_leases", "app", "jobs", "/tmp/pg", 7777},
+	}
+	for _, tc := range cases {
+		c, err := parseURL(tc.raw, noEnv)
+		if err != nil {
+			t.Errorf("parseURL(%q): %v", tc.raw, err)
+			continue
+		}
+		if c.display != tc.display || c.tableS != tc.table || c.conn.User != tc.user || c.conn.Database != tc.db || c.conn.Host != tc.host || c.conn.Port != tc.port {
+			t.Errorf("parseURL(%q) = display %q table %q user %q db %q host %q port %d; want %q %q %q %q %q %d",
+				tc.raw, c.display, c.tableS, c.conn.User, c.conn.Database, c.conn.Host, c.conn.Port,
+				tc.display, tc.table, tc.user, tc.db, tc.host, tc.port)
+		}
+		if _, ok := c.conn.RuntimeParams[TableParam]; ok {
+			t.Errorf("parseURL(%q): table= reached pgx as a runtime parameter", tc.raw)
+		}
+	}
+	if c, err := parseURL("postgres://app:S3cretPassw0rd@h/db", noEnv); err != nil || !contains(c.secrets, "S3cretPassw0rd") || c.conn.Password != "S3cretPassw0rd" {
+		t.Fatalf("password not taken or not kept secret: %v", err)
+	}
+}
+
+// noEnv is a getenv with nothing set.
+func noEnv(string) string { return "" }
+
+func TestParseURLEnvPassword(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	getenv := func(k string) string {
+		if k == EnvPassword {
+			return "Env0Passw0rdX"
+		}
+		return ""
+	}
+	c, err := parseURL("postgres://app@h/db", getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.conn.Password != "Env0Passw0rdX" || !contains(c.secrets, "Env0Passw0rdX") {
+		t.Fatalf("PGPASSWORD not used or not kept secret: %q %v", c.conn.Password, c.secrets)
+	}
+	// The URL's password wins, as in libpq, and PGPASSWORD is then not even
+	// read (leaderrun removes from the child what the store read).
+	read := false
+	spy := func(k string) string { read = read || k == EnvPassword; return getenv(k) }
+	if c, err := parseURL("postgres://app:Url0Passw0rdX@h/db", spy); err != nil || c.conn.Password != "Url0Passw0rdX" || read {
+		t.Fatalf("URL password: %v, PGPASSWORD read: %v", err, read)
+	}
+}
+
+func TestParseURLRejects(t *testing.T) {
+	const pw = "S3cretPassw0rd"
+	t.Setenv("PGPASSWORD", "")
+	for _, raw := range []string{
+		"postgres:/app:" + pw + "@h/db",
+		"postgres//app:" + pw + "@h/db",
+		"postgres://app:" + pw,
+		"postgres://app:" + pw + "/db",
+		"mysql://app:" + pw + "@h/db",
+		"postgres://app:" + pw + "@h/db#x",
+		"postgres://app:" + pw + "@h:99999/db",
+		"postgres://app:" + pw + "@h/db?table=Bad-Name",
+		"postgres://app:" + pw + "@h/db?table=a.b.c",
+		"postgres://app:" + pw + "@h/db?table=" + strings.Repeat("x", 58),
+		"postgres://app:" + pw + "@h/db?table=a&table=b",
+		"postgres://app:" + pw + "@h/db?sslmode=" + pw,
+		"postgres://app:" + pw + "@h/db?connect_timeout=" + pw,
+		"postgres://app:" + pw + "@h/a/b",
+	} {
+		_, err := parseURL(raw, noEnv)
+		if err == nil {
+			t.Errorf("parseURL(%q) accepted", raw)
+			continue
+		}
+		if !errors.Is(err, lease.ErrConfig) {
+			t.Errorf("parseURL(%q): %v does not wrap lease.ErrConfig", raw, err)
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("parseURL(%q): error %q shows the password", raw, err)
+		}
+	}
+}
+
+// FuzzParseURL feeds parseURL a URL with a password in a credential
+// position (":PASSWORD@") amid arbitrary text. It must never panic, every
+// error must wrap lease.ErrConfig, and no error or display string may
+// contain the password.
+func FuzzParseURL(f *testing.F) {
+	seeds := [][2]string{
+		{"postgres://u", "h:5432/db"},
+		{"postgres:/", "h/db"},
+		{"postgres", "h"},
+		{"postgresql://u", "h/db?sslmode=require&table=x"},
+		{"postgres://u", "h:99999/db"},
+		{"postgres://u", "h/db?S3cr3t=1"},
+		{"postgres://u", "%2Ftmp/db"},
+		{"postgres://u", "h1,h2:5433/db?target_session_attrs=read-write"},
+		{"postgres://u", "h/db?table=a.b"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], "S3cr3tPassw0rd", s[1])
+	}
+	f.Fuzz(func(t *testing.T, before, pass, after string) {
+		if !leasetest.SecretLike(pass) || strings.Contains(before, pass) || strings.Contains(after, pass) {
+			return
+		}
+		raw := before + ":" + pass + "@" + after
+		if _, err := parseURL(raw, noEnv); err != nil && !errors.Is(err, lease.ErrConfig) {
+			t.Fatalf("parseURL(%q) error %v does not wrap lease.ErrConfig", raw, err)
+		}
+		out := parseOutput(raw)
+		if strings.Contains(out, pass) && !strings.Contains(parseOutput(before+":"+other(pass)+"@"+after), pass) {
+			t.Fatalf("parseURL(%q): output %q contains the password", raw, out)
+		}
+	})
+}
+
+// other returns a password of the same shape as pass, and different.
+func other(pass string) string {
+	if strings.Trim(pass, "Q") == "" {
+		return strings.Repeat("Z", len(pass))
+	}
+	return strings.Repeat("Q", len(pass))
+}
+
+// parseOutput is what parseURL shows of raw: its error or its display form.
+func parseOutput(raw string) string {
+	c, err := parseURL(raw, noEnv)
+	if err != nil {
+		return err.Error()
+	}
+	return c.display
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# postgres.sh starts and stops a throw-away PostgreSQL server for leaderrun's
+# tests. It listens on 127.0.0.1 only (and a unix socket in its own
+# directory), and is stopped by the PID it recorded (never by process name).
+#
+#   scripts/postgres.sh start DIR
+#       initdb a new cluster, start it on a free port, wait until it accepts
+#       connections, and write DIR/env:
+#         LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable
+#         LEADERRUN_TEST_POSTGRES_PID=PID      (the postmaster)
+#         LEADERRUN_TEST_POSTGRES_SOCKET=DIR   (the unix socket's directory)
+#       Each backend runs in a session of its own, so to freeze or kill the
+#       whole server signal the postmaster and its children (the tests'
+#       leasetest.SignalServer does).
+#       The role leaderrun is the superuser; the password is random and
+#       authentication is scram-sha-256 (so tests can check it is never
+#       printed). DIR/pids lists the PID; DIR/rundir names the directory that
+#       holds the data and the unix socket.
+#   scripts/postgres.sh restart DIR
+#       start DIR's cluster again on its port after it crashed or was killed
+#       (its data is kept), append the new PID to DIR/pids and update
+#       LEADERRUN_TEST_POSTGRES_PID in DIR/env (the chaos run uses it).
+#   scripts/postgres.sh stop DIR
+#       SIGINT (fast shutdown; then SIGKILL) the PID in DIR/pids if it is
+#       still a postgres process, and remove the run directory.
+#
+# The server refuses to run as root, so as root the cluster belongs to the
+# system user leaderrun-pg (created when missing) and lives in its own
+# directory under /tmp that this user owns (DIR itself may sit in a 0700
+# directory of root's). The binaries come from the Debian package postgresql
+# (/usr/lib/postgresql/VERSION/bin); it is installed with apt-get when missing.
+set -euo pipefail
+
+die() { echo "postgres.sh: $*" >&2; exit 1; }
+
+pg_user=leaderrun-pg
+
+# find_bin: the directory holding initdb, pg_ctl and postgres.
+find_bin() {
+	local d
+	if command -v initdb >/dev/null && command -v pg_ctl >/dev/null && command -v postgres >/dev/null; then
+		dirname "$(command -v initdb)"
+		return
+	fi
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ]; then
+			echo "$d"
+			return
+		fi
+	done
+	return 1
+}
+
+ensure_postgres() {
+	if bin=$(find_bin); then
+		return
+	fi
+	echo "postgres.sh: installing postgresql" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y postgresql >/dev/null 2>&1 || {
+		apt-get update >/dev/null
+		apt-get install -y postgresql >/dev/null
+	}
+	bin=$(find_bin) || die "initdb, pg_ctl and postgres not found after installing postgresql"
+}
+
+# as_server CMD...: run CMD as the user that owns the cluster.
+as_server() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$pg_user" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+ensure_user() {
+	[ "$(id -u)" -eq 0 ] || return 0
+	id -u "$pg_user" >/dev/null 2>&1 && return 0
+	useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$pg_user" 2>/dev/null ||
+		id -u "$pg_user" >/dev/null 2>&1 || die "cannot create the system user $pg_user"
+}
+
+# port_free PORT: nothing listens on 127.0.0.1:PORT.
+port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((30000 + RANDOM % 10000))
+		if port_free "$p"; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# alive PID: PID exists and is not a zombie.
+alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# children PID: the PIDs whose parent is PID (the server's backends and
+# helpers; each runs in a session of its own).
+children() {
+	local f
+	for f in /proc/[0-9]*/stat; do
+		[ "$(sed 's/.*) //' "$f" 2>/dev/null | cut -d' ' -f2)" = "$1" ] && basename "$(dirname "$f")"
+	done
+	return 0
+}
+
+# kill_pid PID: stop PID if it is still a postgres process.
+kill_pid() {
+	local pid=$1 i c
+	[ -r "/proc/$pid/comm" ] || return 0
+	grep -qx 'postgres' "/proc/$pid/comm" || return 0
+	# A test may have frozen the server (the postmaster and its children).
+	kill -CONT "$pid" 2>/dev/null || true
+	for c in $(children "$pid"); do
+		kill -CONT "$c" 2>/dev/null || true
+	done
+	kill -INT "$pid" 2>/dev/null || return 0 # fast shutdown: do not wait for clients
+	for i in $(seq 1 100); do
+		alive "$pid" || return 0
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		alive "$pid" || return 0
+		sleep 0.02
+	done
+}
+
+# pg_start RUN PORT: start the cluster in RUN on PORT; prints the PID.
+pg_start() {
+	local run=$1 port=$2
+	# fsync off: a throw-away cluster whose data nobody needs after a crash of
+	# the machine (a crash of the server alone loses nothing committed).
+	as_server "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c max_connections=200" \
+		start >/dev/null 2>&1 || return 1
+	head -n 1 "$run/data/postmaster.pid"
+}
+
+cmd_start() {
+	[ $# -eq 1 ] || die "usage: postgres.sh start DIR"
+	local dir=$1 run port pid pw try
+	ensure_postgres
+	ensure_user
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	run=$(mktemp -d /tmp/leaderrun-pg.XXXXXX)
+	echo "$run" >"$dir/rundir"
+	pw=$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
+	printf '%s\n' "$pw" >"$run/pwfile"
+	if [ "$(id -u)" -eq 0 ]; then
+		chown -R "$pg_user:" "$run"
+	fi
+	chmod 700 "$run"
+	as_server "$bin/initdb" -D "$run/data" -U leaderrun --pwfile="$run/pwfile" \
+		--auth=scram-sha-256 --no-sync --no-instructions -E UTF8 --locale=C \
+		>"$run/initdb.log" 2>&1 || die "initdb failed (see $run/initdb.log)"
+	rm -f "$run/pwfile"
+	for try in 1 2 3 4 5; do
+		port=$(free_port)
+		if pid=$(pg_start "$run" "$port"); then
+			echo "$pid" >>"$dir/pids"
+			echo "$port" >"$dir/port"
+			{
+				echo "LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:$pw@127.0.0.1:$port/postgres?sslmode=disable"
+				echo "LEADERRUN_TEST_POSTGRES_PID=$pid"
+				echo "LEADERRUN_TEST_POSTGRES_SOCKET=$run"
+			} >>"$dir/env"
+			return
+		fi
+		if [ -s "$run/data/postmaster.pid" ]; then
+			kill_pid "$(head -n 1 "$run/data/postmaster.pid")"
+		fi
+	done
+	die "could not start postgres (see $run/server.log)"
+}
+
+cmd_restart() {
+	[ $# -eq 1 ] || die "usage: postgres.sh restart DIR"
+	local dir=$1 run port pid
+	bin=$(find_bin) || die "postgres is not installed"
+	run=$(cat "$dir/rundir") && port=$(cat "$dir/port") || die "$dir was not made by postgres.sh start"
+	# A killed postmaster may stay a zombie (PID 1 of a container need not
+	# reap it), which postgres takes for a live one: its lock file goes.
+	if [ -s "$run/data/postmaster.pid" ]; then
+		pid=$(head -n 1 "$run/data/postmaster.pid")
+		alive "$pid" && die "postgres (PID $pid) is still running"
+		rm -f "$run/data/postmaster.pid" "$run/.s.PGSQL.$port.lock"
+	fi
+	pid=$(pg_start "$run" "$port") || die "could not start postgres again (see $run/server.log)"
+	echo "$pid" >>"$dir/pids"
+	sed -i "s/^LEADERRUN_TEST_POSTGRES_PID=.*/LEADERRUN_TEST_POSTGRES_PID=$pid/" "$dir/env"
+	echo "$pid"
+}
+
+cmd_stop() {
+	[ $# -eq 1 ] || die "usage: postgres.sh stop DIR"
+	local pid run
+	[ -f "$1/pids" ] || return 0
+	while read -r pid; do
+		[ -n "$pid" ] && kill_pid "$pid"
+	done <"$1/pids"
+	: >"$1/pids"
+	if [ -f "$1/rundir" ]; then
+		run=$(cat "$1/rundir")
+		case $run in
+		/tmp/leaderrun-pg.*) rm -rf "$run" ;;
+		esac
+		rm -f "$1/rundir"
+	fi
+}
+
+case ${1:-} in
+start) shift; cmd_start "$@" ;;
+restart) shift; cmd_restart "$@" ;;
+stop) shift; cmd_stop "$@" ;;
+*) die "usage: postgres.sh start DIR | restart DIR | stop DIR" ;;
+esac
