@@ -88,7 +88,9 @@ func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) 
 	}
 	k.ctx, k.cancel = context.WithCancelCause(ctx)
 	k.life, k.end = context.WithCancel(context.WithoutCancel(ctx))
-	next := sentAt + cfg.Timing.RenewEvery
+	// From the last renewal sent: after a runway renewal, not the grant's
+	// (which would renew again at once).
+	next := time.Duration(k.lastSent.Load()) + cfg.Timing.RenewEvery
 	k.wg.Add(1)
 	go k.renewLoop(next)
 	if w, ok := l.(interface{ Lost() <-chan struct{} }); ok {
