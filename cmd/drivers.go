@@ -40,7 +40,7 @@ type StoreOptions struct {
 }
 
 // drivers names the program that serves each scheme leaderrun knows but
-// may not link. `go install github.com/leaderrun/leaderrun/...@latest`
+// may not link. `go install github.com/leaderrun/leaderrun@latest github.com/leaderrun/leaderrun/cmd/...@latest`
 // installs them all next to leaderrun; cmd/leaderrun-*/main.go are they.
 var drivers = map[string]string{
 	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
@@ -108,7 +108,7 @@ func findDriver(prog string) (string, error) {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p, nil
 	}
-	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun/...@latest", prog, self)}
+	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun@latest github.com/leaderrun/leaderrun/cmd/...@latest", prog, self)}
 }
 
 // envGuardProgram tells a store program which leaderrun dispatched to it:

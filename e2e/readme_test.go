@@ -534,32 +534,40 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 // module is the leaderrun directory, and the store programs.
 var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres"}
 
-// Install: the go install pattern names this module's main packages,
-// leaderrun and every store program (fetching @latest needs the network, so
+// Install: the go install arguments name exactly this module's programs,
+// leaderrun and every store program, and none of the test tools under
+// scripts/ (fetching @latest needs the network, so
 // it is resolved in the source tree instead); the from-clone build, run in a
 // copy of the tree as a fresh clone has it, installs them executable into
 // /usr/local/bin.
 func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	c := b.take(t, "go install ")
 	words := strings.Fields(c.text)
-	if len(words) != 3 || !strings.HasSuffix(words[2], "/...@latest") {
-		t.Fatalf("README.md:%d: %q: want go install MODULE/...@latest", c.line, c.text)
+	if len(words) < 3 {
+		t.Fatalf("README.md:%d: %q: want go install MODULE@latest MODULE/cmd/...@latest", c.line, c.text)
 	}
-	pattern := strings.TrimSuffix(words[2], "@latest")
-	code, out, stderr := runOut(t, fx.shellEnv(), ".", goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}", pattern)
+	var patterns []string
+	for _, w := range words[2:] {
+		p, ok := strings.CutSuffix(w, "@latest")
+		if !ok {
+			t.Fatalf("README.md:%d: %q: every argument wants @latest", c.line, w)
+		}
+		patterns = append(patterns, p)
+	}
+	code, out, stderr := runOut(t, fx.shellEnv(), ".", append([]string{goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}"}, patterns...)...)
 	if code != 0 {
-		t.Fatalf("README.md:%d: go list %s: exit %d: %s", c.line, pattern, code, stderr)
+		t.Fatalf("README.md:%d: go list %s: exit %d: %s", c.line, patterns, code, stderr)
 	}
-	mains := map[string]bool{}
+	var mains []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if name, path, _ := strings.Cut(line, " "); name == "main" {
-			mains[filepath.Base(path)] = true
+			mains = append(mains, filepath.Base(path))
 		}
 	}
-	for _, prog := range storePrograms {
-		if !mains[prog] {
-			t.Fatalf("README.md:%d: %s does not install %s (main packages: %v)", c.line, words[2], prog, mains)
-		}
+	slices.Sort(mains)
+	want := slices.Sorted(slices.Values(storePrograms))
+	if !slices.Equal(mains, want) {
+		t.Fatalf("README.md:%d: %s installs %v; want exactly %v (no test tools in users' bin)", c.line, c.text, mains, want)
 	}
 
 	c = b.take(t, "go build ")
