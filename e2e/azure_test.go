@@ -113,25 +113,11 @@ func TestAzureManyInstancesNoOverlap(t *testing.T) {
 }
 
 // --wait 0 against a held lease: exit 75, one line naming the holder, the
-// child never starts.
+// child never starts (testNoWaitConflict).
 func TestAzureNoWaitConflict(t *testing.T) {
 	t.Parallel()
 	_, store := azShared(t, "")
-	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-	leader, _ := holdLease(t, env, "busy", "--holder", "az-leader")
-	marker := filepath.Join(t.TempDir(), "started")
-	code, stderr := runLR(t, env, "--wait", "0", "--name", "busy", "--", "touch", marker)
-	if code != 75 {
-		t.Fatalf("exit %d; want 75 (stderr: %s)", code, stderr)
-	}
-	if !strings.Contains(stderr, "az-leader") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-		t.Fatalf("want one stderr line naming the holder, got %q", stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("a conflicting instance started its child")
-	}
-	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
-	leader.wait()
+	testNoWaitConflict(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store))
 }
 
 // An operator breaks the lease (break period 0) under a running leader: the
