@@ -112,13 +112,15 @@ func TestAzureManyInstancesNoOverlap(t *testing.T) {
 	runCrowd(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "crowd", 5, "sleep 0.05")
 }
 
-// --wait 0 against a held lease: exit 75, one line naming the holder, the
-// child never starts (testNoWaitConflict).
-func TestAzureNoWaitConflict(t *testing.T) {
-	t.Parallel()
-	_, store := azShared(t, "")
-	testNoWaitConflict(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store))
+// azStore is Azurite for the shared store tests that fit Azure's 15s
+// minimum TTL (storefaults_test.go): each run gets a container of its own.
+var azStore = faultStore{
+	envVar:   "LEADERRUN_TEST_AZURITE",
+	storeURL: func(ep string) string { return azStoreURL(strings.TrimRight(ep, "/"), azContainer(), "") },
+	env:      azEnv(azDevKey),
 }
+
+func TestAzureNoWaitConflict(t *testing.T) { testNoWaitConflict(t, azStore) }
 
 // An operator breaks the lease (break period 0) under a running leader: the
 // next renewal is refused, the child is stopped at once (not at the TTL) and
@@ -367,18 +369,7 @@ func azAssertNoSecret(t *testing.T, what, out string, secrets ...string) {
 // azStatus runs `leaderrun status ARGS` and returns its exit code, stdout and stderr.
 func azStatus(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(lrBin, append([]string{"status"}, args...)...)
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, out.String(), errb.String()
+	return runLROut(t, env, append([]string{"status"}, args...)...)
 }
 
 // Keys and SAS signatures never appear in stderr or status output: a wrong

@@ -48,22 +48,18 @@ func etcdctl(t *testing.T, url string, args ...string) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("etcdctl %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return toolOutput(t, cmd)
 }
 
-// 20 instances at once on one name: none overlap, tokens increase.
+// The shared store tests on etcd (storefaults_test.go). A waiter is woken
+// by its watch of the key: at a clean release (the median handover is the
+// README's number), and when etcd expires a SIGKILLed leader's lease and
+// deletes the key. The token is the key's create revision.
 func TestEtcdManyInstancesNoOverlap(t *testing.T) { testManyInstances(t, etcdStore) }
-
-// --wait 0 against a held lease: exit 75, the child never starts.
-func TestEtcdNoWaitConflict(t *testing.T) {
-	t.Parallel()
-	_, env := etcdE2EShared(t)
-	testNoWaitConflict(t, env)
-}
+func TestEtcdNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, etcdStore) }
+func TestEtcdCleanHandover(t *testing.T)          { testCleanHandover(t, etcdStore) }
+func TestEtcdLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, etcdStore) }
+func TestEtcdTokensIncrease(t *testing.T)         { testTokensIncrease(t, etcdStore) }
 
 // etcd frozen (SIGSTOP) or killed under a running leader: the child is dead
 // before last_sent + TTL; exit 124 (testServerFault).
@@ -87,19 +83,6 @@ func TestEtcdKeyDeletedStopsChild(t *testing.T) {
 		}
 	})
 }
-
-// A clean exit wakes a waiting instance through its watch of the key, not
-// the TTL: every try within a second; the median is logged (the README's
-// number).
-func TestEtcdCleanHandover(t *testing.T) { testCleanHandover(t, etcdStore) }
-
-// leaderrun SIGKILLed: a waiter takes over within TTL + 1s (etcd expires
-// the lease and deletes the key; the waiter's watch sees the delete).
-func TestEtcdLeaderKilledFailover(t *testing.T) { testLeaderKilledFailover(t, etcdStore) }
-
-// 100 sequential acquisitions: the fencing token (the key's create
-// revision) strictly increases.
-func TestEtcdTokensIncrease(t *testing.T) { testTokensIncrease(t, etcdStore) }
 
 // A TTL etcd cannot grant exactly: one line, exit 125 (bad configuration),
 // no child, before any contact with etcd.

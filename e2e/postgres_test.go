@@ -90,16 +90,16 @@ func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 	}
 }
 
-// 20 instances at once on one name: none overlap, tokens increase.
+// The shared store tests on PostgreSQL (storefaults_test.go). A clean
+// release wakes a waiter by NOTIFY (how fast, 5–9ms p50 here, is
+// BenchmarkPostgresHandover's to say: under the whole suite on 2 busy cores
+// a try took up to 124ms); after a leader is SIGKILLed the waiter sleeps
+// until the expiry the server reports.
 func TestPostgresManyInstancesNoOverlap(t *testing.T) { testManyInstances(t, pgStore) }
-
-// --wait 0 against a held lease: exit 75, one line naming the holder, the
-// child never starts.
-func TestPostgresNoWaitConflict(t *testing.T) {
-	t.Parallel()
-	_, env := pgE2EShared(t)
-	testNoWaitConflict(t, env)
-}
+func TestPostgresNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, pgStore) }
+func TestPostgresCleanHandover(t *testing.T)          { testCleanHandover(t, pgStore) }
+func TestPostgresLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, pgStore) }
+func TestPostgresTokensIncrease(t *testing.T)         { testTokensIncrease(t, pgStore) }
 
 // The server frozen (SIGSTOP to the postmaster and every backend) or killed
 // under a running leader: the child is dead before last_sent + TTL; exit
@@ -119,19 +119,6 @@ func TestPostgresRowDeletedStopsChild(t *testing.T) {
 		pgE2EExec(t, raw, "DELETE FROM leaderrun_leases WHERE name = $1", name)
 	})
 }
-
-// A clean exit wakes a waiting instance through the release NOTIFY, not its
-// sleep until the expiry: each of 5 tries well under a second. How fast
-// (5–9ms p50 here) is BenchmarkPostgresHandover's to say: under the whole
-// suite on 2 busy cores a try took up to 124ms.
-func TestPostgresCleanHandover(t *testing.T) { testCleanHandover(t, pgStore) }
-
-// leaderrun SIGKILLed: a waiter takes over within TTL + 1s (no release: the
-// waiter sleeps until the expiry the server reports).
-func TestPostgresLeaderKilledFailover(t *testing.T) { testLeaderKilledFailover(t, pgStore) }
-
-// 100 sequential runs: the fencing token ($LEADERRUN_TOKEN) strictly increases.
-func TestPostgresTokensIncrease(t *testing.T) { testTokensIncrease(t, pgStore) }
 
 // The password, in the URL or PGPASSWORD, right or wrong, never shows on
 // stderr or in status's output, in text or JSON logs; PGPASSWORD does not

@@ -47,22 +47,18 @@ func redisE2ECLI(t *testing.T, addr string, args ...string) string {
 	host, port, _ := strings.Cut(addr, ":")
 	cmd := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
 	cmd.Env = append(os.Environ(), "REDISCLI_AUTH=") // never a stray password
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return toolOutput(t, cmd)
 }
 
-// 20 instances at once on one name: none overlap, tokens increase.
+// The shared store tests on Redis (storefaults_test.go). The clean handover
+// is woken by the release notification (pub/sub), the median of 5 under
+// 50ms; after a leader is SIGKILLed (no release published) the waiter's
+// PTTL sleep brings it back.
 func TestRedisManyInstancesNoOverlap(t *testing.T) { testManyInstances(t, redisStore) }
-
-// --wait 0 against a held lease: exit 75, the child never starts.
-func TestRedisNoWaitConflict(t *testing.T) {
-	t.Parallel()
-	_, env := redisE2EShared(t)
-	testNoWaitConflict(t, env)
-}
+func TestRedisNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, redisStore) }
+func TestRedisCleanHandoverFast(t *testing.T)      { testCleanHandover(t, redisStore) }
+func TestRedisLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, redisStore) }
+func TestRedisTokensIncrease(t *testing.T)         { testTokensIncrease(t, redisStore) }
 
 // The Redis server frozen (SIGSTOP) or killed under a running leader: the
 // child is dead before last_sent + TTL; exit 124 (testServerFault). The
@@ -102,18 +98,6 @@ func TestRedisKeyBrokenStopsChild(t *testing.T) {
 		redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
 	})
 }
-
-// A clean exit wakes a waiting instance through the release notification
-// (pub/sub), not its PTTL sleep: median of 5 tries < 50ms.
-func TestRedisCleanHandoverFast(t *testing.T) { testCleanHandover(t, redisStore) }
-
-// leaderrun SIGKILLed: its child dies with it (PDEATHSIG), and a waiter
-// takes over within TTL + 1s (no release was published: the waiter's PTTL
-// sleep brings it back).
-func TestRedisLeaderKilledFailover(t *testing.T) { testLeaderKilledFailover(t, redisStore) }
-
-// 100 sequential acquisitions: the fencing token strictly increases.
-func TestRedisTokensIncrease(t *testing.T) { testTokensIncrease(t, redisStore) }
 
 // A password in the URL (or REDISCLI_AUTH) never shows on stderr or in
 // status's output, in text or JSON logs, whether it is right or wrong.

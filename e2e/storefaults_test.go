@@ -29,6 +29,8 @@ type faultStore struct {
 	envVar, pidVar string
 	// storeURL turns the value of envVar into a LEADERRUN_STORE URL.
 	storeURL func(target string) string
+	// env is added to the env of every run (credentials).
+	env []string
 	// script and scriptArgs start a private server: script start DIR ARGS.
 	script     string
 	scriptArgs []string
@@ -54,7 +56,7 @@ func e2eName(t *testing.T, suffix string) string {
 // shared returns the shared server's address or URL and the env selecting it.
 func (s faultStore) shared(t *testing.T) (target string, env []string) {
 	target = requireEnv(t, s.envVar)
-	return target, []string{"LEADERRUN_STORE=" + s.storeURL(target)}
+	return target, append(append([]string(nil), s.env...), "LEADERRUN_STORE="+s.storeURL(target))
 }
 
 // private starts a server of the test's own (for a test that freezes, kills
@@ -77,7 +79,7 @@ func (s faultStore) benchEnv(b *testing.B) []string {
 	if target == "" {
 		b.Skip(s.envVar + " is not set; " + s.benchScript + " starts a server")
 	}
-	return []string{"LEADERRUN_STORE=" + s.storeURL(target)}
+	return append(append([]string(nil), s.env...), "LEADERRUN_STORE="+s.storeURL(target))
 }
 
 func (s faultStore) kill(t *testing.T, pid int, sig syscall.Signal) {
@@ -102,7 +104,9 @@ func testManyInstances(t *testing.T, s faultStore) {
 
 // testNoWaitConflict: --wait 0 against a held lease, three times: exit 75,
 // one stderr line naming the holder, the child never starts.
-func testNoWaitConflict(t *testing.T, env []string) {
+func testNoWaitConflict(t *testing.T, s faultStore) {
+	t.Parallel()
+	_, env := s.shared(t)
 	name := e2eName(t, "busy")
 	leader, _ := holdLease(t, env, name, "--holder", "the-leader")
 	marker := filepath.Join(t.TempDir(), "started")
@@ -142,7 +146,8 @@ func testServerFault(t *testing.T, s faultStore, sig syscall.Signal, ignoreTerm 
 			}
 		})
 	}
-	p, child, died, got := startFaultLeader(t, []string{"LEADERRUN_STORE=" + s.storeURL(target)}, "fault", ttl, ignoreTerm)
+	env := append(append([]string(nil), s.env...), "LEADERRUN_STORE="+s.storeURL(target))
+	p, child, died, got := startFaultLeader(t, env, "fault", ttl, ignoreTerm)
 	s.kill(t, serverPID, sig)
 	faultAt := time.Now()
 	what := unixSignalName(sig)
@@ -398,23 +403,44 @@ func testSecretsNotPrinted(t *testing.T, secrets []string, cases []secretCase, e
 				}
 				for _, args := range [][]string{{"status", "pw"}, {"status", "--json", "pw"}} {
 					args = append([]string{"--log-format", format}, args...)
-					cmd := exec.Command(lrBin, args...)
-					cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-					var so, se lockedBuffer
-					cmd.Stdout, cmd.Stderr = &so, &se
-					err := cmd.Run()
-					code := 0
-					if ee, ok := err.(*exec.ExitError); ok {
-						code = ee.ExitCode()
-					}
-					check(t, tc.name+" status", so.String()+se.String())
+					code, so, se := runLROut(t, env, args...)
+					check(t, tc.name+" status", so+se)
 					if tc.ok && code != 3 || !tc.ok && code != 125 {
-						t.Fatalf("%s %v: exit %d (stdout %q, stderr %q)", tc.name, args, code, so.String(), se.String())
+						t.Fatalf("%s %v: exit %d (stdout %q, stderr %q)", tc.name, args, code, so, se)
 					}
 				}
 			}
 		})
 	}
+}
+
+// runLROut runs leaderrun with args and returns its exit code, stdout and
+// stderr.
+func runLROut(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(lrBin, args...)
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// toolOutput runs an operator's tool (redis-cli, etcdctl) and returns its
+// trimmed output; it fails the test if the tool fails.
+func toolOutput(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v: %s", cmd.Args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // benchFailover measures crash failover: the leader (leaderrun itself) is
