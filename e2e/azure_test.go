@@ -6,13 +6,11 @@ package e2e
 // uses its own container, and the one that kills the server starts its own.
 
 import (
-	"bufio"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -253,47 +251,13 @@ func TestAzureCleanHandover(t *testing.T) {
 			t.Parallel()
 			_, store := azShared(t, tc.query)
 			env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-			d := azHandoverOnce(t, env)
+			d, _ := handoverOnce(t, env, "handover")
 			if d > tc.bound {
 				t.Errorf("handover took %v; want at most %v", d, tc.bound)
 			}
 			t.Logf("measure: handover-ms=%d", d.Milliseconds())
 		})
 	}
-}
-
-// azHandoverOnce runs a leader whose child waits for stdin to close and a
-// waiter whose child prints the time, and returns the handover delay.
-func azHandoverOnce(t *testing.T, env []string) time.Duration {
-	t.Helper()
-	leader := exec.Command(lrBin, "--name", "handover", "--", "sh", "-c", "echo ready; read x || :")
-	leader.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	var lerr lockedBuffer
-	leader.Stderr = &lerr
-	in, _ := leader.StdinPipe()
-	out, _ := leader.StdoutPipe()
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = leader.Process.Kill(); _ = leader.Wait() }()
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("leader's child said %q, %v (stderr %s)", l, err, lerr.String())
-	}
-	waiter := start(t, env, "--name", "handover", "--", "date", "+%s%N")
-	waitStderr(t, waiter, "waiting", 10*time.Second)
-	t0 := time.Now()
-	in.Close() // the leader's child reads EOF and exits
-	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Wait(); err != nil {
-		t.Fatalf("leader: %v (stderr %s)", err, lerr.String())
-	}
-	if c := waiter.wait(); c != 0 {
-		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
-	}
-	return time.Unix(0, ns).Sub(t0)
 }
 
 // An Azure TTL that is not a whole number of seconds from 15s to 60s is

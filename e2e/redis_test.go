@@ -135,22 +135,6 @@ func TestRedisSentinelAndCluster(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		c := requireEnv(t, "LEADERRUN_TEST_REDIS_CLUSTER")
-		env := []string{"LEADERRUN_STORE=redis+cluster://" + c}
-		name := e2eName(t, "c")
-		leader, _ := holdLease(t, env, name, "--holder", "cluster-leader")
-		code, m := statusJSON(t, env, name)
-		if code != 0 || m["held"] != true || m["holder"] != "cluster-leader" || m["token"] == nil {
-			t.Fatalf("cluster status while held: %d %v", code, m)
-		}
-		_ = leader.cmd.Process.Signal(syscall.SIGTERM)
-		if c := leader.wait(); c != 143 {
-			t.Fatalf("leader exit %d: %s", c, leader.stderr.String())
-		}
-		if code, m := statusJSON(t, env, name); code != 3 || m["held"] != false {
-			t.Fatalf("cluster status after release: %d %v", code, m)
-		}
-		if code, stderr := runLR(t, env, "--wait", "0", "--name", name, "--", "true"); code != 0 {
-			t.Fatalf("cluster run: exit %d: %s", code, stderr)
-		}
+		testClusterBasics(t, []string{"LEADERRUN_STORE=redis+cluster://" + c})
 	})
 }

@@ -365,6 +365,28 @@ func testTokensIncrease(t *testing.T, s faultStore) {
 	}
 }
 
+// testClusterBasics, on a cluster (env selects it): a child runs, status
+// shows the holder and token while it is held and the lease free after a
+// clean exit, and the next run gets it at once.
+func testClusterBasics(t *testing.T, env []string) {
+	name := e2eName(t, "c")
+	leader, _ := holdLease(t, env, name, "--holder", "cluster-leader")
+	code, m := statusJSON(t, env, name)
+	if code != 0 || m["held"] != true || m["holder"] != "cluster-leader" || m["token"] == nil {
+		t.Fatalf("cluster status while held: %d %v", code, m)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	if c := leader.wait(); c != 143 {
+		t.Fatalf("leader exit %d: %s", c, leader.stderr.String())
+	}
+	if code, m := statusJSON(t, env, name); code != 3 || m["held"] != false {
+		t.Fatalf("cluster status after release: %d %v", code, m)
+	}
+	if code, stderr := runLR(t, env, "--wait", "0", "--name", name, "--", "true"); code != 0 {
+		t.Fatalf("cluster run: exit %d: %s", code, stderr)
+	}
+}
+
 // secretCase is one way of giving a store its password: the store URL and
 // extra env, and whether the password is the right one.
 type secretCase struct {
