@@ -6,13 +6,11 @@ package e2e
 // uses its own container, and the one that kills the server starts its own.
 
 import (
-	"bufio"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,27 +110,15 @@ func TestAzureManyInstancesNoOverlap(t *testing.T) {
 	runCrowd(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "crowd", 5, "sleep 0.05")
 }
 
-// --wait 0 against a held lease: exit 75, one line naming the holder, the
-// child never starts.
-func TestAzureNoWaitConflict(t *testing.T) {
-	t.Parallel()
-	_, store := azShared(t, "")
-	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-	leader, _ := holdLease(t, env, "busy", "--holder", "az-leader")
-	marker := filepath.Join(t.TempDir(), "started")
-	code, stderr := runLR(t, env, "--wait", "0", "--name", "busy", "--", "touch", marker)
-	if code != 75 {
-		t.Fatalf("exit %d; want 75 (stderr: %s)", code, stderr)
-	}
-	if !strings.Contains(stderr, "az-leader") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-		t.Fatalf("want one stderr line naming the holder, got %q", stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("a conflicting instance started its child")
-	}
-	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
-	leader.wait()
+// azStore is Azurite for the shared store tests that fit Azure's 15s
+// minimum TTL (storefaults_test.go): each run gets a container of its own.
+var azStore = faultStore{
+	envVar:   "LEADERRUN_TEST_AZURITE",
+	storeURL: func(ep string) string { return azStoreURL(strings.TrimRight(ep, "/"), azContainer(), "") },
+	env:      azEnv(azDevKey),
 }
+
+func TestAzureNoWaitConflict(t *testing.T) { testNoWaitConflict(t, azStore) }
 
 // An operator breaks the lease (break period 0) under a running leader: the
 // next renewal is refused, the child is stopped at once (not at the TTL) and
@@ -265,47 +251,13 @@ func TestAzureCleanHandover(t *testing.T) {
 			t.Parallel()
 			_, store := azShared(t, tc.query)
 			env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-			d := azHandoverOnce(t, env)
+			d, _ := handoverOnce(t, env, "handover")
 			if d > tc.bound {
 				t.Errorf("handover took %v; want at most %v", d, tc.bound)
 			}
 			t.Logf("measure: handover-ms=%d", d.Milliseconds())
 		})
 	}
-}
-
-// azHandoverOnce runs a leader whose child waits for stdin to close and a
-// waiter whose child prints the time, and returns the handover delay.
-func azHandoverOnce(t *testing.T, env []string) time.Duration {
-	t.Helper()
-	leader := exec.Command(lrBin, "--name", "handover", "--", "sh", "-c", "echo ready; read x || :")
-	leader.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	var lerr lockedBuffer
-	leader.Stderr = &lerr
-	in, _ := leader.StdinPipe()
-	out, _ := leader.StdoutPipe()
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = leader.Process.Kill(); _ = leader.Wait() }()
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("leader's child said %q, %v (stderr %s)", l, err, lerr.String())
-	}
-	waiter := start(t, env, "--name", "handover", "--", "date", "+%s%N")
-	waitStderr(t, waiter, "waiting", 10*time.Second)
-	t0 := time.Now()
-	in.Close() // the leader's child reads EOF and exits
-	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Wait(); err != nil {
-		t.Fatalf("leader: %v (stderr %s)", err, lerr.String())
-	}
-	if c := waiter.wait(); c != 0 {
-		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
-	}
-	return time.Unix(0, ns).Sub(t0)
 }
 
 // An Azure TTL that is not a whole number of seconds from 15s to 60s is
@@ -381,18 +333,7 @@ func azAssertNoSecret(t *testing.T, what, out string, secrets ...string) {
 // azStatus runs `leaderrun status ARGS` and returns its exit code, stdout and stderr.
 func azStatus(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(lrBin, append([]string{"status"}, args...)...)
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, out.String(), errb.String()
+	return runLROut(t, env, append([]string{"status"}, args...)...)
 }
 
 // Keys and SAS signatures never appear in stderr or status output: a wrong

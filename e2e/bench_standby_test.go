@@ -25,7 +25,7 @@ import (
 // LEADERRUN_BENCH_BIN runs another leaderrun build (say, one without
 // standbys, for the baseline) instead of this one.
 func BenchmarkRedisStandbyCommands(b *testing.B) {
-	redisBenchEnv(b) // skip rule
+	redisStore.benchEnv(b) // skip rule
 	srv := leasetest.StartServer(b, b.TempDir(), "scripts/redis.sh", "single")
 	addr := srv["LEADERRUN_TEST_REDIS"]
 	env := []string{"LEADERRUN_STORE=redis://" + addr, "NO_COLOR=1"}

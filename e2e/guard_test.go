@@ -203,7 +203,7 @@ func TestGuardSetsidDaemon(t *testing.T) {
 		t.Parallel()
 		_, env := redisE2EShared(t)
 		addr := strings.TrimPrefix(env[0], "LEADERRUN_STORE=redis://")
-		name := redisE2EName(t, "daemon")
+		name := e2eName(t, "daemon")
 		leader := start(t, env, "-v", "--contain", "cgroup", "--ttl", "3s", "--name", name, "--", treeChild(true)[0], treeChild(true)[1], treeChild(true)[2])
 		pids := treePIDs(t, leader)
 		redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
@@ -418,7 +418,7 @@ func launchAs(t *testing.T, uid int, args ...string) *lr {
 func TestFrozenLeaderChildFinishedReportsLost(t *testing.T) {
 	t.Parallel()
 	_, env := redisE2EShared(t)
-	name := redisE2EName(t, "frozen-done")
+	name := e2eName(t, "frozen-done")
 	first, in := startStdin(t, env, "-v", "--log-format", "json", "--name", name, "--ttl", "2s", "--",
 		"sh", "-c", `echo ready; read x; exit 0`)
 	if l := first.line(); l != "ready" {
@@ -459,7 +459,7 @@ func TestFrozenLeaderChildFinishedReportsLost(t *testing.T) {
 func TestLostBetweenRenewalsReportsLost(t *testing.T) {
 	t.Parallel()
 	addr, env := redisE2EShared(t)
-	name := redisE2EName(t, "lost-quietly")
+	name := e2eName(t, "lost-quietly")
 	p, in := startStdin(t, env, "--log-format", "json", "--name", name, "--", "sh", "-c", `echo ready; read x; exit 0`)
 	if l := p.line(); l != "ready" {
 		t.Fatalf("child said %q", l)

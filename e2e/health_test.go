@@ -66,7 +66,7 @@ func TestHealthStepDown(t *testing.T) {
 			dir := t.TempDir()
 			fail := filepath.Join(dir, "fail")
 			checks := filepath.Join(dir, "standby-checks")
-			name := redisE2EName(t, "h")
+			name := e2eName(t, "h")
 			leader := start(t, append(slices.Clip(env), "FAIL="+fail), "--name", name, "--log-format", "json",
 				"--health-cmd", `test ! -e "$FAIL" || { echo "db: connection refused"; exit 1; }`,
 				"--health-interval", "200ms", "--health-timeout", "150ms", "--health-retries", "3",
@@ -304,7 +304,7 @@ func TestHoldAtLeast(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			env := st.env(t)
-			name := redisE2EName(t, "hold")
+			name := e2eName(t, "hold")
 			t0 := time.Now()
 			if code, stderr := runLR(t, env, "--name", name, "--hold-at-least", "3s", "--", "true"); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
@@ -341,7 +341,7 @@ func TestHoldWaiterWakesAtEnd(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			env := st.env(t)
-			name := redisE2EName(t, "holdw")
+			name := e2eName(t, "holdw")
 			leader, in := startStdin(t, env, "--log-format", "json", "--name", name, "--hold-at-least", "5s", "--", "sh", "-c", "echo up; read x || true")
 			if got := leader.line(); got != "up" {
 				t.Fatalf("leader said %q", got)

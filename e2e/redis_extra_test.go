@@ -3,7 +3,6 @@ package e2e
 import (
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,27 +17,9 @@ func TestRedisACLUserWithoutChannels(t *testing.T) {
 	redisE2ECLI(t, addr, "ACL", "SETUSER", "lr", "on", ">acl-pw", "resetkeys", "~leaderrun:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time")
 	env := []string{"LEADERRUN_STORE=redis://lr@" + addr, "REDISCLI_AUTH=acl-pw"}
-	name := redisE2EName(t, "acl")
+	name := e2eName(t, "acl")
 	const ttl = 10 * time.Second
-	leader, stdin := startStdin(t, env, "--name", name, "--ttl", ttl.String(), "--", "sh", "-c", "echo ready; read x; exit 0")
-	if l := leader.line(); l != "ready" {
-		t.Fatalf("leader's child said %q", l)
-	}
-	waiter := start(t, env, "--name", name, "--ttl", ttl.String(), "--wait", "60s", "--", "date", "+%s%N")
-	waitStderr(t, waiter, "waiting", 30*time.Second)
-	t0 := time.Now()
-	stdin.Close()
-	ns, err := strconv.ParseInt(waiter.line(), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := time.Unix(0, ns).Sub(t0)
-	if c := leader.wait(); c != 0 {
-		t.Fatalf("leader exit %d: %s", c, leader.stderr.String())
-	}
-	if c := waiter.wait(); c != 0 {
-		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
-	}
+	d, leader := handoverOnce(t, env, name, "--ttl", ttl.String())
 	for _, l := range leader.stderrLines() {
 		if strings.Contains(l, "WARN") || strings.Contains(strings.ToLower(l), "releas") && strings.Contains(strings.ToLower(l), "fail") {
 			t.Fatalf("leader logged %q; want a clean release", l)
@@ -75,7 +56,7 @@ func TestRedisReadmeMinimumTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := redisE2EName(t, "minttl")
+		name := e2eName(t, "minttl")
 		run := func(ttl time.Duration) (int, string) {
 			args := append([]string{"--name", name, "--wait", "0", "--ttl", ttl.String()}, tc.extra...)
 			return runLR(t, env, append(args, "--", "true")...)

@@ -37,7 +37,7 @@ func standbyStores() []standbyStore {
 		{name: "redis", delta: 200 * time.Millisecond, lapse: 15 * time.Second,
 			setup: func(t *testing.T) ([]string, string, []string) {
 				_, env := redisE2EShared(t)
-				return env, redisE2EName(t, "sb"), []string{"--ttl", "2s"}
+				return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
 			}},
 		// Azurite polled every 200ms: δ = 1.5·poll + 500ms.
 		{name: "azure", delta: 800 * time.Millisecond, lapse: 60 * time.Second,

@@ -280,7 +280,7 @@ func TestTerminalSuspend(t *testing.T) {
 func TestTerminalSuspendPastTTL(t *testing.T) {
 	t.Parallel()
 	addr, _ := redisE2EShared(t)
-	store, name := "redis://"+addr, redisE2EName(t, "tty")
+	store, name := "redis://"+addr, e2eName(t, "tty")
 	sh := startTTYShellStore(t, store, name)
 	sh.typeLine("$LR --ttl 3s -- cat")
 	sh.expect("acquired")

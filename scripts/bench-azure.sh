@@ -55,7 +55,7 @@ done
 
 echo "== azure 3+4. crash failover and store-killed margin ($runs runs, ~20s each)"
 LEADERRUN_TEST_AZURITE=$LEADERRUN_TEST_AZURITE go test -count "$runs" -v \
-	-run 'TestAzure(LeaderKilledFailover|StoreKilledStopsChildBeforeExpiry)$' . >"$out/azure-failover.txt" 2>&1 ||
+	-run 'TestAzure(LeaderKilledFailover|StoreKilledStopsChildBeforeExpiry)$' ./e2e >"$out/azure-failover.txt" 2>&1 ||
 	{ tail -30 "$out/azure-failover.txt"; exit 1; }
 summary() { # summary KEY: min/median/max of "measure: KEY=N" lines
 	grep -o "$1=[0-9]*" "$out/azure-failover.txt" | cut -d= -f2 | sort -n |
