@@ -79,7 +79,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		return 0, s.classify("join standbys of "+name, err)
 	}
 	if len(res) != 2 {
-		return 0, newErr(fmt.Sprintf("%s: join standbys of %s: unexpected script answer %v", s.where, name, res))
+		return 0, lease.NewError(fmt.Sprintf("%s: join standbys of %s: unexpected script answer %v", s.where, name, res))
 	}
 	if res[1] == 1 {
 		s.announce(name)
@@ -137,7 +137,7 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		return nil, nil, s.classify("standbys of "+name, err)
 	}
 	if len(res) < 3 || (len(res)-3)%3 != 0 {
-		return nil, nil, newErr(fmt.Sprintf("%s: standbys of %s: unexpected script answer", s.where, name))
+		return nil, nil, lease.NewError(fmt.Sprintf("%s: standbys of %s: unexpected script answer", s.where, name))
 	}
 	var (
 		h        *lease.Holder
