@@ -74,12 +74,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -151,15 +151,7 @@ var libraryLog sync.Once
 // not an error: the store is returned and its calls report ErrUnavailable
 // until etcd answers, so a waiting instance keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	// gRPC logs process-wide to stderr by default (errors); stderr is
 	// leaderrun's one-line-per-event log, so send those lines to the first
 	// store's logger at debug level.

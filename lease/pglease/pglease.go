@@ -59,10 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -71,6 +68,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -131,15 +129,7 @@ var _ lease.Store = (*Store)(nil)
 // the store is returned and its calls report ErrUnavailable until the server
 // answers, so a waiting instance keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	c, err := parseURL(raw, o.Getenv)
 	if err != nil {
 		return nil, err
@@ -289,11 +279,6 @@ func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// ttlMillis rounds up, so the store never grants less than asked.
-func ttlMillis(d time.Duration) int64 {
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
-}
-
 // TryAcquire makes one attempt, in one statement. A *lease.HeldError carries
 // the current holder, token, since and remaining time. Retrying with the same
 // req.ID after a lost answer succeeds while the lease is still ours (same
@@ -308,7 +293,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if req.TTL < MinTTL {
 		return nil, storeerr.Config("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)
 	}
-	ttl := ttlMillis(req.TTL)
+	ttl := storeopt.Millis(req.TTL)
 	var (
 		got    bool
 		ours   bool

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -74,7 +75,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := joinScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, ttlMillis(expiry), rec).Int64Slice()
+	res, err := joinScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, storeopt.Millis(expiry), rec).Int64Slice()
 	if err != nil {
 		return 0, s.classify("join standbys of "+name, err)
 	}

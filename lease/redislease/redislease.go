@@ -63,10 +63,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +72,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -161,15 +159,7 @@ var libraryLog sync.Once
 // until the server answers, so a waiting instance (a standby booting before
 // Redis) keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	// go-redis logs process-wide to stderr by default; stderr is leaderrun's
 	// one-line-per-event log, so send those lines to the first store's logger.
 	libraryLog.Do(func() { redis.SetLogger(slogAdapter{o.Log}) })
@@ -283,11 +273,6 @@ func parseToken(raw json.RawMessage) uint64 {
 	return n
 }
 
-// ttlMillis rounds up, so the store never grants less than asked.
-func ttlMillis(d time.Duration) int64 {
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
-}
-
 // TryAcquire makes one attempt, in one round trip. A *lease.HeldError carries
 // the current holder, token, since and remaining time. Retrying with the same
 // req.ID after a lost answer succeeds while the lease is still ours (and
@@ -302,7 +287,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if req.TTL < MinTTL {
 		return nil, storeerr.Config("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
 	}
-	ttl := ttlMillis(req.TTL)
+	ttl := storeopt.Millis(req.TTL)
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -457,7 +442,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	until := time.Now().Add(hold).UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, ttlMillis(hold), until).Int64()
+	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, storeopt.Millis(hold), until).Int64()
 	if err != nil {
 		return s.classify("release "+rl.info.Name, err)
 	}
