@@ -68,15 +68,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if strings.ContainsRune(raw, 0) {
 		return nil, fail("a NUL byte is not allowed")
 	}
-	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
-	var userinfo string
-	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
-		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
-	}
-	hostPart, path := beforeQuery, ""
-	if i := strings.Index(beforeQuery, "/"); i >= 0 {
-		hostPart, path = beforeQuery[:i], beforeQuery[i:]
-	}
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
 	var secrets []string
 	urlPass := false
 	if userinfo != "" {

@@ -69,29 +69,16 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
 	}
 
-	// User info ends at the last '@' before the query, so a password may hold
-	// '/', ':' or '@' unencoded; '?' and '#' must be percent-encoded.
-	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
-	var userinfo string
-	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
-		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
-	}
-	hostPart, path := beforeQuery, ""
-	if i := strings.Index(beforeQuery, "/"); i >= 0 {
-		hostPart, path = beforeQuery[:i], beforeQuery[i:]
-	}
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
 
 	var user, pass string
 	hasPass := false
 	if userinfo != "" {
-		u, p, has := strings.Cut(userinfo, ":")
-		var err1, err2 error
-		user, err1 = url.PathUnescape(u)
-		pass, err2 = url.PathUnescape(p)
-		if err1 != nil || err2 != nil {
-			return nil, fail("bad percent-encoding in the user info")
+		var err error
+		user, pass, hasPass, err = storeurl.UserInfo(userinfo)
+		if err != nil {
+			return nil, fail("%v", err)
 		}
-		hasPass = has
 	}
 	if !hasPass {
 		pass = getenv(EnvPassword)

@@ -97,3 +97,31 @@ func TLSConfig(q url.Values) (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// Split cuts what follows a store URL's "scheme://" into its user info, host
+// list, path (with its leading '/', or "") and raw query. The user info ends
+// at the last '@' before the query, so a password may hold '/', ':' or '@'
+// unencoded; '?' and '#' must be percent-encoded.
+func Split(rest string) (userinfo, hosts, path, rawQuery string) {
+	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
+	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
+		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
+	}
+	hosts = beforeQuery
+	if i := strings.Index(beforeQuery, "/"); i >= 0 {
+		hosts, path = beforeQuery[:i], beforeQuery[i:]
+	}
+	return userinfo, hosts, path, rawQuery
+}
+
+// UserInfo decodes USER[:PASSWORD] (percent-encoded). hasPass tells a
+// password given, even empty, from none. Its error never contains either.
+func UserInfo(userinfo string) (user, pass string, hasPass bool, err error) {
+	u, p, has := strings.Cut(userinfo, ":")
+	user, err1 := url.PathUnescape(u)
+	pass, err2 := url.PathUnescape(p)
+	if err1 != nil || err2 != nil {
+		return "", "", false, fmt.Errorf("bad percent-encoding in the user info")
+	}
+	return user, pass, has, nil
+}
