@@ -1,5 +1,5 @@
 // Package storeerr holds the error-writing pieces the network stores
-// (redislease, etcdlease, pglease) share: every error they return is a
+// (redislease, etcdlease, pglease, bloblease) share: every error they return is a
 // *lease.Error whose message is one sentence with secrets masked out, and
 // which is the lease sentinel and context error it stands for.
 //
