@@ -92,14 +92,11 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		return nil, storeerr.Config("the etcd user is given without a password: put it in the URL (etcd://USER:PASSWORD@HOST), in %s=USER:PASSWORD or in %s", EnvUser, EnvPassword)
 	}
 
-	q, err := url.ParseQuery(rawQuery)
+	q, err := storeurl.Query(rawQuery)
 	if err != nil {
-		return nil, fail("bad query string")
+		return nil, fail("%v", err)
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, fail("query parameter %s given %d times", storeurl.QueryKey(k, rawQuery), len(v))
-		}
+	for k := range q {
 		switch k {
 		case "ca", "cert", "key", "servername":
 			if !tlsOn {

@@ -88,14 +88,11 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		c.secrets = append(c.secrets, pass)
 	}
 
-	q, err := url.ParseQuery(rawQuery)
+	q, err := storeurl.Query(rawQuery)
 	if err != nil {
-		return nil, fail("bad query string")
+		return nil, fail("%v", err)
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, fail("query parameter %s given %d times", storeurl.QueryKey(k, rawQuery), len(v))
-		}
+	for k := range q {
 		switch k {
 		case "db":
 			if c.topo == Cluster {

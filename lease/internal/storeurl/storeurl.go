@@ -125,3 +125,18 @@ func UserInfo(userinfo string) (user, pass string, hasPass bool, err error) {
 	}
 	return user, pass, has, nil
 }
+
+// Query parses rawQuery and checks that every key is given once. Its errors
+// name a key only as QueryKey shows it.
+func Query(rawQuery string) (url.Values, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("bad query string")
+	}
+	for k, v := range q {
+		if len(v) != 1 {
+			return nil, fmt.Errorf("query parameter %s given %d times", QueryKey(k, rawQuery), len(v))
+		}
+	}
+	return q, nil
+}

@@ -55,3 +55,18 @@ func TestKeysHostPortTLS(t *testing.T) {
 		t.Errorf("TLSConfig(servername): %+v, %v", tc, err)
 	}
 }
+
+func TestQuery(t *testing.T) {
+	if q, err := Query("a=1&b=2"); err != nil || q.Get("a") != "1" || q.Get("b") != "2" {
+		t.Errorf("Query: %v, %v", q, err)
+	}
+	if _, err := Query("db=1&db=2"); err == nil || !strings.Contains(err.Error(), `"db" given 2 times`) {
+		t.Errorf("Query(twice): %v", err)
+	}
+	if _, err := Query("S3cr3tPassw0rd&S3cr3tPassw0rd"); err == nil || strings.Contains(err.Error(), "S3cr3t") {
+		t.Errorf("Query(secret twice): %v", err)
+	}
+	if _, err := Query("a=%zz"); err == nil || err.Error() != "bad query string" {
+		t.Errorf("Query(bad escape): %v", err)
+	}
+}
