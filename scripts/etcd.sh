@@ -26,74 +26,28 @@
 # etcd and etcdctl come from the Debian packages etcd-server and etcd-client;
 # they are installed with apt-get when missing.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "etcd.sh: $*" >&2; exit 1; }
+ensure_etcd() { apt_ensure etcd etcdctl -- etcd-server etcd-client; }
 
-ensure_etcd() {
-	if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
-		return
-	fi
-	echo "etcd.sh: installing etcd-server and etcd-client" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y etcd-server etcd-client >/dev/null 2>&1 || {
-		apt-get update >/dev/null
-		apt-get install -y etcd-server etcd-client >/dev/null
-	}
-	command -v etcd >/dev/null || die "etcd not found after install"
-	command -v etcdctl >/dev/null || die "etcdctl not found after install"
-}
-
-# port_free PORT: nothing listens on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port: sets port to one that looks free and differs from those
-# already handed out (in $taken). 10000-19999: below the kernel's ephemeral
-# range (32768-60999), where the tests' own outgoing connections would make
-# a port that looks free fail to bind, and below redis.sh's 20000-39999.
-taken=" "
+# etcd_port: sets port to one that looks free and differs from those
+# already handed out. 10000-19999: below the kernel's ephemeral range
+# (32768-60999), where the tests' own outgoing connections would make a
+# port that looks free fail to bind, and below redis.sh's 20000-39999.
 port=
-free_port() {
-	local p i
-	for i in $(seq 1 200); do
-		p=$((10000 + RANDOM % 10000))
-		if [[ $taken != *" $p "* ]] && port_free "$p"; then
-			taken+="$p "
-			port=$p
-			return
-		fi
-	done
-	die "no free port found"
-}
-
-# alive PID: PID exists and is not a zombie.
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-	[ -n "$st" ] && [ "$st" != Z ]
-}
+etcd_port() { free_port 10000 10000; }
 
 # kill_pid DIR PID: stop PID if it is still an etcd process with its data in
 # DIR (a test may have killed it already, and its PID been reused by another
 # test's etcd).
 kill_pid() {
-	local dir=$1 pid=$2 i
+	local dir=$1 pid=$2
 	[ -r "/proc/$pid/cmdline" ] || return 0
 	tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1 | grep -q 'etcd$' || return 0
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--data-dir $dir/" || return 0
-	kill -CONT "$pid" 2>/dev/null || true # a test may have frozen it
-	kill -TERM "$pid" 2>/dev/null || return 0
 	# Throw-away servers: do not wait out a slow shutdown.
-	for i in $(seq 1 20); do
-		alive "$pid" || return 0
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	for i in $(seq 1 100); do
-		alive "$pid" || return 0
-		sleep 0.02
-	done
+	stop_pid "$pid" TERM 20
 }
 
 # healthy ADDR: the member at ADDR answers a linearizable read.
@@ -133,9 +87,9 @@ member() {
 start_single() {
 	local dir=$1 key=${2:-LEADERRUN_TEST_ETCD} scheme=${3:-etcd} try cport pport pid
 	for try in 1 2 3 4 5; do
-		free_port
+		etcd_port
 		cport=$port
-		free_port
+		etcd_port
 		pport=$port
 		pid=$(member "$dir" "single-$cport" "$cport" "$pport" "single-$cport=http://127.0.0.1:$pport" "leaderrun-$cport")
 		echo "$pid" >>"$dir/pids"
@@ -157,9 +111,9 @@ start_cluster() {
 	for try in 1 2 3; do
 		cports=() pports=() pids=() addrs=() cluster=""
 		for i in 1 2 3; do
-			free_port
+			etcd_port
 			cports+=("$port")
-			free_port
+			etcd_port
 			pports+=("$port")
 			cluster+="${cluster:+,}m$i-${cports[0]}=http://127.0.0.1:${pports[$((i - 1))]}"
 		done
@@ -217,13 +171,10 @@ cmd_start() {
 
 cmd_stop() {
 	[ $# -eq 1 ] || die "usage: etcd.sh stop DIR"
-	local pid dir
+	local dir
 	[ -f "$1/pids" ] || return 0
 	dir=$(cd "$1" && pwd) # as start wrote it into each --data-dir
-	while read -r pid; do
-		[ -n "$pid" ] && kill_pid "$dir" "$pid"
-	done <"$dir/pids"
-	: >"$dir/pids"
+	stop_listed "$dir" kill_pid "$dir"
 }
 
 case ${1:-} in

@@ -30,8 +30,8 @@
 # directory of root's). The binaries come from the Debian package postgresql
 # (/usr/lib/postgresql/VERSION/bin); it is installed with apt-get when missing.
 set -euo pipefail
-
-die() { echo "postgres.sh: $*" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 pg_user=leaderrun-pg
 
@@ -55,12 +55,7 @@ ensure_postgres() {
 	if bin=$(find_bin); then
 		return
 	fi
-	echo "postgres.sh: installing postgresql" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y postgresql >/dev/null 2>&1 || {
-		apt-get update >/dev/null
-		apt-get install -y postgresql >/dev/null
-	}
+	apt_ensure -- postgresql
 	bin=$(find_bin) || die "initdb, pg_ctl and postgres not found after installing postgresql"
 }
 
@@ -80,30 +75,6 @@ ensure_user() {
 		id -u "$pg_user" >/dev/null 2>&1 || die "cannot create the system user $pg_user"
 }
 
-# port_free PORT: nothing listens on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-free_port() {
-	local p i
-	for i in $(seq 1 200); do
-		p=$((30000 + RANDOM % 10000))
-		if port_free "$p"; then
-			echo "$p"
-			return
-		fi
-	done
-	die "no free port found"
-}
-
-# alive PID: PID exists and is not a zombie.
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-
 # children PID: the PIDs whose parent is PID (the server's backends and
 # helpers; each runs in a session of its own).
 children() {
@@ -116,24 +87,14 @@ children() {
 
 # kill_pid PID: stop PID if it is still a postgres process.
 kill_pid() {
-	local pid=$1 i c
+	local pid=$1 c
 	[ -r "/proc/$pid/comm" ] || return 0
 	grep -qx 'postgres' "/proc/$pid/comm" || return 0
 	# A test may have frozen the server (the postmaster and its children).
-	kill -CONT "$pid" 2>/dev/null || true
 	for c in $(children "$pid"); do
 		kill -CONT "$c" 2>/dev/null || true
 	done
-	kill -INT "$pid" 2>/dev/null || return 0 # fast shutdown: do not wait for clients
-	for i in $(seq 1 100); do
-		alive "$pid" || return 0
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	for i in $(seq 1 100); do
-		alive "$pid" || return 0
-		sleep 0.02
-	done
+	stop_pid "$pid" INT 100 # SIGINT, fast shutdown: do not wait for clients
 }
 
 # pg_start RUN PORT: start the cluster in RUN on PORT; prints the PID.
@@ -167,7 +128,7 @@ cmd_start() {
 		>"$run/initdb.log" 2>&1 || die "initdb failed (see $run/initdb.log)"
 	rm -f "$run/pwfile"
 	for try in 1 2 3 4 5; do
-		port=$(free_port)
+		free_port 30000 10000
 		if pid=$(pg_start "$run" "$port"); then
 			echo "$pid" >>"$dir/pids"
 			echo "$port" >"$dir/port"
@@ -205,12 +166,9 @@ cmd_restart() {
 
 cmd_stop() {
 	[ $# -eq 1 ] || die "usage: postgres.sh stop DIR"
-	local pid run
+	local run
 	[ -f "$1/pids" ] || return 0
-	while read -r pid; do
-		[ -n "$pid" ] && kill_pid "$pid"
-	done <"$1/pids"
-	: >"$1/pids"
+	stop_listed "$1" kill_pid
 	if [ -f "$1/rundir" ]; then
 		run=$(cat "$1/rundir")
 		case $run in

@@ -26,39 +26,14 @@
 # redis-server comes from the Debian package redis-server; it is installed
 # with apt-get when missing.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "redis.sh: $*" >&2; exit 1; }
+ensure_redis() { apt_ensure redis-server redis-cli -- redis-server; }
 
-ensure_redis() {
-	if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
-		return
-	fi
-	echo "redis.sh: installing redis-server" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y redis-server >/dev/null 2>&1 || {
-		apt-get update >/dev/null
-		apt-get install -y redis-server >/dev/null
-	}
-	command -v redis-server >/dev/null || die "redis-server not found after install"
-}
-
-# port_free PORT: nothing listens on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port: a port P such that P and P+10000 (the cluster bus) look free.
-free_port() {
-	local p i
-	for i in $(seq 1 200); do
-		p=$((20000 + RANDOM % 10000))
-		if port_free "$p" && port_free $((p + 10000)); then
-			echo "$p"
-			return
-		fi
-	done
-	die "no free port found"
-}
+# redis_port: sets port to one that looks free, 20000-29999, with its
+# cluster bus port (port+10000) free too.
+redis_port() { free_port 20000 10000 10000; }
 
 # wait_ping PORT: until redis on PORT answers PING (about 10 s at most).
 wait_ping() {
@@ -91,7 +66,7 @@ server() {
 	local dir=$1 name=$2 port pid try
 	shift 2
 	for try in 1 2 3 4 5; do
-		port=$(free_port)
+		redis_port
 		mkdir -p "$dir/$name-$port"
 		if redis-server "$@" --port "$port" --bind 127.0.0.1 --protected-mode yes \
 			--daemonize yes --pidfile "$dir/$name-$port/redis.pid" \
@@ -109,31 +84,13 @@ server() {
 	die "could not start redis-server (see $dir/$name-*/redis.log)"
 }
 
-# alive PID: PID exists and is not a zombie (daemonized servers are reaped
-# by PID 1, which in a container may never do it).
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-
 # kill_pid PID: stop PID if it is still a redis-server process.
 kill_pid() {
-	local pid=$1 i
+	local pid=$1
 	[ -r "/proc/$pid/cmdline" ] || return 0
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'redis-server' || return 0
-	kill -CONT "$pid" 2>/dev/null || true # a test may have frozen it
-	kill -TERM "$pid" 2>/dev/null || return 0
 	# Throw-away servers with nothing to save: do not wait out a slow shutdown.
-	for i in $(seq 1 6); do
-		alive "$pid" || return 0
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	for i in $(seq 1 100); do
-		alive "$pid" || return 0
-		sleep 0.02
-	done
+	stop_pid "$pid" TERM 6
 }
 
 start_single() {
@@ -200,7 +157,7 @@ start_tls() {
 	for i in ca.crt server.crt server.key; do
 		[ -s "$dir/tls/$i" ] || die "tls: put ca.crt, server.crt and server.key in $dir/tls first"
 	done
-	port=$(free_port)
+	redis_port
 	d=$dir/tls-$port
 	mkdir -p "$d"
 	redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --protected-mode yes \
@@ -240,12 +197,7 @@ cmd_start() {
 
 cmd_stop() {
 	[ $# -eq 1 ] || die "usage: redis.sh stop DIR"
-	local pid
-	[ -f "$1/pids" ] || return 0
-	while read -r pid; do
-		[ -n "$pid" ] && kill_pid "$pid"
-	done <"$1/pids"
-	: >"$1/pids"
+	stop_listed "$1" kill_pid
 }
 
 cmd_with() {

@@ -99,6 +99,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -209,7 +210,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	case credConnKey, credKey:
 		cred, err := container.NewSharedKeyCredential(a.account, a.key)
 		if err != nil {
-			return nil, configErr("the %s is not valid base64", a.kind)
+			return nil, storeerr.Config("the %s is not valid base64", a.kind)
 		}
 		s.cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
 		if err != nil {
@@ -270,7 +271,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if req.TTL < minTTL || req.TTL > maxTTL || req.TTL%time.Second != 0 {
-		return nil, configErr("lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", req.TTL)
+		return nil, storeerr.Config("lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", req.TTL)
 	}
 	leaseID, err := guid(req.ID)
 	if err != nil {
@@ -428,7 +429,7 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		return s.recordErr(ctx, req.Name, err)
 	}
 	if props.Date == nil {
-		return newErr(fmt.Sprintf("Azure Blob Storage at %s sent no Date header: cannot mint a fencing token", s.where), lease.ErrUnavailable)
+		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s sent no Date header: cannot mint a fencing token", s.where), lease.ErrUnavailable)
 	}
 	now := props.Date.Unix() * 1e6
 	var prev uint64
@@ -439,7 +440,7 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 			if len(shown) > 24 {
 				shown = shown[:24] + "…"
 			}
-			return newErr(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
+			return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
 				"refusing to mint a token from it. If nothing edited it on purpose, remove that metadata or the blob: the next token then comes from Azure's clock and is still above every token leaderrun issued",
 				s.where, metaToken, blobName(req.Name), shown))
 		}
@@ -467,7 +468,7 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 	}
 	token := max(prev+1, uint64(now))
 	if token > maxToken {
-		return newErr(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
+		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
 	}
 	l.info = lease.Holder{
 		Name:   req.Name,
@@ -523,7 +524,7 @@ func (s *Store) nextSecond(ctx context.Context, bc *blockblob.Client, after time
 			return props.Date.Unix() * 1e6, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, newErr(fmt.Sprintf("Azure Blob Storage at %s: the Date of its responses did not pass %v within 3s: cannot mint a fencing token", s.where, after.Format(time.RFC1123)), lease.ErrUnavailable)
+			return 0, lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the Date of its responses did not pass %v within 3s: cannot mint a fencing token", s.where, after.Format(time.RFC1123)), lease.ErrUnavailable)
 		}
 	}
 }
@@ -591,7 +592,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 		return bl.Release(ctx)
 	}
 	if m := s.MaxHold(bl.info.TTL); time.Duration(secs)*time.Second > m {
-		return configErr("a hold of %v is longer than the lease's TTL %v, the longest break period Azure honours for it", hold, bl.info.TTL)
+		return storeerr.Config("a hold of %v is longer than the lease's TTL %v, the longest break period Azure honours for it", hold, bl.info.TTL)
 	}
 	op := "release " + bl.info.Name
 	meta := map[string]*string{
@@ -690,7 +691,7 @@ func unescapeMeta(s string) string {
 // guid writes a 32-hex-digit request ID as the GUID Azure wants as a lease ID.
 func guid(id string) (string, error) {
 	if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
-		return "", configErr("request ID must be 32 hex digits (lease.NewID)")
+		return "", storeerr.Config("request ID must be 32 hex digits (lease.NewID)")
 	}
 	id = strings.ToLower(id)
 	return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:], nil

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -56,7 +57,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		return 0, err
 	}
 	if len(c.ID) != 32 || strings.Trim(c.ID, "0123456789abcdef") != "" {
-		return 0, configErr("candidate ID must be 32 hex digits (lease.NewID)")
+		return 0, storeerr.Config("candidate ID must be 32 hex digits (lease.NewID)")
 	}
 	meta := map[string]*string{
 		metaHolder:   to(escapeMeta(c.Holder)),
@@ -168,7 +169,7 @@ func (s *Store) list(ctx context.Context, name string) (cs []lease.Candidate, h 
 			return nil, nil, nil, s.classify(ctx, "standbys of "+name, err, nil)
 		}
 		if page.Date == nil || page.Segment == nil {
-			return nil, nil, nil, newErr(fmt.Sprintf("Azure Blob Storage at %s: a listing without Date or blobs", s.where), lease.ErrUnavailable)
+			return nil, nil, nil, lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: a listing without Date or blobs", s.where), lease.ErrUnavailable)
 		}
 		now := *page.Date
 		for _, it := range page.Segment.BlobItems {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 )
 
 // DefaultContainer is the container used when the store URL names none.
@@ -51,7 +53,7 @@ type target struct {
 func parseURL(raw string) (target, error) {
 	var t target
 	bad := func(format string, args ...any) (target, error) {
-		return target{}, configErr("bad azblob store URL: "+format, args...)
+		return target{}, storeerr.Config("bad azblob store URL: "+format, args...)
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -143,7 +145,7 @@ func (t *target) parseQuery(raw string) error {
 		return nil
 	}
 	if _, err := url.ParseQuery(raw); err != nil {
-		return configErr("bad azblob store URL: cannot parse the query")
+		return storeerr.Config("bad azblob store URL: cannot parse the query")
 	}
 	var rest, unknown []string
 	hasSig := false
@@ -157,7 +159,7 @@ func (t *target) parseQuery(raw string) error {
 			v, err := url.QueryUnescape(v)
 			d, perr := time.ParseDuration(v)
 			if err != nil || perr != nil || d < 100*time.Millisecond || d > time.Minute {
-				return configErr("bad azblob store URL: poll= wants a duration from 100ms to 1m")
+				return storeerr.Config("bad azblob store URL: poll= wants a duration from 100ms to 1m")
 			}
 			t.poll = d
 			continue
@@ -176,18 +178,15 @@ func (t *target) parseQuery(raw string) error {
 		rest = append(rest, kv)
 	}
 	if len(unknown) > 0 && !hasSig {
-		return configErr("bad azblob store URL: unknown query parameter(s) %s (only poll= and a SAS token are understood)", strings.Join(unknown, ", "))
+		return storeerr.Config("bad azblob store URL: unknown query parameter(s) %s (only poll= and a SAS token are understood)", strings.Join(unknown, ", "))
 	}
 	if len(rest) > 0 && !hasSig {
-		return configErr("bad azblob store URL: the SAS token in the query has no sig= parameter")
+		return storeerr.Config("bad azblob store URL: the SAS token in the query has no sig= parameter")
 	}
 	t.sas = strings.Join(rest, "&")
 	return nil
 }
 
-// safeEcho quotes s for an error message when it cannot be a credential: up
-// to 40 letters, digits, '.', '-' and '_'. Anything else (an account key is
-// 88 base64 characters, a SAS signature 44) is replaced by "(not shown)".
 // safeKey echoes an unknown query key only when it cannot be part of a
 // signature whose separator was mistyped ("sig.SIGNATURE="): a short word of
 // lower-case letters and underscores.
@@ -203,6 +202,9 @@ func safeKey(k string) string {
 	return strconv.Quote(k)
 }
 
+// safeEcho quotes s for an error message when it cannot be a credential: up
+// to 40 letters, digits, '.', '-' and '_'. Anything else (an account key is
+// 88 base64 characters, a SAS signature 44) is replaced by "(not shown)".
 func safeEcho(s string) string {
 	if len(s) > 40 {
 		return "(not shown)"
@@ -242,7 +244,7 @@ func parseConnString(s string) (connString, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return connString{}, configErr("%s: want KEY=VALUE pairs separated by ';'", envConnString)
+			return connString{}, storeerr.Config("%s: want KEY=VALUE pairs separated by ';'", envConnString)
 		}
 		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 	}
@@ -267,10 +269,10 @@ func parseConnString(s string) (connString, error) {
 		}
 		c.serviceURL = proto + "://" + c.account + ".blob." + suffix
 	default:
-		return connString{}, configErr("%s has neither AccountName nor BlobEndpoint", envConnString)
+		return connString{}, storeerr.Config("%s has neither AccountName nor BlobEndpoint", envConnString)
 	}
 	if c.key != "" && c.account == "" {
-		return connString{}, configErr("%s has an AccountKey but no AccountName", envConnString)
+		return connString{}, storeerr.Config("%s has an AccountKey but no AccountName", envConnString)
 	}
 	return c, nil
 }
@@ -341,11 +343,11 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 			a.serviceURL, a.account = cs.serviceURL, cs.account
 		case envAcct != "":
 			if !accountRE.MatchString(envAcct) {
-				return auth{}, nil, configErr("%s=%s is not a storage account name", envAccount, safeEcho(envAcct))
+				return auth{}, nil, storeerr.Config("%s=%s is not a storage account name", envAccount, safeEcho(envAcct))
 			}
 			a.serviceURL, a.account = "https://"+envAcct+".blob.core.windows.net", envAcct
 		default:
-			return auth{}, nil, configErr("azblob:///CONTAINER takes the account from %s or %s, and neither is set", envConnString, envAccount)
+			return auth{}, nil, storeerr.Config("azblob:///CONTAINER takes the account from %s or %s, and neither is set", envConnString, envAccount)
 		}
 	}
 	switch {
@@ -360,7 +362,7 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 			a.account = envAcct
 		}
 		if a.account == "" {
-			return auth{}, nil, configErr("%s is set but no account is named (URL or %s)", envKey, envAccount)
+			return auth{}, nil, storeerr.Config("%s is set but no account is named (URL or %s)", envKey, envAccount)
 		}
 		a.kind, a.key = credKey, getenv(envKey)
 	case getenv(envSAS) != "":
@@ -368,7 +370,7 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 	default:
 		a.kind = credDefaultAzC
 		if !strings.HasPrefix(a.serviceURL, "https://") {
-			return auth{}, nil, configErr("no storage key or SAS token found for %s, and Microsoft Entra sign-in needs https; for Azurite set %s or %s", a.serviceURL, envKey, envConnString)
+			return auth{}, nil, storeerr.Config("no storage key or SAS token found for %s, and Microsoft Entra sign-in needs https; for Azurite set %s or %s", a.serviceURL, envKey, envConnString)
 		}
 	}
 	if cs != nil && !t.fromEnv && cs.account != a.account {

@@ -2,6 +2,7 @@ package bloblease
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func FuzzConnString(f *testing.F) {
 				}
 			}
 			sec := a.secrets()
-			if a.key != "" && !contains(sec, a.key) || a.sas != "" && !contains(sec, a.sas) {
+			if a.key != "" && !slices.Contains(sec, a.key) || a.sas != "" && !slices.Contains(sec, a.sas) {
 				t.Fatalf("resolve(%q, %s=%q): chosen key/SAS not in secrets()", storeURL, envVar, cs)
 			}
 			if strings.Contains(a.serviceURL, secret) && !strings.Contains(a.account, secret) {
@@ -135,15 +136,6 @@ func FuzzConnString(f *testing.F) {
 			}
 		}
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // FuzzHolderFrom checks the Azure metadata decoder: any metadata decodes

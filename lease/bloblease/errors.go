@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -54,17 +54,6 @@ func (c tokenCred) GetToken(ctx context.Context, o policy.TokenRequestOptions) (
 	return tok, err
 }
 
-// newErr is what this package returns for a failed call: a message for the
-// person reading leaderrun's log, which is also the lease sentinels and
-// context errors it stands for (errors.Is); see lease.Error.
-func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
-
-// configErr is a store URL, credential or option problem: it wraps
-// lease.ErrConfig.
-func configErr(format string, args ...any) error {
-	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
-}
-
 // credHint says how to give Azure credentials, for "access denied" and
 // "could not sign in" messages.
 const credHint = "credentials come from a SAS token in the URL (?sv=…&sig=…), " + envConnString + ", " + envKey +
@@ -81,42 +70,41 @@ func (s *Store) classify(ctx context.Context, op string, err error, gone error) 
 	where := "Azure Blob Storage at " + s.where
 	switch {
 	case gone != nil && bloberror.HasCode(err, leaseGoneCodes...):
-		return newErr(fmt.Sprintf("%s no longer holds our lease (%s: %s)", where, op, re.ErrorCode), gone)
+		return lease.NewError(fmt.Sprintf("%s no longer holds our lease (%s: %s)", where, op, re.ErrorCode), gone)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The call's deadline (the keeper's or Acquire's bound on one call)
 		// passed: the store did not answer in time, which is an outage to
 		// retry, not the caller giving up; a caller whose own deadline ended
 		// sees its context done.
-		return newErr(fmt.Sprintf("no answer from %s in time (%s)", where, op), lease.ErrUnavailable, context.DeadlineExceeded)
+		return lease.NewError(fmt.Sprintf("no answer from %s in time (%s)", where, op), lease.ErrUnavailable, context.DeadlineExceeded)
 	case ctx.Err() != nil:
 		// The caller cancelled: not the store's fault.
-		return newErr(fmt.Sprintf("%s: %s: %v", where, op, context.Cause(ctx)), context.Cause(ctx), ctx.Err())
+		return lease.NewError(fmt.Sprintf("%s: %s: %v", where, op, context.Cause(ctx)), context.Cause(ctx), ctx.Err())
 	case isResp && (re.StatusCode == 401 || re.StatusCode == 403):
 		hint := "check the " + string(s.kind) + " (" + credHint + ")"
 		if s.kind == credDefaultAzC {
 			hint = "the signed-in identity needs the Storage Blob Data Contributor role on the container (" + credHint + ")"
 		}
-		return newErr(fmt.Sprintf("%s denied access (HTTP %d %s): %s", where, re.StatusCode, re.ErrorCode, hint), lease.ErrConfig)
+		return lease.NewError(fmt.Sprintf("%s denied access (HTTP %d %s): %s", where, re.StatusCode, re.ErrorCode, hint), lease.ErrConfig)
 	case isResp && re.StatusCode == 400:
-		return newErr(fmt.Sprintf("%s refused the request (HTTP 400 %s)", where, re.ErrorCode), lease.ErrConfig)
+		return lease.NewError(fmt.Sprintf("%s refused the request (HTTP 400 %s)", where, re.ErrorCode), lease.ErrConfig)
 	case isResp && (re.StatusCode == 408 || re.StatusCode == 429 || re.StatusCode >= 500):
-		return newErr(fmt.Sprintf("%s is not available (HTTP %d %s)", where, re.StatusCode, re.ErrorCode), lease.ErrUnavailable)
+		return lease.NewError(fmt.Sprintf("%s is not available (HTTP %d %s)", where, re.StatusCode, re.ErrorCode), lease.ErrUnavailable)
 	case isResp:
-		return newErr(fmt.Sprintf("%s: %s: unexpected answer HTTP %d %s", where, op, re.StatusCode, re.ErrorCode))
+		return lease.NewError(fmt.Sprintf("%s: %s: unexpected answer HTTP %d %s", where, op, re.StatusCode, re.ErrorCode))
 	}
 	var ce *credError
 	if errors.As(err, &ce) {
-		first, _, _ := strings.Cut(ce.Error(), "\n")
-		return newErr(fmt.Sprintf("could not sign in to Azure with %s: %s; %s", s.kind, s.redact(first), credHint), lease.ErrConfig)
+		return lease.NewError(fmt.Sprintf("could not sign in to Azure with %s: %s; %s", s.kind, s.redact(storeerr.FirstLine(ce.Error())), credHint), lease.ErrConfig)
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) && dns.IsNotFound {
-		return newErr(fmt.Sprintf("cannot reach %s: no such host %s: check the account name", where, dns.Name), lease.ErrConfig)
+		return lease.NewError(fmt.Sprintf("cannot reach %s: no such host %s: check the account name", where, dns.Name), lease.ErrConfig)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return newErr(fmt.Sprintf("no answer from %s within %v", where, s.callTimeout), lease.ErrUnavailable, context.DeadlineExceeded)
+		return lease.NewError(fmt.Sprintf("no answer from %s within %v", where, s.callTimeout), lease.ErrUnavailable, context.DeadlineExceeded)
 	}
-	return newErr(fmt.Sprintf("cannot reach %s: %s", where, s.redact(netReason(err))), lease.ErrUnavailable)
+	return lease.NewError(fmt.Sprintf("cannot reach %s: %s", where, s.redact(netReason(err))), lease.ErrUnavailable)
 }
 
 // netReason is the root cause of a network error, without the request URL
@@ -137,22 +125,15 @@ func netReason(err error) string {
 	if errors.As(err, &op) && op.Err != nil {
 		err = op.Err
 	}
-	first, _, _ := strings.Cut(err.Error(), "\n")
-	return first
+	return storeerr.FirstLine(err.Error())
 }
 
 // clientErr reports a failure to build the client.
 func (s *Store) clientErr(op string, err error) error {
-	first, _, _ := strings.Cut(err.Error(), "\n")
-	return configErr("Azure Blob Storage at %s: %s: %s", s.where, op, s.redact(first))
+	return storeerr.Config("Azure Blob Storage at %s: %s: %s", s.where, op, s.redact(storeerr.FirstLine(err.Error())))
 }
 
 // redact removes every known secret from a message that quotes foreign text.
 func (s *Store) redact(msg string) string {
-	for _, sec := range s.secrets {
-		if len(sec) >= 4 {
-			msg = strings.ReplaceAll(msg, sec, "xxxxx")
-		}
-	}
-	return msg
+	return storeerr.Mask(msg, s.secrets, 4)
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,16 +15,6 @@ import (
 
 // errClosed is returned by calls on a closed Store.
 var errClosed = errors.New("etcdlease: the store is closed")
-
-// newErr is what this package returns for a failed call: a message for the
-// person reading leaderrun's log, which is also the lease sentinels and
-// context errors it stands for (errors.Is); see lease.Error.
-func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
-
-// configErr is a store URL or option problem: it wraps lease.ErrConfig.
-func configErr(format string, args ...any) error {
-	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
-}
 
 // classify turns an etcd client error into one wrapping a lease sentinel, at
 // the store's edge, so nothing above this package looks at etcd or gRPC
@@ -49,21 +39,8 @@ func classify(where, op string, err error, secrets []string) error {
 	if errors.As(err, &done) {
 		return err // classified already (logging in, see Store.do)
 	}
-	var ctxErr error
-	switch {
-	case errors.Is(err, context.Canceled):
-		ctxErr = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		ctxErr = context.DeadlineExceeded
-	}
 	kind := kindOf(err)
-	msg := describe(where, op, err, kind)
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return newErr(msg, kind, ctxErr)
+	return storeerr.New(storeerr.Mask(describe(where, op, err, kind), secrets, 1), kind, err)
 }
 
 // describe writes the message for err; kind is what kindOf said.
@@ -94,22 +71,17 @@ func describe(where, op string, err error, kind error) string {
 		case codes.DeadlineExceeded:
 			return fmt.Sprintf("no answer from %s in time", where)
 		case codes.Unauthenticated:
-			return fmt.Sprintf("%s refused the credentials: %s", where, firstLine(st.Message()))
+			return fmt.Sprintf("%s refused the credentials: %s", where, storeerr.FirstLine(st.Message()))
 		case codes.Unavailable:
-			return fmt.Sprintf("cannot reach %s: %s", where, firstLine(st.Message()))
+			return fmt.Sprintf("cannot reach %s: %s", where, storeerr.FirstLine(st.Message()))
 		}
-		return fmt.Sprintf("%s: %s: %s: %s", where, op, st.Code(), firstLine(st.Message()))
+		return fmt.Sprintf("%s: %s: %s: %s", where, op, st.Code(), storeerr.FirstLine(st.Message()))
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		return fmt.Sprintf("cannot reach %s: %s", where, errno.Error())
 	}
-	return fmt.Sprintf("%s: %s: %s", where, op, firstLine(err.Error()))
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
+	return fmt.Sprintf("%s: %s: %s", where, op, storeerr.FirstLine(err.Error()))
 }
 
 // kindOf picks the lease sentinel for an etcd client error; nil means

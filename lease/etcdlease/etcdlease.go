@@ -74,11 +74,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -150,15 +151,7 @@ var libraryLog sync.Once
 // not an error: the store is returned and its calls report ErrUnavailable
 // until etcd answers, so a waiting instance keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	// gRPC logs process-wide to stderr by default (errors); stderr is
 	// leaderrun's one-line-per-event log, so send those lines to the first
 	// store's logger at debug level.
@@ -286,7 +279,7 @@ func holderOf(name string, kv *mvccpb.KeyValue) lease.Holder {
 // checkTTL refuses what etcd cannot grant exactly.
 func checkTTL(ttl time.Duration) error {
 	if ttl < MinTTL || ttl%time.Second != 0 || ttl > lease.MaxTTL {
-		return configErr("the etcd lease TTL %v must be whole seconds from %v to %v (etcd grants whole seconds, and none shorter than 1.5 election timeouts)", ttl, MinTTL, lease.MaxTTL)
+		return storeerr.Config("the etcd lease TTL %v must be whole seconds from %v to %v (etcd grants whole seconds, and none shorter than 1.5 election timeouts)", ttl, MinTTL, lease.MaxTTL)
 	}
 	return nil
 }
@@ -320,7 +313,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	if g.TTL != ttl {
 		s.revoke(cctx, g.ID)
-		return nil, configErr("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
+		return nil, storeerr.Config("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
 	}
 	since := time.Now().UTC()
 	val, _ := json.Marshal(record{Holder: req.Holder, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
@@ -353,7 +346,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		}
 	}
 	if kv == nil { // the key vanished between the compare and the read: cannot happen in one transaction
-		return nil, newErr(fmt.Sprintf("%s: acquire %s: the transaction answered neither yes nor the holder", s.cfg.where, req.Name), lease.ErrUnavailable)
+		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: the transaction answered neither yes nor the holder", s.cfg.where, req.Name), lease.ErrUnavailable)
 	}
 	h := holderOf(req.Name, kv)
 	if h.ID == req.ID && kv.Lease != 0 {
@@ -474,7 +467,7 @@ func (l *etcdLease) Renew(ctx context.Context) error {
 	})
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return newErr(fmt.Sprintf("%s no longer has our lease of %s (it expired or was revoked)", l.s.cfg.where, l.info.Name), lease.ErrLost)
+			return lease.NewError(fmt.Sprintf("%s no longer has our lease of %s (it expired or was revoked)", l.s.cfg.where, l.info.Name), lease.ErrLost)
 		}
 		return l.s.classify("renew "+l.info.Name, err)
 	}
@@ -487,7 +480,7 @@ func (l *etcdLease) Renew(ctx context.Context) error {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
 	if len(gr.Kvs) == 0 || gr.Kvs[0].CreateRevision != l.rev || gr.Kvs[0].Lease != int64(l.id) {
-		return newErr(fmt.Sprintf("%s no longer has our key of lease %s (it was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
+		return lease.NewError(fmt.Sprintf("%s no longer has our key of lease %s (it was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
 	}
 	return nil
 }
@@ -538,7 +531,7 @@ func (l *etcdLease) Release(ctx context.Context) error {
 	}
 	l.s.revoke(cctx, l.id)
 	if !tr.Succeeded {
-		return newErr(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
+		return lease.NewError(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
 	}
 	return nil
 }
@@ -593,7 +586,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	s.revoke(cctx, el.id)
 	if !tr.Succeeded {
 		s.revoke(cctx, g.ID)
-		return newErr(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", s.cfg.where, el.info.Name), lease.ErrNotHeld)
+		return lease.NewError(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", s.cfg.where, el.info.Name), lease.ErrNotHeld)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -54,9 +55,9 @@ func (c slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	}
 	args := make([]any, 0, 2*len(enc.Fields))
 	for k, v := range enc.Fields {
-		args = append(args, k, mask(fmt.Sprint(v), c.secrets))
+		args = append(args, k, storeerr.Mask(fmt.Sprint(v), c.secrets, 1))
 	}
-	c.l.Debug("etcd client: "+mask(e.Message, c.secrets), args...)
+	c.l.Debug("etcd client: "+storeerr.Mask(e.Message, c.secrets, 1), args...)
 	return nil
 }
 
@@ -69,13 +70,4 @@ type slogWriter struct{ l *slog.Logger }
 func (w slogWriter) Write(p []byte) (int, error) {
 	w.l.Debug("grpc: " + strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-func mask(s string, secrets []string) string {
-	for _, x := range secrets {
-		if x != "" {
-			s = strings.ReplaceAll(s, x, "xxxxx")
-		}
-	}
-	return s
 }

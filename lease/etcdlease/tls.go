@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 )
 
 // checkTLS makes one TLS handshake with the first member that answers, so
@@ -34,13 +36,13 @@ func (s *Store) checkTLS(ctx context.Context) error {
 		)
 		switch {
 		case errors.As(err, &unknownCA):
-			return configErr("cannot verify %s: its certificate is signed by an unknown authority (give the CA with ?ca=FILE)", s.cfg.where)
+			return storeerr.Config("cannot verify %s: its certificate is signed by an unknown authority (give the CA with ?ca=FILE)", s.cfg.where)
 		case errors.As(err, &hostErr):
-			return configErr("cannot verify %s: %s (give the name on its certificate with ?servername=NAME)", s.cfg.where, hostErr.Error())
+			return storeerr.Config("cannot verify %s: %s (give the name on its certificate with ?servername=NAME)", s.cfg.where, hostErr.Error())
 		case errors.As(err, &invalid):
-			return configErr("cannot verify %s: %s", s.cfg.where, invalid.Error())
+			return storeerr.Config("cannot verify %s: %s", s.cfg.where, invalid.Error())
 		case errors.As(err, &verify):
-			return configErr("cannot verify %s: %s", s.cfg.where, firstLine(verify.Error()))
+			return storeerr.Config("cannot verify %s: %s", s.cfg.where, storeerr.FirstLine(verify.Error()))
 		}
 		if ctx.Err() != nil {
 			return nil

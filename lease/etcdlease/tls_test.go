@@ -1,15 +1,7 @@
 package etcdlease_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +24,7 @@ func TestTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tlsDir := filepath.Join(dir, "tls")
-	writeCerts(t, tlsDir)
+	leasetest.WriteCerts(t, tlsDir)
 	url := leasetest.StartServer(t, dir, "../../scripts/etcd.sh", "tls")["LEADERRUN_TEST_ETCD_TLS_URL"]
 	if !strings.HasPrefix(url, "etcds://") {
 		t.Fatalf("etcd.sh tls wrote %q", url)
@@ -85,44 +77,4 @@ func TestTLS(t *testing.T) {
 			t.Log(err)
 		})
 	}
-}
-
-// writeCerts makes a CA and a certificate for 127.0.0.1, good for server
-// and client authentication, in dir (ca.crt, server.crt, server.key).
-func writeCerts(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "leaderrun test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	write := func(name, typ string, der []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("ca.crt", "CERTIFICATE", caDER)
-	write("server.crt", "CERTIFICATE", der)
-	write("server.key", "EC PRIVATE KEY", keyDER)
 }

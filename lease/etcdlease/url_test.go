@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestParseURL(t *testing.T) {
 			if tc.display != "" && c.display != tc.display {
 				t.Fatalf("display %q; want %q", c.display, tc.display)
 			}
-			if tc.pass != "" && (strings.Contains(c.display, tc.pass) || strings.Contains(c.where, tc.pass) || !contains(c.secrets, tc.pass)) {
+			if tc.pass != "" && (strings.Contains(c.display, tc.pass) || strings.Contains(c.where, tc.pass) || !slices.Contains(c.secrets, tc.pass)) {
 				t.Fatalf("display %q / where %q / secrets %v: password mishandled", c.display, c.where, c.secrets)
 			}
 			if tc.tls && c.tls.ServerName != "etcd.example" {
@@ -117,13 +118,4 @@ func TestParseURLErrors(t *testing.T) {
 			t.Fatalf("ETCDCTL_USER=%q: %v", v, err)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

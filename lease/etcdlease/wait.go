@@ -2,10 +2,10 @@ package etcdlease
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -60,7 +60,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 			return ctx.Err()
 		}
 		s.log.Debug("cannot read the lease's key; trying again shortly", "name", name, "err", err)
-		return sleep(ctx, pollFor(held))
+		return wakeup.Sleep(ctx, pollFor(held), nil)
 	}
 	if len(gr.Kvs) == 0 {
 		return nil // free now
@@ -88,7 +88,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		}
 		d := s.remaining(ctx, holderLease, held)
 		s.log.Debug(why+"; waking when the holder's lease runs out", "name", name, "in", d)
-		timer = time.NewTimer(d + jitter(d))
+		timer = time.NewTimer(d + wakeup.Jitter(d))
 		fallback = timer.C
 	}
 	hb := time.NewTicker(progressEvery)
@@ -162,26 +162,4 @@ func pollFor(held *lease.HeldError) time.Duration {
 		return held.By.TTL
 	}
 	return noTTLPoll
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d + jitter(d))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// jitter spreads waiters that wake on the same expiry: 1ms plus up to 5% of
-// d, at most 25ms more.
-func jitter(d time.Duration) time.Duration {
-	spread := min(d/20, 25*time.Millisecond)
-	j := time.Millisecond
-	if spread > 0 {
-		j += rand.N(spread)
-	}
-	return j
 }

@@ -8,21 +8,11 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 )
-
-// newErr is what this package returns for a failed call: a message for the
-// person reading leaderrun's log, which is also the lease sentinels and
-// context errors it stands for (errors.Is); see lease.Error.
-func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
-
-// configErr is a store URL or option problem: it wraps lease.ErrConfig.
-func configErr(format string, args ...any) error {
-	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
-}
 
 // classify turns a pgx error into one wrapping a lease sentinel, at the
 // store's edge, so nothing above this package looks at pgx errors:
@@ -44,22 +34,15 @@ func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	var ctxErr error
-	switch {
-	case errors.Is(err, context.Canceled):
-		ctxErr = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		ctxErr = context.DeadlineExceeded
-	}
 	kind := kindOf(err)
-	return newErr(mask(describe(where, op, err, kind), secrets), kind, ctxErr)
+	return storeerr.New(mask(describe(where, op, err, kind), secrets), kind, err)
 }
 
 // describe writes the message for err; kind is what kindOf said.
 func describe(where, op string, err error, kind error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		what := fmt.Sprintf("%s (SQLSTATE %s)", firstLine(pe.Message), pe.Code)
+		what := fmt.Sprintf("%s (SQLSTATE %s)", storeerr.FirstLine(pe.Message), pe.Code)
 		switch {
 		case pe.Code == "28P01" || strings.HasPrefix(pe.Code, "28"):
 			return fmt.Sprintf("%s refused the login: %s; give the right user and password in the URL (postgres://USER:PASSWORD@HOST/DB), PGPASSWORD or ~/.pgpass", where, what)
@@ -98,28 +81,8 @@ func describe(where, op string, err error, kind error) string {
 // reason is the root cause of a network or TLS error, without the addresses
 // and connection settings pgx puts around it.
 func reason(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		if dns.IsNotFound {
-			return "no such host " + dns.Name
-		}
-		return dns.Err
-	}
-	var uerr x509.UnknownAuthorityError
-	if errors.As(err, &uerr) {
-		return "certificate signed by an unknown authority"
-	}
-	var herr x509.HostnameError
-	if errors.As(err, &herr) {
-		return herr.Error()
-	}
-	var cerr x509.CertificateInvalidError
-	if errors.As(err, &cerr) {
-		return cerr.Error()
+	if r := storeerr.NetReason(err); r != "" {
+		return r
 	}
 	var rec tls.RecordHeaderError
 	if errors.As(err, &rec) {
@@ -130,7 +93,7 @@ func reason(err error) string {
 	}
 	// pgconn's ConnectError text is "failed to connect to `user=… database=…`:
 	// ADDR (HOST): REASON"; keep the last part.
-	s := firstLine(err.Error())
+	s := storeerr.FirstLine(err.Error())
 	if i := strings.LastIndex(s, ": "); i >= 0 {
 		s = s[i+2:]
 	}
@@ -165,11 +128,6 @@ func kindOf(err error) error {
 	// The network, a timeout, a cancelled context, a broken connection:
 	// retrying may help.
 	return lease.ErrUnavailable
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }
 
 // errClosed is returned by calls on a closed Store.

@@ -59,10 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -70,6 +67,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -130,15 +129,7 @@ var _ lease.Store = (*Store)(nil)
 // the store is returned and its calls report ErrUnavailable until the server
 // answers, so a waiting instance keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	c, err := parseURL(raw, o.Getenv)
 	if err != nil {
 		return nil, err
@@ -278,19 +269,14 @@ func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 		if isCode(err, "42501") || isCode(err, "3F000") {
 			var pe *pgconn.PgError
 			errors.As(err, &pe)
-			return newErr(fmt.Sprintf("%s: the lease table %s does not exist and role %q may not create it (%s, SQLSTATE %s): "+
+			return lease.NewError(fmt.Sprintf("%s: the lease table %s does not exist and role %q may not create it (%s, SQLSTATE %s): "+
 				"create it once as a role that may (the statements are in the README's PostgreSQL section) and grant %q SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence %s",
-				s.cfg.where, s.cfg.tableS, s.cfg.conn.User, firstLine(pe.Message), pe.Code, s.cfg.conn.User, s.q.seqName), lease.ErrConfig)
+				s.cfg.where, s.cfg.tableS, s.cfg.conn.User, storeerr.FirstLine(pe.Message), pe.Code, s.cfg.conn.User, s.q.seqName), lease.ErrConfig)
 		}
 		return err
 	}
 	s.log.Debug("created the lease table", "table", s.cfg.tableS)
 	return nil
-}
-
-// ttlMillis rounds up, so the store never grants less than asked.
-func ttlMillis(d time.Duration) int64 {
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
 }
 
 // TryAcquire makes one attempt, in one statement. A *lease.HeldError carries
@@ -305,9 +291,9 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, errors.New("pglease: acquire: empty acquisition ID")
 	}
 	if req.TTL < MinTTL {
-		return nil, configErr("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)
+		return nil, storeerr.Config("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)
 	}
-	ttl := ttlMillis(req.TTL)
+	ttl := storeopt.Millis(req.TTL)
 	var (
 		got    bool
 		ours   bool
@@ -333,7 +319,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if got && ours {
 		s.stopListening()
 		if token <= 0 || token > maxToken {
-			return nil, newErr(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
+			return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
 		}
 		return &pgLease{s: s, ttl: ttl, info: lease.Holder{
 			Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
@@ -444,7 +430,7 @@ func (l *pgLease) Renew(ctx context.Context) error {
 	err := l.s.do(ctx, "renew "+l.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		tag, err := c.Exec(ctx, l.s.q.renew, l.info.Name, l.info.ID, l.ttl)
 		if isCode(err, "42P01") {
-			return newErr(fmt.Sprintf("%s: the lease table %s is gone, and our lease %s with it", l.s.cfg.where, l.s.cfg.tableS, l.info.Name), lease.ErrLost)
+			return lease.NewError(fmt.Sprintf("%s: the lease table %s is gone, and our lease %s with it", l.s.cfg.where, l.s.cfg.tableS, l.info.Name), lease.ErrLost)
 		}
 		n = tag.RowsAffected()
 		return err
@@ -453,7 +439,7 @@ func (l *pgLease) Renew(ctx context.Context) error {
 		return err
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("%s no longer has our row of lease %s (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
+		return lease.NewError(fmt.Sprintf("%s no longer has our row of lease %s (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrLost)
 	}
 	return nil
 }
@@ -480,7 +466,7 @@ func (l *pgLease) Release(ctx context.Context) error {
 		return err
 	}
 	if !found || !live {
-		return newErr(fmt.Sprintf("%s no longer had our row of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
+		return lease.NewError(fmt.Sprintf("%s no longer had our row of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeurl"
 )
 
 // Schemes lists every URL scheme Open accepts (libpq's own).
@@ -50,7 +52,7 @@ type config struct {
 // and never echo the URL's text.
 func parseURL(raw string, getenv func(string) string) (*config, error) {
 	fail := func(format string, args ...any) error {
-		return configErr("bad PostgreSQL store URL: "+format, args...)
+		return storeerr.Config("bad PostgreSQL store URL: "+format, args...)
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -58,7 +60,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	}
 	scheme = strings.ToLower(scheme)
 	if scheme != "postgres" && scheme != "postgresql" {
-		return nil, fail("unknown scheme %s (want postgres or postgresql)", safeKey(scheme))
+		return nil, fail("unknown scheme %s (want postgres or postgresql)", storeurl.SafeKey(scheme))
 	}
 	if strings.Contains(rest, "#") {
 		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
@@ -66,15 +68,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if strings.ContainsRune(raw, 0) {
 		return nil, fail("a NUL byte is not allowed")
 	}
-	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
-	var userinfo string
-	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
-		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
-	}
-	hostPart, path := beforeQuery, ""
-	if i := strings.Index(beforeQuery, "/"); i >= 0 {
-		hostPart, path = beforeQuery[:i], beforeQuery[i:]
-	}
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
 	var secrets []string
 	urlPass := false
 	if userinfo != "" {
@@ -240,23 +234,6 @@ func plainHost(h string) bool {
 	return true
 }
 
-// safeKey quotes a scheme when it looks like a plain identifier and hides it
-// otherwise (it might be a piece of a badly encoded password).
-func safeKey(k string) string {
-	for _, r := range k {
-		if !(r == '_' || r == '+' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
-			return "(not shown)"
-		}
-	}
-	return strconv.Quote(k)
-}
-
-// mask replaces every secret of 3 bytes or more in msg.
-func mask(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if len(s) >= 3 {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
-}
+// mask replaces every secret of 3 bytes or more in msg (a shorter query
+// value would blank out unrelated text).
+func mask(msg string, secrets []string) string { return storeerr.Mask(msg, secrets, 3) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 )
 
 // Waiting (DESIGN §4). A waiter sleeps until the row's expiry as the server
@@ -62,7 +63,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		return err
 	}
 	if quiet && held != nil && held.By.Remaining > 0 {
-		return sleep(ctx, held.By.Remaining, wake)
+		return wakeup.Sleep(ctx, held.By.Remaining, wake)
 	}
 	var d time.Duration
 	h, err := s.Status(ctx, name)
@@ -72,42 +73,13 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 			return ctx.Err()
 		}
 		s.log.Debug("cannot read the lease's expiry; trying again soon", "name", name, "err", err)
-		d = unknownPoll
-		if held != nil && held.By.Remaining > 0 && held.By.Remaining < d {
-			d = held.By.Remaining
-		}
+		d = wakeup.Poll(held, unknownPoll)
 	case h == nil:
 		return nil // free now
 	default:
 		d = h.Remaining
 	}
-	return sleep(ctx, d, wake)
-}
-
-// sleep waits d plus jitter, or until wake is closed or ctx is done.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
-	d += jitter(d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	case <-wake: // nil (blocks forever) after Close
-		return nil
-	}
-}
-
-// jitter spreads waiters that wake on the same expiry: 1ms plus up to 5% of
-// d, at most 25ms more.
-func jitter(d time.Duration) time.Duration {
-	spread := min(d/20, 25*time.Millisecond)
-	j := time.Millisecond
-	if spread > 0 {
-		j += rand.N(spread)
-	}
-	return j
+	return wakeup.Sleep(ctx, d, wake)
 }
 
 // listen returns the store's listener, starting it on first use; nil after

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -74,12 +75,12 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := joinScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, ttlMillis(expiry), rec).Int64Slice()
+	res, err := joinScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, storeopt.Millis(expiry), rec).Int64Slice()
 	if err != nil {
 		return 0, s.classify("join standbys of "+name, err)
 	}
 	if len(res) != 2 {
-		return 0, newErr(fmt.Sprintf("%s: join standbys of %s: unexpected script answer %v", s.where, name, res))
+		return 0, lease.NewError(fmt.Sprintf("%s: join standbys of %s: unexpected script answer %v", s.where, name, res))
 	}
 	if res[1] == 1 {
 		s.announce(name)
@@ -137,7 +138,7 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		return nil, nil, s.classify("standbys of "+name, err)
 	}
 	if len(res) < 3 || (len(res)-3)%3 != 0 {
-		return nil, nil, newErr(fmt.Sprintf("%s: standbys of %s: unexpected script answer", s.where, name))
+		return nil, nil, lease.NewError(fmt.Sprintf("%s: standbys of %s: unexpected script answer", s.where, name))
 	}
 	var (
 		h        *lease.Holder

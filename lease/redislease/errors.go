@@ -9,21 +9,11 @@ import (
 	"io"
 	"net"
 	"strings"
-	"syscall"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/redis/go-redis/v9"
 )
-
-// newErr is what this package returns for a failed call: a message for the
-// person reading leaderrun's log, which is also the lease sentinels and
-// context errors it stands for (errors.Is); see lease.Error.
-func newErr(msg string, kinds ...error) error { return lease.NewError(msg, kinds...) }
-
-// configErr is a store URL or option problem: it wraps lease.ErrConfig.
-func configErr(format string, args ...any) error {
-	return newErr(fmt.Sprintf(format, args...), lease.ErrConfig)
-}
 
 // classify turns a go-redis error into one wrapping a lease sentinel, at the
 // store's edge, so nothing above this package looks at go-redis errors:
@@ -44,23 +34,8 @@ func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	mask := func(msg string) string {
-		for _, s := range secrets {
-			if s != "" {
-				msg = strings.ReplaceAll(msg, s, "xxxxx")
-			}
-		}
-		return msg
-	}
-	var ctxErr error
-	switch {
-	case errors.Is(err, context.Canceled):
-		ctxErr = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		ctxErr = context.DeadlineExceeded
-	}
 	kind := kindOf(err)
-	return newErr(mask(describe(where, op, err, kind)), kind, ctxErr)
+	return storeerr.New(storeerr.Mask(describe(where, op, err, kind), secrets, 1), kind, err)
 }
 
 // describe writes the message for err; kind is what kindOf said.
@@ -82,15 +57,15 @@ func describe(where, op string, err error, kind error) string {
 		case code == "NOAUTH":
 			return fmt.Sprintf("%s wants a password: give it in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, EnvPassword)
 		case code == "WRONGPASS" || strings.Contains(s, "invalid password") || strings.Contains(s, "AUTH") && strings.Contains(s, "without any password"):
-			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, firstLine(s), EnvPassword)
+			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, storeerr.FirstLine(s), EnvPassword)
 		case code == "NOPERM":
-			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, firstLine(s))
+			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, storeerr.FirstLine(s))
 		case kind == lease.ErrUnavailable:
-			return fmt.Sprintf("%s is not ready: %s", where, firstLine(s))
+			return fmt.Sprintf("%s is not ready: %s", where, storeerr.FirstLine(s))
 		case kind == lease.ErrConfig:
-			return fmt.Sprintf("%s cannot run leaderrun's scripts: %s", where, firstLine(s))
+			return fmt.Sprintf("%s cannot run leaderrun's scripts: %s", where, storeerr.FirstLine(s))
 		}
-		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, firstLine(s))
+		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, storeerr.FirstLine(s))
 	}
 	if kind == lease.ErrConfig { // TLS verification
 		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?ca=FILE)", where, reason(err))
@@ -108,43 +83,17 @@ func describe(where, op string, err error, kind error) string {
 // reason is the root cause of a network or TLS error, without the
 // addresses and operations go-redis and net put around it.
 func reason(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		if dns.IsNotFound {
-			return "no such host " + dns.Name
-		}
-		return dns.Err
-	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return "the connection was closed"
 	}
-	var (
-		unknownCA x509.UnknownAuthorityError
-		hostErr   x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &unknownCA):
-		return "certificate signed by an unknown authority"
-	case errors.As(err, &hostErr):
-		return hostErr.Error()
-	case errors.As(err, &invalid):
-		return invalid.Error()
+	if r := storeerr.NetReason(err); r != "" {
+		return r
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {
-		return firstLine(op.Err.Error())
+		return storeerr.FirstLine(op.Err.Error())
 	}
-	return firstLine(err.Error())
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
+	return storeerr.FirstLine(err.Error())
 }
 
 // kindOf picks the lease sentinel for a go-redis error; nil means neither.

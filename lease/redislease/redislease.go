@@ -63,10 +63,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +71,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -160,15 +159,7 @@ var libraryLog sync.Once
 // until the server answers, so a waiting instance (a standby booting before
 // Redis) keeps trying instead of exiting.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
 	// go-redis logs process-wide to stderr by default; stderr is leaderrun's
 	// one-line-per-event log, so send those lines to the first store's logger.
 	libraryLog.Do(func() { redis.SetLogger(slogAdapter{o.Log}) })
@@ -282,11 +273,6 @@ func parseToken(raw json.RawMessage) uint64 {
 	return n
 }
 
-// ttlMillis rounds up, so the store never grants less than asked.
-func ttlMillis(d time.Duration) int64 {
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
-}
-
 // TryAcquire makes one attempt, in one round trip. A *lease.HeldError carries
 // the current holder, token, since and remaining time. Retrying with the same
 // req.ID after a lost answer succeeds while the lease is still ours (and
@@ -299,9 +285,9 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, errors.New("redislease: acquire: empty acquisition ID")
 	}
 	if req.TTL < MinTTL {
-		return nil, configErr("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
+		return nil, storeerr.Config("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
 	}
-	ttl := ttlMillis(req.TTL)
+	ttl := storeopt.Millis(req.TTL)
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -322,7 +308,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		if len(shown) > 24 {
 			shown = shown[:24] + "…"
 		}
-		return nil, newErr(fmt.Sprintf("%s: the fencing counter %s holds %q, which is not a whole number from 0 to 2^53−2: refusing to mint a token from it. "+
+		return nil, lease.NewError(fmt.Sprintf("%s: the fencing counter %s holds %q, which is not a whole number from 0 to 2^53−2: refusing to mint a token from it. "+
 			"If nothing edited it on purpose, delete it (redis-cli DEL '%s'): the next token then comes from the server's clock and is still above every token leaderrun issued",
 			s.where, counterKey(req.Name), shown, counterKey(req.Name)))
 	case answer == 0 && len(res) == 3:
@@ -330,12 +316,12 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		pttl, _ := res[2].(int64)
 		return nil, &lease.HeldError{By: holderOf(req.Name, raw, pttl)}
 	case answer != 1 || len(res) != 3:
-		return nil, newErr(fmt.Sprintf("%s: acquire %s: unexpected script answer %v", s.where, req.Name, res))
+		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: unexpected script answer %v", s.where, req.Name, res))
 	}
 	token, _ := res[1].(int64)
 	at, _ := res[2].(string)
 	if token <= 0 || token > maxToken {
-		return nil, newErr(fmt.Sprintf("%s: acquire %s: bad fencing token %v", s.where, req.Name, res[1]))
+		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %v", s.where, req.Name, res[1]))
 	}
 	l := &redisLease{s: s, ttl: ttl, info: lease.Holder{
 		Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
@@ -413,7 +399,7 @@ func (l *redisLease) Renew(ctx context.Context) error {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("%s no longer has our record of lease %s (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrLost)
+		return lease.NewError(fmt.Sprintf("%s no longer has our record of lease %s (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrLost)
 	}
 	return nil
 }
@@ -431,7 +417,7 @@ func (l *redisLease) Release(ctx context.Context) error {
 		return l.s.classify("release "+l.info.Name, err)
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrNotHeld)
+		return lease.NewError(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.where, l.info.Name), lease.ErrNotHeld)
 	}
 	l.s.publishRelease(cctx, l.info.Name)
 	return nil
@@ -456,12 +442,12 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	until := time.Now().Add(hold).UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, ttlMillis(hold), until).Int64()
+	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, storeopt.Millis(hold), until).Int64()
 	if err != nil {
 		return s.classify("release "+rl.info.Name, err)
 	}
 	if n != 1 {
-		return newErr(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", s.where, rl.info.Name), lease.ErrNotHeld)
+		return lease.NewError(fmt.Sprintf("%s no longer had our record of lease %s at release (it expired, was deleted, or another holder took the lease)", s.where, rl.info.Name), lease.ErrNotHeld)
 	}
 	s.publishRelease(cctx, rl.info.Name)
 	return nil

@@ -292,33 +292,7 @@ func TestFrozenServer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 	const slack = 150 * time.Millisecond
-	for _, tc := range []struct {
-		name  string
-		ctx   time.Duration // caller's deadline; 0 = none
-		limit time.Duration
-	}{
-		{"CallTimeout", 0, callTimeout},
-		{"CallerDeadline", 100 * time.Millisecond, 100 * time.Millisecond},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			if tc.ctx > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, tc.ctx)
-				defer cancel()
-			}
-			start := time.Now()
-			err := l.Renew(ctx)
-			took := time.Since(start)
-			t.Logf("Renew against a frozen server returned after %v: %v", took, err)
-			if err == nil || errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrUnavailable) {
-				t.Fatalf("Renew: %v; want ErrUnavailable, not ErrLost", err)
-			}
-			if took > tc.limit+slack {
-				t.Fatalf("Renew took %v; want at most %v", took, tc.limit+slack)
-			}
-		})
-	}
+	leasetest.FrozenRenew(t, l, callTimeout, 100*time.Millisecond, slack)
 	start := time.Now()
 	if _, err := s.Status(context.Background(), name); !errors.Is(err, lease.ErrUnavailable) || time.Since(start) > callTimeout+slack {
 		t.Fatalf("Status against a frozen server: %v after %v", err, time.Since(start))

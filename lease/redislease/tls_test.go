@@ -1,15 +1,7 @@
 package redislease_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +20,7 @@ func TestTLS(t *testing.T) {
 		t.Skip("redis-server not installed")
 	}
 	dir := t.TempDir()
-	ca := writeCerts(t, filepath.Join(dir, "tls"))
+	ca := leasetest.WriteCerts(t, filepath.Join(dir, "tls"))
 	addr := leasetest.StartServer(t, dir, "../../scripts/redis.sh", "tls")["LEADERRUN_TEST_REDIS_TLS"]
 
 	s := open(t, "rediss://"+addr+"/0?ca="+ca, redislease.Options{CallTimeout: time.Second})
@@ -48,45 +40,4 @@ func TestTLS(t *testing.T) {
 	if !errors.Is(err, lease.ErrConfig) {
 		t.Fatalf("Open with a wrong servername: %v; want ErrConfig", err)
 	}
-}
-
-// writeCerts makes a CA and a server certificate for 127.0.0.1 in dir and
-// returns the CA file's path.
-func writeCerts(t *testing.T, dir string) string {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "leaderrun test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(srvKey)
-	write := func(name, typ string, der []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("ca.crt", "CERTIFICATE", caDER)
-	write("server.crt", "CERTIFICATE", srvDER)
-	write("server.key", "EC PRIVATE KEY", keyDER)
-	return filepath.Join(dir, "ca.crt")
 }

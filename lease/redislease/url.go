@@ -1,15 +1,12 @@
 package redislease
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,7 +46,7 @@ type config struct {
 // typo can put a password anywhere, e.g. "redis:/:PW@h" or "redis://u:PW").
 func parseURL(raw string, getenv func(string) string) (*config, error) {
 	fail := func(format string, args ...any) error {
-		return configErr("bad Redis store URL: "+format, args...)
+		return storeerr.Config("bad Redis store URL: "+format, args...)
 	}
 
 	scheme, rest, ok := strings.Cut(raw, "://")
@@ -66,35 +63,22 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	case "redis+cluster", "rediss+cluster":
 		c.topo = Cluster
 	default:
-		return nil, fail("unknown scheme %s (want one of %s)", safeKey(scheme), strings.Join(Schemes, ", "))
+		return nil, fail("unknown scheme %s (want one of %s)", storeurl.SafeKey(scheme), strings.Join(Schemes, ", "))
 	}
 	if strings.Contains(rest, "#") {
 		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
 	}
 
-	// User info ends at the last '@' before the query, so a password may hold
-	// '/', ':' or '@' unencoded; '?' and '#' must be percent-encoded.
-	beforeQuery, rawQuery, _ := strings.Cut(rest, "?")
-	var userinfo string
-	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
-		userinfo, beforeQuery = beforeQuery[:i], beforeQuery[i+1:]
-	}
-	hostPart, path := beforeQuery, ""
-	if i := strings.Index(beforeQuery, "/"); i >= 0 {
-		hostPart, path = beforeQuery[:i], beforeQuery[i:]
-	}
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
 
 	var user, pass string
 	hasPass := false
 	if userinfo != "" {
-		u, p, has := strings.Cut(userinfo, ":")
-		var err1, err2 error
-		user, err1 = url.PathUnescape(u)
-		pass, err2 = url.PathUnescape(p)
-		if err1 != nil || err2 != nil {
-			return nil, fail("bad percent-encoding in the user info")
+		var err error
+		user, pass, hasPass, err = storeurl.UserInfo(userinfo)
+		if err != nil {
+			return nil, fail("%v", err)
 		}
-		hasPass = has
 	}
 	if !hasPass {
 		pass = getenv(EnvPassword)
@@ -104,14 +88,11 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		c.secrets = append(c.secrets, pass)
 	}
 
-	q, err := url.ParseQuery(rawQuery)
+	q, err := storeurl.Query(rawQuery)
 	if err != nil {
-		return nil, fail("bad query string")
+		return nil, fail("%v", err)
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, fail("query parameter %s given %d times", queryKey(k, rawQuery), len(v))
-		}
+	for k := range q {
 		switch k {
 		case "db":
 			if c.topo == Cluster {
@@ -126,7 +107,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 				return nil, fail("sentinel_user= is for redis+sentinel:// URLs")
 			}
 		default:
-			return nil, fail("unknown query parameter %s (known: db, ca, cert, key, servername, sentinel_user)", queryKey(k, rawQuery))
+			return nil, fail("unknown query parameter %s (known: db, ca, cert, key, servername, sentinel_user)", storeurl.QueryKey(k, rawQuery))
 		}
 	}
 
@@ -167,7 +148,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 			return nil, fail("missing host")
 		}
 		for i, h := range strings.Split(hostPart, ",") {
-			addr, err := hostPort(h, defPort)
+			addr, err := storeurl.HostPort(h, defPort)
 			if err != nil {
 				return nil, fail("bad host:port (host %d; not shown; want HOST[:PORT] with a port from 1 to 65535, and '@' after any USER:PASSWORD)", i+1)
 			}
@@ -221,7 +202,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	}
 
 	if tlsOn {
-		tc, err := tlsConfig(q)
+		tc, err := storeurl.TLSConfig(q)
 		if err != nil {
 			return nil, fail("%v", err)
 		}
@@ -250,74 +231,4 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		c.where = "Redis at " + strings.Join(c.opts.Addrs, ",")
 	}
 	return c, nil
-}
-
-// queryKey shows a query key only when the query spells it KEY=…: a key
-// without a value may be a password typed in the wrong place.
-func queryKey(k, rawQuery string) string {
-	for _, kv := range strings.Split(rawQuery, "&") {
-		if name, _, ok := strings.Cut(kv, "="); ok && name == k {
-			return safeKey(k)
-		}
-	}
-	return "(not shown)"
-}
-
-// safeKey quotes a query key or scheme when it looks like a plain identifier
-// and hides it otherwise (it might be a piece of a badly encoded password).
-func safeKey(k string) string {
-	for _, r := range k {
-		if !(r == '_' || r == '+' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') || len(k) > 20 {
-			return "(not shown)"
-		}
-	}
-	return strconv.Quote(k)
-}
-
-// hostPort adds the default port when h has none and checks the result.
-func hostPort(h, defPort string) (string, error) {
-	if h == "" {
-		return "", fmt.Errorf("empty host")
-	}
-	if !strings.Contains(h, ":") || strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
-		h = net.JoinHostPort(strings.Trim(h, "[]"), defPort)
-	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		return "", err
-	}
-	n, err := strconv.Atoi(port)
-	if host == "" || err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("bad host or port")
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// tlsConfig builds the client TLS settings from ca=, cert=, key= and
-// servername=. Without ca= the system roots are used.
-func tlsConfig(q url.Values) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: q.Get("servername")}
-	if ca := q.Get("ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("ca=: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca=%s: no PEM certificates found", ca)
-		}
-		tc.RootCAs = pool
-	}
-	cert, key := q.Get("cert"), q.Get("key")
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("cert= and key= go together")
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("cert=/key=: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
 }

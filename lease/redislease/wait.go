@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -77,10 +78,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 				return ctx.Err()
 			}
 			s.log.Debug("cannot read the lease's PTTL; polling", "name", name, "err", err)
-			d = noTTLPoll
-			if held != nil && held.By.Remaining > 0 && held.By.Remaining < d {
-				d = held.By.Remaining
-			}
+			d = wakeup.Poll(held, noTTLPoll)
 		case d == -2*time.Millisecond: // no record: free now
 			return nil
 		case d < 0: // a record without TTL: not ours to expire
@@ -88,34 +86,14 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		}
 	}
 	if w != nil {
-		// A release after await closes wake, which the select below sees.
+		// A release after await closes wake, which wakeup.Sleep sees.
 		defer w.remember()
 	}
 	if wake == nil && s.noChannel.Load() {
 		d = min(d, noChannelPoll)
 	}
-	d += jitter(d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	case <-wake: // nil (blocks forever) while there is no subscription
-		return nil
-	}
-}
-
-// jitter spreads waiters that wake on the same expiry: 1ms plus up to 5% of
-// d, at most 25ms more.
-func jitter(d time.Duration) time.Duration {
-	spread := min(d/20, 25*time.Millisecond)
-	j := time.Millisecond
-	if spread > 0 {
-		j += rand.N(spread)
-	}
-	return j
+	// wake is nil (never fires) while there is no subscription.
+	return wakeup.Sleep(ctx, d, wake)
 }
 
 // pttl returns the record's remaining TTL; -2ms when there is no record and

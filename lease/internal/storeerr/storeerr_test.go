@@ -1,0 +1,60 @@
+package storeerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestNewKeepsKindAndContextNotCause(t *testing.T) {
+	cause := fmt.Errorf("vendor: %w", context.DeadlineExceeded)
+	err := New("no answer in time", lease.ErrUnavailable, cause)
+	if err.Error() != "no answer in time" {
+		t.Errorf("message %q", err)
+	}
+	if !errors.Is(err, lease.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v: want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if errors.Is(err, cause) || errors.Is(err, context.Canceled) {
+		t.Errorf("%v: the vendor error or another context error is in the chain", err)
+	}
+	if err := New("x", nil, errors.New("y")); errors.Is(err, lease.ErrUnavailable) || errors.Is(err, lease.ErrConfig) {
+		t.Errorf("%v: a nil kind is no sentinel", err)
+	}
+}
+
+func TestMask(t *testing.T) {
+	for _, tc := range []struct {
+		s       string
+		secrets []string
+		minLen  int
+		want    string
+	}{
+		{"user:hunter2@h", []string{"hunter2"}, 0, "user:xxxxx@h"},
+		{"a b", []string{"", "a"}, 1, "xxxxx b"},
+		{"a b", []string{"a"}, 3, "a b"},
+		{"pw pw", []string{"pw"}, 2, "xxxxx xxxxx"},
+	} {
+		if got := Mask(tc.s, tc.secrets, tc.minLen); got != tc.want {
+			t.Errorf("Mask(%q, %q, %d) = %q, want %q", tc.s, tc.secrets, tc.minLen, got, tc.want)
+		}
+	}
+}
+
+func TestConfigAndNetReason(t *testing.T) {
+	err := Config("bad %s", "port")
+	if err.Error() != "bad port" || !errors.Is(err, lease.ErrConfig) {
+		t.Errorf("Config: %v", err)
+	}
+	if got := NetReason(fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)); !strings.Contains(got, "refused") || strings.Contains(got, "127.0.0.1") {
+		t.Errorf("NetReason(refused) = %q", got)
+	}
+	if got := NetReason(errors.New("other")); got != "" {
+		t.Errorf("NetReason(other) = %q, want empty", got)
+	}
+}

@@ -1,0 +1,52 @@
+// Package wakeup holds the sleeping half of a network store's Wait (DESIGN
+// §4), shared by redislease, pglease and etcdlease: sleep until the
+// holder's remaining time runs out, plus a little jitter so that waiters on
+// the same expiry do not wake at once, or until a release notification, or
+// until the caller gives up. A broken notification channel is a nil wake
+// channel, which never fires: the waiter then wakes by time alone.
+package wakeup
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Jitter spreads waiters that wake on the same expiry: 1ms plus up to 5% of
+// d, at most 25ms more.
+func Jitter(d time.Duration) time.Duration {
+	spread := min(d/20, 25*time.Millisecond)
+	j := time.Millisecond
+	if spread > 0 {
+		j += rand.N(spread)
+	}
+	return j
+}
+
+// Sleep waits d plus Jitter(d), or until wake is closed (a nil wake never
+// is), or until ctx is done. It returns nil to mean "try again", or ctx's
+// error.
+func Sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d + Jitter(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case <-wake:
+		return nil
+	}
+}
+
+// Poll is how long to sleep when the store could not say how long the lease
+// has left: poll, or less when the holder's remaining time as the failed
+// attempt reported it (held, which may be nil) is known and shorter.
+func Poll(held *lease.HeldError, poll time.Duration) time.Duration {
+	if held != nil && held.By.Remaining > 0 && held.By.Remaining < poll {
+		return held.By.Remaining
+	}
+	return poll
+}

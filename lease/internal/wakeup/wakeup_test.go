@@ -1,0 +1,58 @@
+package wakeup
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestJitterBounds(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond, 100 * time.Millisecond, time.Hour} {
+		hi := time.Millisecond + min(d/20, 25*time.Millisecond)
+		for range 100 {
+			if j := Jitter(d); j < time.Millisecond || j > hi {
+				t.Fatalf("Jitter(%v) = %v, want within [1ms, %v]", d, j, hi)
+			}
+		}
+	}
+}
+
+func TestSleepWakesOnChannelAndContext(t *testing.T) {
+	wake := make(chan struct{})
+	close(wake)
+	if err := Sleep(context.Background(), time.Hour, wake); err != nil {
+		t.Errorf("closed wake: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), 0, nil); err != nil {
+		t.Errorf("elapsed: %v", err)
+	}
+}
+
+func TestPoll(t *testing.T) {
+	held := func(r time.Duration) *lease.HeldError {
+		h := &lease.HeldError{}
+		h.By.Remaining = r
+		return h
+	}
+	for _, tc := range []struct {
+		held *lease.HeldError
+		want time.Duration
+	}{
+		{nil, 2 * time.Second},
+		{held(0), 2 * time.Second},
+		{held(time.Second), time.Second},
+		{held(time.Minute), 2 * time.Second},
+	} {
+		if got := Poll(tc.held, 2*time.Second); got != tc.want {
+			t.Errorf("Poll(%v) = %v, want %v", tc.held, got, tc.want)
+		}
+	}
+}
