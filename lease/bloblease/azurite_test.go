@@ -317,6 +317,7 @@ func TestStoreDown(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	leasetest.WaitStopped(t, pid)
 	renewFails("frozen")
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)

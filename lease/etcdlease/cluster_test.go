@@ -92,6 +92,7 @@ func TestClusterFaults(t *testing.T) {
 		if err := syscall.Kill(w.pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		leasetest.WaitStopped(t, w.pid)
 		frozen := time.Now()
 		done := make(chan error, 1)
 		go func() { done <- waiter.Wait(ctxT(t), name, he) }()
@@ -156,6 +157,7 @@ func TestClusterFaults(t *testing.T) {
 		if err := syscall.Kill(f.pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		leasetest.WaitStopped(t, f.pid)
 		defer syscall.Kill(f.pid, syscall.SIGCONT)
 		frozen := time.Now()
 		fails, ok, inRow := 0, 0, 0
@@ -219,6 +221,7 @@ func TestClusterFaults(t *testing.T) {
 		if err := syscall.Kill(ms[other].pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		leasetest.WaitStopped(t, ms[other].pid)
 		stopped := time.Now()
 		attempts := 0
 		for time.Since(stopped) < ttl+time.Second {

@@ -306,10 +306,7 @@ func TestFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	leasetest.Freeze(t, pid)
 	const slack = 300 * time.Millisecond // scheduling on a busy machine, under -race
 	leasetest.FrozenRenew(t, l, callTimeout, 150*time.Millisecond, slack)
 	start := time.Now()

@@ -79,7 +79,8 @@ func SignalServer(t testing.TB, pid int, sig syscall.Signal) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %d: %v", pid, err)
 	}
-	for _, c := range childrenOf(pid) {
+	children := childrenOf(pid)
+	for _, c := range children {
 		_ = syscall.Kill(c, sig) // a child may have exited meanwhile
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
@@ -87,6 +88,11 @@ func SignalServer(t testing.TB, pid int, sig syscall.Signal) {
 	}
 	if sig != syscall.SIGSTOP {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
+		return
+	}
+	WaitStopped(t, pid)
+	for _, c := range children {
+		WaitStopped(t, c)
 	}
 }
 

@@ -1,8 +1,12 @@
 package leasetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,4 +49,59 @@ func FrozenRenew(t *testing.T, l lease.Lease, callTimeout, callerDeadline, slack
 			}
 		})
 	}
+}
+
+// Freeze stops a server process with SIGSTOP and returns once every one of
+// its threads is stopped: kill(2) only queues the signal, and a thread that
+// is running on another CPU may still answer a request meanwhile (an etcd
+// renewal 1.4 ms after the kill was seen to succeed). t.Cleanup resumes it;
+// Thaw does so earlier.
+func Freeze(t testing.TB, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	WaitStopped(t, pid)
+}
+
+// Thaw resumes a process Freeze stopped.
+func Thaw(t testing.TB, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT %d: %v", pid, err)
+	}
+}
+
+// WaitStopped waits until every thread of pid is in the stopped state (T in
+// /proc/PID/task/TID/stat) or pid is gone, polling the kernel's view every millisecond for
+// at most 10 s.
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !allStopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is not stopped 10s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) // gone counts as stopped
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		// PID (COMM) STATE ...: COMM may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }

@@ -287,10 +287,7 @@ func TestFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	leasetest.Freeze(t, pid)
 	const slack = 150 * time.Millisecond
 	leasetest.FrozenRenew(t, l, callTimeout, 100*time.Millisecond, slack)
 	start := time.Now()
