@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A --store served by a store program that is not installed: one line
+// naming the program and how to install it, exit 125, no child started, and
+// no password from the URL in the message.
+func TestDispatchMissingStoreProgram(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lone := filepath.Join(dir, "leaderrun")
+	b, err := os.ReadFile(lrBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "ran")
+	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob"} {
+		cmd := exec.Command(lone, "--store", scheme+"://user:SECRETPW@127.0.0.1:1/x", "--name", "d", "--", "touch", marker)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "NO_COLOR=1"}
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 125 {
+			t.Fatalf("%s: %v; want exit 125 (output %q)", scheme, err, out)
+		}
+		msg := strings.TrimSpace(string(out))
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, prog) || !strings.Contains(msg, "go install") {
+			t.Errorf("%s: want one line naming %s and how to install it; got %q", scheme, prog, msg)
+		}
+		if strings.Contains(msg, "SECRETPW") {
+			t.Errorf("%s: the password is in the message: %q", scheme, msg)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the child ran", scheme)
+		}
+	}
+}
+
+// A store program's child never sees how leaderrun handed it the run.
+func TestDispatchLeavesNoTraceInChildEnv(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	if !strings.Contains(strings.Join(env, " "), "LEADERRUN_STORE=redis://") {
+		t.Fatalf("want a Redis store in %q", env)
+	}
+	code, out, errOut := runLROut(t, env, "-q", "--name", "dispatch-env", "--", "env")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "LEADERRUN_LEASE=dispatch-env") {
+		t.Fatalf("the child's environment lacks LEADERRUN_LEASE: %q", out)
+	}
+	if strings.Contains(out, "LEADERRUN_GUARD_PROGRAM") {
+		t.Errorf("the child got LEADERRUN_GUARD_PROGRAM: %q", out)
+	}
+}
