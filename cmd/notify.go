@@ -59,7 +59,11 @@ func (n *notifier) send(lines ...string) {
 		return
 	}
 	msg := strings.Join(lines, "\n")
-	if err := unix.Sendto(n.fd, []byte(msg), 0, n.addr); err != nil {
+	// MSG_DONTWAIT: a receiver whose queue is full (a stuck systemd or
+	// notify proxy) would otherwise block sendto, and with it the run: the
+	// release, health checks and signal forwarding. A message that does
+	// not fit now is dropped.
+	if err := unix.Sendto(n.fd, []byte(msg), unix.MSG_DONTWAIT, n.addr); err != nil {
 		n.log.Debug("systemd notification not sent", "err", err)
 	}
 }

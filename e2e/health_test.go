@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // healthStore is one store the health and hold tests run on: its
@@ -393,5 +396,57 @@ func TestHoldTooLongAzure(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the child ran")
+	}
+}
+
+// deafNotifySocket is a datagram socket whose receive queue is full and
+// never read: a stuck systemd or notify proxy. A blocking sendto to it never
+// returns.
+func deafNotifySocket(t *testing.T) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "deaf")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrUnix{Name: name}
+	for sent := 0; ; sent++ {
+		err := unix.Sendto(fd, []byte("STATUS=filler"), unix.MSG_DONTWAIT, to)
+		if errors.Is(err, unix.EAGAIN) {
+			t.Logf("the notify socket's queue is full after %d messages", sent)
+			return name
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A notify socket that does not drain never holds up the run: the leader
+// says READY=1 (dropped), runs its health checks, exits and releases as
+// without it, and a standby takes over at once.
+func TestDeafNotifySocket(t *testing.T) {
+	store := fileStore(t)
+	env := []string{"NOTIFY_SOCKET=" + deafNotifySocket(t)}
+	holder, in := startStdin(t, env, "--store", store, "--name", "deaf", "--", "sh", "-c", "echo up; read x || true")
+	if got := holder.line(); got != "up" {
+		t.Fatalf("holder's child said %q: %s", got, holder.stderr.String())
+	}
+	standby := start(t, env, "--store", store, "--name", "deaf", "--health-cmd", "exit 1", "--health-interval", "100ms",
+		"--health-timeout", "90ms", "--health-retries", "1", "--", "sleep", "300")
+	waitStderr(t, standby, "waiting for lease deaf", 30*time.Second)
+	in.Close()
+	if code := holder.wait(); code != 0 {
+		t.Fatalf("holder exited %d: %s", code, holder.stderr.String())
+	}
+	// The standby takes over, its check fails at once, and it steps down.
+	if code := standby.wait(); code != 123 {
+		t.Fatalf("standby exited %d; want 123 (health check failed): %s", code, standby.stderr.String())
 	}
 }
