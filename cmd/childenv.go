@@ -129,13 +129,27 @@ func childEnviron(base []string, reads *envReads, keep map[string]bool, name, ho
 	)
 }
 
+// credentialParams are the query parameters through which a store URL can
+// carry a secret: Azure's SAS signature (sig), PostgreSQL's password and
+// sslpassword (libpq's names, which pgx reads too). Compared without case.
+var credentialParams = []string{"sig", "password", "sslpassword"}
+
 // urlCarriesCredential reports whether a --store URL holds a secret: a
-// password in its user info or a SAS signature in its query. A URL that does
-// not parse is assumed to hold one if it could.
+// password in its user info or a credential parameter (credentialParams) in
+// its query. A URL that does not parse is assumed to hold one if it could.
 func urlCarriesCredential(raw string) bool {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return strings.Contains(raw, "@") || strings.Contains(strings.ToLower(raw), "sig=")
+		low := strings.ToLower(raw)
+		if strings.Contains(raw, "@") {
+			return true
+		}
+		for _, k := range credentialParams {
+			if strings.Contains(low, k+"=") {
+				return true
+			}
+		}
+		return false
 	}
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok && p != "" {
@@ -144,9 +158,11 @@ func urlCarriesCredential(raw string) bool {
 	} else if strings.Contains(raw, "@") {
 		return true // a user info that did not parse as one: redis:/:pw@host
 	}
-	for k := range u.Query() {
-		if strings.EqualFold(k, "sig") {
-			return true
+	for k, vs := range u.Query() {
+		for _, c := range credentialParams {
+			if strings.EqualFold(k, c) && slices.ContainsFunc(vs, func(v string) bool { return v != "" }) {
+				return true
+			}
 		}
 	}
 	return false

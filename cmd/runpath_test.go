@@ -491,6 +491,17 @@ func TestURLCarriesCredential(t *testing.T) {
 		"file:///var/lock/leaderrun":                               false,
 		"redis:/:S3cr3t@127.0.0.1:6379":                            true,
 		"redis://h:6379/%zz":                                       false,
+		// every credential form of every store (issue 22 item 7)
+		"etcd://user:pw@127.0.0.1:2379":                                   true,
+		"etcds://127.0.0.1:2379?ca=/etc/ca.pem":                           false,
+		"postgres://app@db/prod?password=S3cr3t":                          true,
+		"postgres://app@db/prod?PassWord=S3cr3t":                          true,
+		"postgresql://app@db/prod?sslmode=verify-full&sslpassword=S3cr3t": true,
+		"postgres://app:pa@ssW0rd@db/prod":                                true,
+		"postgres://app@db/prod?sslmode=require":                          false,
+		"postgres://app@db/prod?password=":                                false,
+		"azblob+http://127.0.0.1:10000/devstoreaccount1/c?SIG=abc":        true,
+		"postgres://app@db/prod?password=S3cr3t&x=%zz":                    true,
 	} {
 		if got := urlCarriesCredential(raw); got != want {
 			t.Errorf("urlCarriesCredential(%q) = %v; want %v", raw, got, want)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeurl"
 )
@@ -73,7 +74,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	urlPass := false
 	if userinfo != "" {
 		u, p, has := strings.Cut(userinfo, ":")
-		_, err1 := url.PathUnescape(u)
+		user, err1 := url.PathUnescape(u)
 		pass, err2 := url.PathUnescape(p)
 		if err1 != nil || err2 != nil {
 			return nil, fail("bad percent-encoding in the user info")
@@ -81,6 +82,14 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		if has && pass != "" {
 			secrets = append(secrets, pass, p)
 			urlPass = true
+		}
+		// Split took the last '@' (a password may hold '@'); pgx must see
+		// the same split, so the user info it gets is re-encoded: else it
+		// took "ssW0rd@db" of "app:pa@ssW0rd@db" as the host, and printed it.
+		if has {
+			userinfo = url.UserPassword(user, pass).String()
+		} else {
+			userinfo = url.User(user).String()
 		}
 	}
 	if hostPart != "" {
@@ -113,6 +122,24 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if v := q.Get("password"); v != "" {
 		secrets = append(secrets, v)
 		urlPass = true
+	}
+	if v := q.Get("sslpassword"); v != "" {
+		secrets = append(secrets, v)
+	}
+	// pgx opens the TLS files itself, blocking: a FIFO would hang the run
+	// deaf to signals, /dev/zero would be read without end. Check them
+	// (from the URL, else libpq's variables) before pgx meets them.
+	for _, k := range []string{"sslrootcert", "sslcert", "sslkey"} {
+		f := q.Get(k)
+		if f == "" {
+			f = os.Getenv("PG" + strings.ToUpper(k))
+		}
+		if f == "" || f == "system" && k == "sslrootcert" {
+			continue
+		}
+		if err := safefile.Check(f); err != nil {
+			return nil, fail("%s=: %v", k, err)
+		}
 	}
 	dsn := scheme + "://"
 	if userinfo != "" {

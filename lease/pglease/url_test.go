@@ -48,6 +48,30 @@ func TestParseURL(t *testing.T) {
 // noEnv is a getenv with nothing set.
 func noEnv(string) string { return "" }
 
+// A password holding '@' (unencoded) splits at the last '@', as on Redis and
+// etcd: pgx gets the password and the host, and no message holds a piece of
+// the password (it once said "cannot reach PostgreSQL at ssW0rd@db…").
+// sslpassword= is a secret too.
+func TestParseURLPasswordWithAt(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", "/nonexistent")
+	c, err := parseURL("postgres://app:pa@ssW0rd@db.example/prod?sslpassword=K3yPass", noEnv)
+	if err != nil {
+		t.Fatalf("parseURL: %v", err)
+	}
+	if c.conn.Host != "db.example" || c.conn.User != "app" || c.conn.Password != "pa@ssW0rd" || c.conn.Database != "prod" {
+		t.Fatalf("host %q user %q password set %v db %q; want db.example, app, pa@ssW0rd, prod", c.conn.Host, c.conn.User, c.conn.Password == "pa@ssW0rd", c.conn.Database)
+	}
+	for _, s := range []string{c.where, c.display} {
+		if strings.Contains(s, "ssW0rd") || strings.Contains(s, "pa@") {
+			t.Errorf("%q shows part of the password", s)
+		}
+	}
+	if !slices.Contains(c.secrets, "pa@ssW0rd") || !slices.Contains(c.secrets, "K3yPass") {
+		t.Errorf("secrets %d entries: the password or sslpassword is not masked", len(c.secrets))
+	}
+}
+
 func TestParseURLEnvPassword(t *testing.T) {
 	t.Setenv("PGPASSWORD", "")
 	getenv := func(k string) string {

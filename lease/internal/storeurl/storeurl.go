@@ -14,9 +14,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 )
 
 // Hidden is what QueryKey and SafeKey show instead of a key that might be
@@ -74,7 +75,7 @@ func HostPort(h, defPort string) (string, error) {
 func TLSConfig(q url.Values) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: q.Get("servername")}
 	if ca := q.Get("ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
+		pem, err := safefile.Read(ca)
 		if err != nil {
 			return nil, fmt.Errorf("ca=: %w", err)
 		}
@@ -89,7 +90,15 @@ func TLSConfig(q url.Values) (*tls.Config, error) {
 		return nil, fmt.Errorf("cert= and key= go together")
 	}
 	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
+		certPEM, err := safefile.Read(cert)
+		if err != nil {
+			return nil, fmt.Errorf("cert=: %w", err)
+		}
+		keyPEM, err := safefile.Read(key)
+		if err != nil {
+			return nil, fmt.Errorf("key=: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("cert=/key=: %w", err)
 		}
