@@ -97,10 +97,34 @@ const DefaultStopSignal = syscall.SIGTERM
 // group, for the group to vanish before reporting GroupGone false.
 const KillConfirmWait = 500 * time.Millisecond
 
-// ForwardedSignals are the signals Run forwards to the child's process group.
-var ForwardedSignals = []os.Signal{
-	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+// ForwardedSignals are the signals Run forwards to the child's process group,
+// less those leaderrun inherited as ignored (InheritedIgnored).
+var ForwardedSignals = forwardable()
+
+// InheritedIgnored lists the signals that were ignored when leaderrun
+// started: nohup(1)'s SIGHUP, and the SIGINT a non-interactive shell
+// ignores for a background job. They stay ignored, for leaderrun (never
+// caught, so never forwarded) and for the child, which inherits SIG_IGN
+// through execve, as nohup, timeout(1) and env(1) keep them. Go's runtime
+// reports an inherited SIG_IGN for SIGHUP and SIGINT only; it installs its
+// own handler for SIGQUIT whatever it inherited.
+var InheritedIgnored []os.Signal
+
+// forwardable computes ForwardedSignals and InheritedIgnored at package
+// initialisation, before any signal.Notify could un-ignore a signal.
+func forwardable() []os.Signal {
+	var fwd []os.Signal
+	for _, s := range []os.Signal{
+		syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+	} {
+		if signal.Ignored(s) {
+			InheritedIgnored = append(InheritedIgnored, s)
+			continue
+		}
+		fwd = append(fwd, s)
+	}
+	return fwd
 }
 
 // Config describes the command to run. The zero value of every field except
