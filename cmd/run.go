@@ -35,6 +35,7 @@ type runConfig struct {
 	passEnv      map[string]bool
 	health       healthConfig
 	hold         time.Duration // --hold-at-least; 0 means none
+	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
 }
 
 // parseRun validates every flag before anything starts (STYLE habit 7).
@@ -63,6 +64,7 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	if c.Bool("no-wait") {
 		rc.wait = 0
 	}
+	rc.waitGiven = c.IsSet("wait") || c.IsSet("no-wait")
 	if rc.contain, err = parseContain(c.String("contain")); err != nil {
 		return rc, err
 	}
@@ -219,7 +221,8 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		}
 		acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
 			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
-				OnWait: notifyWaiting(notify, rc.name, waitReporter(log, rc.name, wait)), RemindEvery: remindEvery, Priority: rc.priority})
+				OnWait:      refuseOwnAncestor(e.getenv, rc, watch.cancel, notifyWaiting(notify, rc.name, waitReporter(log, rc.name, wait))),
+				RemindEvery: remindEvery, Priority: rc.priority})
 		if err != nil {
 			watch.stop()
 			return acquireOutcome(err, rc)
@@ -423,11 +426,47 @@ func (w *signalWatch) signalled() bool {
 	return errors.As(context.Cause(w.ctx), &sc)
 }
 
+// nestedError says the lease is held by the run this one was started
+// inside: waiting for it would wait for the run's own ancestor.
+type nestedError struct {
+	name  string
+	token uint64
+}
+
+func (e nestedError) Error() string {
+	return fmt.Sprintf("already running inside lease %s (token %d, held by the leaderrun that started this one): waiting would wait for itself; use another --name, or give --wait to wait anyway", e.name, e.token)
+}
+
+// refuseOwnAncestor wraps an OnWait reporter: when the lease this run waits
+// for is held with the token a parent leaderrun handed down
+// (LEADERRUN_LEASE, LEADERRUN_LEASE_TOKEN), the run would wait for its own
+// ancestor, forever under the default --wait: it cancels the wait with a
+// nestedError. The token identifies the outer acquisition in this very store,
+// so the same name in another store is not refused. An explicit --wait (or
+// --no-wait) asks to wait anyway.
+func refuseOwnAncestor(getenv func(string) string, rc runConfig, cancel context.CancelCauseFunc, report func(lease.WaitEvent)) func(lease.WaitEvent) {
+	outer := getenv(envLease)
+	token, err := strconv.ParseUint(getenv(envLeaseToken), 10, 64)
+	if rc.waitGiven || outer != rc.name || err != nil {
+		return report
+	}
+	return func(ev lease.WaitEvent) {
+		if ev.By.Token == token && (ev.Kind == lease.WaitStarted || ev.Kind == lease.WaitHolderChanged) {
+			cancel(nestedError{name: rc.name, token: token})
+			return
+		}
+		report(ev)
+	}
+}
+
 // acquireOutcome maps why no child was started.
 func acquireOutcome(err error, rc runConfig) *outcome {
 	var sc signalCause
 	var he *lease.HeldError
+	var ne nestedError
 	switch {
+	case errors.As(err, &ne):
+		return classify(usageError{ne})
 	case errors.As(err, &sc):
 		return done(128+int(sc.sig), slog.LevelWarn,
 			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")

@@ -132,3 +132,33 @@ func TestBackgroundJobKeepsSIGINTIgnored(t *testing.T) {
 		t.Fatalf("bash's wait gave %v; want 143 (the SIGTERM, the SIGINT ignored): %s", err, stderr.String())
 	}
 }
+
+// A run started inside a run of the same lease (same store, same explicit
+// name) would wait for its own parent, forever under the default --wait: it
+// is refused at once with one line and 125. A --wait asks to wait anyway;
+// another name, or another store, is no nesting.
+func TestNestedSameLeaseRefused(t *testing.T) {
+	store := fileStore(t)
+	marker := filepath.Join(t.TempDir(), "inner-ran")
+	inner := lrBin + " --store " + store + " --name x -- touch " + marker
+	code, stderr := runLR(t, nil, "--store", store, "--name", "x", "--", "sh", "-c", inner)
+	if code != 125 {
+		t.Fatalf("exit %d; want the inner run's 125: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "already running inside lease x (token ") {
+		t.Fatalf("stderr %q; want it to say the run is inside lease x", stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the inner child ran")
+	}
+	// --wait: waits as asked, and gives up as any waiter does.
+	code, stderr = runLR(t, nil, "--store", store, "--name", "x", "--", "sh", "-c", lrBin+" --store "+store+" --name x --wait 100ms -- true")
+	if code != 75 {
+		t.Fatalf("with --wait: exit %d; want 75: %s", code, stderr)
+	}
+	// Another store: no nesting.
+	code, stderr = runLR(t, nil, "--store", store, "--name", "x", "--", "sh", "-c", lrBin+" --store "+fileStore(t)+" --name x -- touch "+marker)
+	if code != 0 {
+		t.Fatalf("another store: exit %d: %s", code, stderr)
+	}
+}
