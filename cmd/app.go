@@ -28,6 +28,9 @@ type Stdio struct {
 type env struct {
 	stdio  Stdio
 	getenv func(string) string
+	// environ lists the environment (os.Environ form) to look for misspelt
+	// LEADERRUN_* variables in; nil means none.
+	environ func() []string
 }
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
@@ -199,7 +202,7 @@ func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int 
 	}
 	register(stores)
 	takeGuardProgram()
-	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv})
+	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv, environ: os.Environ})
 }
 
 func run(ctx context.Context, args []string, e env) int {
@@ -266,6 +269,11 @@ func run(ctx context.Context, args []string, e env) int {
 			return usageError{err}
 		}
 		log = l
+		if e.environ != nil {
+			for _, w := range misspeltVars(e.environ()) {
+				log.Warn(w)
+			}
+		}
 		return nil
 	}
 	onUsageError := func(_ *cli.Context, err error, _ bool) error { return usageError{err} }

@@ -567,3 +567,42 @@ func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 		return s
 	}
 }
+
+// otherVars are the LEADERRUN_* variables that are not a flag's: those
+// leaderrun gives its child (childenv.go), and those a store or the
+// dispatch reads.
+var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated,
+	"LEADERRUN_GUARD_PROGRAM", "LEADERRUN_REDIS_SENTINEL_PASSWORD"}
+
+// misspeltVars returns one warning for each LEADERRUN_* variable in environ
+// that leaderrun does not read but that is a likely misspelling of one it
+// does (LEADERRUN_TLL for LEADERRUN_TTL): systemd units and CI set
+// variables, not flags, and a typo there would otherwise be silently
+// ignored. A LEADERRUN_* name far from every known one (a script's own
+// LEADERRUN_JOB_DIR) is left alone: leaderrun does not own the prefix.
+func misspeltVars(environ []string) []string {
+	var known []string
+	flagEnv.Range(func(_, v any) bool {
+		known = append(known, v.(string))
+		return true
+	})
+	known = append(known, otherVars...)
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutPrefix(k, "LEADERRUN_")
+		if !ok || slices.Contains(known, k) {
+			continue
+		}
+		best, bestD := "", 0
+		for _, kn := range known {
+			if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
+				best, bestD = kn, d
+			}
+		}
+		if best != "" && bestD <= max(1, len(name)/3) {
+			out = append(out, fmt.Sprintf("%s is not a leaderrun variable and is ignored; did you mean %s?", printable(k), best))
+		}
+	}
+	return out
+}

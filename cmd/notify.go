@@ -107,7 +107,7 @@ func notifyWaiting(n *notifier, name string, report func(lease.WaitEvent)) func(
 func waitingStatus(name string, by lease.Holder, now time.Time) string {
 	s := "waiting for lease " + name
 	if by.Holder != "" {
-		s += " held by " + by.Holder
+		s += " held by " + printable(by.Holder)
 	}
 	if !by.Since.IsZero() {
 		s += " since " + FormatTimeZone(by.Since, now)

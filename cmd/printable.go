@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -19,4 +21,43 @@ func checkPrintable(s string) error {
 		}
 	}
 	return nil
+}
+
+// printable returns s with what a terminal could interpret escaped: each
+// control character and each byte of invalid UTF-8 as \xNN (a backslash
+// itself as \\, so the escaping cannot be forged). Text read back from a
+// store (holder labels in lock files, candidate records written by other
+// users, Redis records, etcd keys) goes through it before it is printed,
+// whatever checkPrintable let in when it was written.
+func printable(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\\' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		case unicode.IsControl(r):
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

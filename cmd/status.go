@@ -100,7 +100,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 		if h == nil {
 			fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
 		} else {
-			line := fmt.Sprintf("%s: held by %s", name, h.Holder)
+			line := fmt.Sprintf("%s: held by %s", name, printable(h.Holder))
 			if !h.Since.IsZero() {
 				line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 			}
@@ -126,7 +126,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 // 14:03:07 (2m ago)".
 func standbyText(s lease.Candidate, now time.Time) string {
 	var b strings.Builder
-	b.WriteString(s.Holder)
+	b.WriteString(printable(s.Holder))
 	fmt.Fprintf(&b, ", priority %d", s.Priority)
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, ", waiting since %s (%s ago)", FormatTime(s.Since, now), now.Sub(s.Since).Round(time.Second))

@@ -46,7 +46,7 @@ func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.
 func heldBy(h lease.Holder, now time.Time) string {
 	s := "held by another holder"
 	if h.Holder != "" {
-		s = "held by " + h.Holder
+		s = "held by " + printable(h.Holder)
 	}
 	if !h.Since.IsZero() {
 		s += " since " + FormatTime(h.Since, now)

@@ -227,7 +227,7 @@ func (p watchPrinter) holder(h *lease.Holder) {
 		fmt.Fprintf(p.e.stdio.Out, "%s %s: free\n", p.stamp(now), p.name)
 		return
 	}
-	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, h.Holder, h.Token)
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, printable(h.Holder), h.Token)
 }
 
 // standby prints a standby event: standby_waiting (at the start),
@@ -245,5 +245,5 @@ func (p watchPrinter) standby(event string, s lease.Candidate) {
 		return
 	}
 	what := map[string]string{"standby_waiting": "is waiting", "standby_joined": "joined", "standby_left": "left"}[event]
-	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, s.Holder, what, s.Priority)
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, printable(s.Holder), what, s.Priority)
 }

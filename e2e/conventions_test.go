@@ -162,3 +162,15 @@ func TestNestedSameLeaseRefused(t *testing.T) {
 		t.Fatalf("another store: exit %d: %s", code, stderr)
 	}
 }
+
+// A misspelt variable is not silently ignored: one warning with the nearest
+// name, and the run goes on (it was never a configuration error before).
+func TestMisspeltVariableWarned(t *testing.T) {
+	code, stderr := runLR(t, []string{"LEADERRUN_TLL=5s"}, "--store", fileStore(t), "--name", "typo", "--", "true")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stderr, "LEADERRUN_TLL is not a leaderrun variable and is ignored; did you mean LEADERRUN_TTL?"); n != 1 {
+		t.Fatalf("stderr %q; want the warning once", stderr)
+	}
+}

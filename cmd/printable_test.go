@@ -1,0 +1,70 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"host-a:123":          "host-a:123",
+		"é ü 漢":               "é ü 漢",
+		"evil\x1b[2Jhost":     `evil\x1b[2Jhost`,
+		"bell\a":              `bell\x07`,
+		"del\x7f":             `del\x7f`,
+		"c1\u009bcsi":         `c1\x9bcsi`,
+		"bad\xffutf8":         `bad\xffutf8`,
+		`back\slash`:          `back\\slash`,
+		"nl\nand\rcr":         `nl\x0aand\x0dcr`,
+		"line\u2028separator": "line\u2028separator",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// Holder labels read back from a store reach the terminal escaped, in every
+// text form: waiting and conflict lines, status, watch, systemd's STATUS=.
+func TestStoreTextEscaped(t *testing.T) {
+	h := lease.Holder{Holder: "x\x1b]0;pwned\a", Token: 7, Since: time.Now()}
+	now := time.Now()
+	for what, s := range map[string]string{
+		"heldBy":        heldBy(h, now),
+		"waitingStatus": waitingStatus("n", h, now),
+		"conflictText":  conflictText(runConfig{name: "n", args: []string{"job"}, conflictCode: 75}, h),
+	} {
+		if strings.ContainsAny(s, "\x1b\a") {
+			t.Errorf("%s printed a control character: %q", what, s)
+		}
+		if !strings.Contains(s, `x\x1b]0;pwned\x07`) {
+			t.Errorf("%s = %q; want the label escaped", what, s)
+		}
+	}
+}
+
+func TestMisspeltVars(t *testing.T) {
+	takeEnv(runFlags())
+	takeEnv(statusFlags())
+	takeEnv(watchFlags())
+	got := misspeltVars([]string{
+		"LEADERRUN_TLL=5s",           // typo of LEADERRUN_TTL
+		"LEADERRUN_STROE=redis://x",  // transposition
+		"LEADERRUN_TTL=5s",           // known
+		"LEADERRUN_LEASE_TOKEN=3",    // given to children
+		"LEADERRUN_TOKEN=3",          // given to children (old name)
+		"LEADERRUN_JOB_DIRECTORY=/x", // a script's own: far from every name
+		"LEADERRUN_TEST_REDIS_URL=x", // the test harness's own
+		"PATH=/bin",
+	})
+	want := []string{
+		"LEADERRUN_TLL is not a leaderrun variable and is ignored; did you mean LEADERRUN_TTL?",
+		"LEADERRUN_STROE is not a leaderrun variable and is ignored; did you mean LEADERRUN_STORE?",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("misspeltVars = %q; want %q", got, want)
+	}
+}
