@@ -84,6 +84,13 @@ func dispatch(raw string) error {
 	if err != nil {
 		return err
 	}
+	// A program that was itself dispatched to, and does not link the
+	// scheme either, is not the store program it was named as (a link or
+	// copy of leaderrun under that name): dispatching again would exec
+	// the same program forever.
+	if dispatched {
+		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
+	}
 	env := os.Environ()
 	if self, err := os.Executable(); err == nil {
 		env = append(env, envGuardProgram+"="+self) // Main takes it out again
@@ -117,6 +124,10 @@ func findDriver(prog string) (string, error) {
 // child sees it.
 const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
 
+// dispatched is true when a leaderrun dispatched the run to this program
+// (envGuardProgram was set): this program must then serve the store itself.
+var dispatched bool
+
 // guardProgram is the program the guard runs from: this one, unless a
 // leaderrun dispatched to it.
 var guardProgram = "/proc/self/exe"
@@ -128,6 +139,7 @@ func takeGuardProgram() {
 		return
 	}
 	os.Unsetenv(envGuardProgram)
+	dispatched = true
 	if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 		guardProgram = p
 	}

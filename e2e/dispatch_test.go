@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A --store served by a store program that is not installed: one line
@@ -60,5 +61,42 @@ func TestDispatchLeavesNoTraceInChildEnv(t *testing.T) {
 	}
 	if strings.Contains(out, "LEADERRUN_GUARD_PROGRAM") {
 		t.Errorf("the child got LEADERRUN_GUARD_PROGRAM: %q", out)
+	}
+}
+
+// A store program that is a link to leaderrun (as a packager making
+// multi-call links might install it) does not serve the store: the second
+// dispatch is refused with one line and 125, instead of leaderrun
+// re-executing itself forever at full CPU.
+func TestDispatchToLinkRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Symlink(lrBin, filepath.Join(dir, "leaderrun-redis")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(lrBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lone := filepath.Join(t.TempDir(), "leaderrun")
+	if err := os.WriteFile(lone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "ran")
+	cmd := exec.Command(lone, "--store", "redis://127.0.0.1:1", "--name", "d", "--", "touch", marker)
+	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", "HOME=" + dir, "NO_COLOR=1"}
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 125 {
+		t.Fatalf("%v; want exit 125 at once (output %q)", err, out)
+	}
+	msg := strings.TrimSpace(string(out))
+	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "does not link this store") {
+		t.Fatalf("want one line saying the program does not link the store; got %q", msg)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child ran")
 	}
 }
