@@ -421,6 +421,10 @@ func TestValueMessages(t *testing.T) {
 		{"priority out of range", nil, []string{"--priority", "2000000", "--", "true"}, "--priority 2000000: want a whole number from -1000000 to 1000000"},
 		{"priority variable out of range", map[string]string{"LEADERRUN_PRIORITY": "-2000000"}, []string{"--", "true"}, "--priority -2000000: want a whole number from -1000000 to 1000000"},
 		{"once is watch's", nil, []string{"--once", "--", "true"}, "--once"},
+		{"negative grace", nil, []string{"--grace", "-1s", "--", "true"}, "--grace -1s: durations must not be negative"},
+		{"negative renew", nil, []string{"--renew-every", "-1s", "--", "true"}, "--renew-every -1s: durations must not be negative"},
+		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h0m0s: want a duration from 0 to 744h (31 days"},
+		{"negative hold", nil, []string{"--hold-at-least", "-1s", "--", "true"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

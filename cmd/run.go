@@ -102,11 +102,16 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	if rc.health, err = parseHealth(c, t.TTL); err != nil {
 		return rc, err
 	}
-	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 {
-		return rc, usagef("--hold-at-least %v: want 0 or a positive duration", rc.hold)
+	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 || rc.hold > MaxHold {
+		return rc, usagef("--hold-at-least %v: want a duration from 0 to %s (31 days: a monthly schedule's slot)", rc.hold, humanDuration(MaxHold))
 	}
 	return rc, nil
 }
+
+// MaxHold bounds --hold-at-least: a hold keeps a schedule slot taken, and
+// the longest slot worth keeping is a monthly job's. A longer one (999999h)
+// is a typo that would block the lease for a century.
+const MaxHold = 31 * 24 * time.Hour
 
 // MaxPriority bounds --priority either way.
 const MaxPriority = 1_000_000

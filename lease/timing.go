@@ -74,8 +74,13 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	if t.KillBound == 0 {
 		t.KillBound = DefaultKillBound
 	}
-	if t.TTL < 0 || t.RenewEvery < 0 || t.Grace < 0 || t.CallTimeout < 0 {
-		return t, fmt.Errorf("%w: durations must not be negative", ErrUnsafeTiming)
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--ttl", t.TTL}, {"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
+		if d.v < 0 {
+			return t, fmt.Errorf("%w: %s %v: durations must not be negative", ErrUnsafeTiming, d.flag, d.v)
+		}
 	}
 	if t.TTL > MaxTTL {
 		return t, fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)

@@ -182,10 +182,17 @@ func TestTokensNeverGoBack(t *testing.T) {
 }
 
 // A counter at or above 2^53 (here tampered with) is refused as corrupt; it
-// never wraps or loses precision.
+// never wraps or loses precision. A counter at 2^53−1 is valid, but has
+// issued the last token: the next acquisition is refused as such, not as
+// "corrupt … not below 2^53" (it is below).
 func TestHugeCounterRefused(t *testing.T) {
 	s := openT(t, t.TempDir())
-	for _, c := range []string{"9007199254740991", "9007199254740992", "18446744073709551615", "18446744073709551616", "-1", "1e20"} {
+	must(t, os.WriteFile(s.Path("job"), []byte(`{"name":"job","token":9007199254740991,"held":false}`+"\n"), 0o600))
+	_, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
+	if !errors.Is(err, lease.ErrConfig) || strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), "has reached 2^53−1") {
+		t.Errorf("counter 2^53-1: %v; want a configuration error saying the last token was issued", err)
+	}
+	for _, c := range []string{"9007199254740992", "18446744073709551615", "18446744073709551616", "-1", "1e20"} {
 		must(t, os.WriteFile(s.Path("job"), []byte(`{"name":"job","token":`+c+`,"held":false}`+"\n"), 0o600))
 		_, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
 		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "corrupt") {
@@ -197,6 +204,11 @@ func TestHugeCounterRefused(t *testing.T) {
 	defer l.Release(context.Background())
 	if l.Info().Token != MaxToken {
 		t.Fatalf("token %d; want 2^53-1", l.Info().Token)
+	}
+	must(t, l.Release(context.Background()))
+	_, err = s.TryAcquire(context.Background(), lease.Request{Name: "job", ID: lease.NewID()})
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "has reached 2^53−1") {
+		t.Errorf("after the last token: %v; want the counter reported exhausted", err)
 	}
 }
 

@@ -29,8 +29,10 @@ const maxAhead = 10 * time.Millisecond
 // not step back.
 func mint(prev uint64, now func() time.Time, path string) (uint64, error) {
 	if prev >= MaxToken {
+		// A valid counter (at most MaxToken, checked when it was read)
+		// that has issued the last token there is.
 		return 0, newError(lease.ErrConfig, nil, fmt.Sprintf(
-			"lock file %s is corrupt: its fencing counter %d is not below 2^53; inspect it, then remove it (tokens still never go back: they follow the clock)", path, prev))
+			"lock file %s: its fencing counter %d has reached 2^53−1, the largest token (tokens stay below 2^53 so that JSON readers hold them exactly); no further token can be issued from it", path, prev))
 	}
 	tok := prev + 1
 	if us := now().UnixMicro(); us > 0 && uint64(us) > tok {
