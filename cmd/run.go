@@ -113,6 +113,15 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 // is a typo that would block the lease for a century.
 const MaxHold = 31 * 24 * time.Hour
 
+// checkPriority refuses a --priority the store would silently ignore: one
+// without a standby list (lease.CandidateRegistry) cannot order takeovers.
+func checkPriority(store lease.Store, priority int) error {
+	if _, ok := store.(lease.CandidateRegistry); priority != 0 && !ok {
+		return usagef("--priority %d: this store keeps no list of standbys, so a priority would have no effect; leave --priority out (every standby then has the same chance)", priority)
+	}
+	return nil
+}
+
 // MaxPriority bounds --priority either way.
 const MaxPriority = 1_000_000
 
@@ -189,6 +198,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	}
 	defer store.Close()
 	if err := checkHold(store, rc.hold, rc.timing.TTL); err != nil {
+		return classify(err)
+	}
+	if err := checkPriority(store, rc.priority); err != nil {
 		return classify(err)
 	}
 	notify := newNotifier(reads.get, log)

@@ -100,6 +100,7 @@ func TestPostgresNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, pg
 func TestPostgresCleanHandover(t *testing.T)          { testCleanHandover(t, pgStore) }
 func TestPostgresLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, pgStore) }
 func TestPostgresTokensIncrease(t *testing.T)         { testTokensIncrease(t, pgStore) }
+func TestPostgresPriorityRefused(t *testing.T)        { testPriorityRefused(t, pgStore) }
 
 // The server frozen (SIGSTOP to the postmaster and every backend) or killed
 // under a running leader: the child is dead before last_sent + TTL; exit
