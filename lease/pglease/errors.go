@@ -22,7 +22,7 @@ import (
 //     TLS verification failures → lease.ErrConfig;
 //   - everything transient (network, timeouts, a cancelled context, the
 //     statement timeout 57014, the server shutting down or starting up
-//     (57P01–57P03), too many connections (class 53), a read-only standby
+//     (57P01–57P03), a session ended for idling (57P05, 25P03), too many connections (class 53), a read-only standby
 //     (25006), serialization failures and deadlocks (class 40), lock
 //     timeouts (55P03)) → lease.ErrUnavailable;
 //   - other server answers → a plain error (retrying is not known to help).
@@ -108,7 +108,7 @@ func kindOf(err error) error {
 		switch {
 		case strings.HasPrefix(c, "28"), c == "3D000", c == "42501":
 			return lease.ErrConfig
-		case c == "57014", c == "57P01", c == "57P02", c == "57P03", c == "57P04", c == "55P03", c == "25006",
+		case c == "57014", c == "57P01", c == "57P02", c == "57P03", c == "57P04", c == "57P05", c == "25P03", c == "55P03", c == "25006",
 			strings.HasPrefix(c, "08"), strings.HasPrefix(c, "53"), strings.HasPrefix(c, "40"), strings.HasPrefix(c, "58"):
 			return lease.ErrUnavailable
 		case strings.HasPrefix(c, "42"):

@@ -209,6 +209,19 @@ func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.
 		s.conn = c
 	}
 	err := fn(cctx, s.conn)
+	if idleClosed(err) {
+		// The server had ended the session while it sat idle
+		// (idle_session_timeout, idle_in_transaction_session_timeout): the
+		// statement never ran, so it runs once more on a new connection.
+		closeNow(s.conn)
+		s.conn = nil
+		c, cerr := s.connect(cctx)
+		if cerr != nil {
+			return s.classify(op, cerr)
+		}
+		s.conn = c
+		err = fn(cctx, s.conn)
+	}
 	if create && isCode(err, "42P01") { // undefined_table: first use
 		if err = s.createTable(cctx, s.conn); err == nil {
 			err = fn(cctx, s.conn)
@@ -250,6 +263,12 @@ func (s *Store) isClosed() bool {
 	defer s.mu.Unlock()
 	return s.closed
 }
+
+// idleClosed reports whether err says the server closed the session for
+// sitting idle: 57P05 (idle_session_timeout) or 25P03
+// (idle_in_transaction_session_timeout). The server sends it when it ends
+// the session, before any later statement; pgx reads it with the next one.
+func idleClosed(err error) bool { return isCode(err, "57P05") || isCode(err, "25P03") }
 
 func isCode(err error, code string) bool {
 	var pe *pgconn.PgError

@@ -463,3 +463,78 @@ func TestConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server that ends idle sessions (idle_session_timeout, SQLSTATE 57P05)
+// costs a reconnect, never an error: the next renew, acquire and release
+// each run on a new connection, as after 57P01.
+func TestIdleSessionTimeout(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	role, pw := "lr_idle_"+lease.NewID()[:8], "IdlePassw0rd"+lease.NewID()[:8]
+	for _, q := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", role, pw),
+		fmt.Sprintf("ALTER ROLE %s SET idle_session_timeout = '100ms'", role),
+	} {
+		if _, err := op.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = op.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = op.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	table := freshTable("lr_idle")
+	owner := open(t, withTable(raw, table), pglease.Options{})
+	setup, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Holder: "owner", ID: lease.NewID(), TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Release(ctxT(t))
+	for _, g := range []string{
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s", table, role),
+		fmt.Sprintf("GRANT USAGE ON SEQUENCE %s_token TO %s", table, role),
+	} {
+		if _, err := op.Exec(ctxT(t), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse(raw)
+	u.User = url.UserPassword(role, pw)
+	s := open(t, withTable(u.String(), table), pglease.Options{})
+	// idled waits until the server has ended every session of the role: the
+	// event the test is about (pg_stat_activity shows it).
+	idled := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var n int
+			if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the role's %d sessions still live after 30s", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	name := "idle-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	idled()
+	if err := l.Renew(ctxT(t)); err != nil {
+		t.Fatalf("renew after the server ended the idle session: %v", err)
+	}
+	idled()
+	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 5 * time.Second}); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second acquire after an idle close: %v; want ErrHeld", err)
+	}
+	idled()
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("release after the server ended the idle session: %v", err)
+	}
+}
