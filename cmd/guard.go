@@ -145,11 +145,19 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 	return p, nil
 }
 
-// guardCause is the cause of the run's end when the guard died.
-type guardCause struct{ pid int }
+// guardCause is the cause of the run's end when the guard died or was
+// stopped.
+type guardCause struct {
+	pid     int
+	stopped bool
+}
 
 func (g guardCause) Error() string {
-	return fmt.Sprintf("the guard process (pid %d) died, so leaderrun could no longer enforce the lease should it die itself", g.pid)
+	how := "died"
+	if g.stopped {
+		how = "was stopped (SIGSTOP)"
+	}
+	return fmt.Sprintf("the guard process (pid %d) %s, so leaderrun could no longer enforce the lease should it die itself", g.pid, how)
 }
 
 func (g guardCause) Unwrap() error { return runner.ErrGuardDied }
@@ -163,7 +171,7 @@ func (p *protection) watch(ctx context.Context) (context.Context, func()) {
 		defer close(done)
 		select {
 		case <-p.guard.Died():
-			cancel(guardCause{p.guard.PID()})
+			cancel(guardCause{pid: p.guard.PID(), stopped: p.guard.Stopped()})
 		case <-ctx.Done():
 		}
 	}()

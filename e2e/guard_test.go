@@ -346,6 +346,38 @@ func TestGuardKilled(t *testing.T) {
 	}
 }
 
+// The guard stopped by a process of the same user (the child itself can
+// do it): a stopped guard would not act should leaderrun die, so leaderrun
+// stops the child as when the guard dies (exit 124), ends the stopped guard
+// (which held the file store's lock) and the lease is free at once.
+func TestGuardStopped(t *testing.T) {
+	t.Parallel()
+	store := fileStore(t)
+	p := start(t, []string{"LEADERRUN_STORE=" + store}, "-v", "--name", "guard-stopped", "--", "sh", "-c", `echo "ready $$"; exec sleep 300`)
+	f := strings.Fields(p.line())
+	child, _ := strconv.Atoi(f[1])
+	gpid := guardPID(t, p)
+	if err := syscall.Kill(gpid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.wait(); c != 124 {
+		t.Fatalf("exit %d; want 124: %s", c, p.stderr.String())
+	}
+	if alive(child) {
+		t.Fatalf("child %d outlived leaderrun", child)
+	}
+	if alive(gpid) {
+		syscall.Kill(gpid, syscall.SIGKILL)
+		t.Fatalf("the stopped guard %d outlived leaderrun", gpid)
+	}
+	if l := p.lastLine(); !strings.Contains(l, "guard process") || !strings.Contains(l, "was stopped") {
+		t.Fatalf("final line %q does not say the guard was stopped", l)
+	}
+	if code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + store}, "--wait", "0", "--name", "guard-stopped", "--", "true"); code != 0 {
+		t.Fatalf("the next run: exit %d; want the lease free: %s", code, stderr)
+	}
+}
+
 // The guard never outlives a clean run.
 func TestGuardGoneAfterCleanRuns(t *testing.T) {
 	t.Parallel()

@@ -44,7 +44,9 @@ type Guard struct {
 	disarmed bool
 	wake     chan struct{} // has room for one: a new E is pending
 	quit     chan struct{}
-	died     chan struct{} // closed when the guard's end closes before Disarm
+	died     chan struct{} // closed when the guard's end closes, or it stops, before Disarm
+	stopped  bool          // the guard was stopped (SIGSTOP), not ended
+	diedOnce sync.Once
 	armed    chan struct{} // closed once the child's group was sent (tests)
 	armOnce  sync.Once
 	wg       sync.WaitGroup
@@ -96,18 +98,29 @@ func StartGuardProgram(path string) (*Guard, error) {
 	}
 	g := &Guard{cmd: cmd, conn: c, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{})}
-	g.wg.Add(2)
+	g.wg.Add(3)
 	go g.send()
 	go g.watch()
+	go g.watchStop()
 	return g, nil
 }
 
 // PID returns the guard's process ID.
 func (g *Guard) PID() int { return g.cmd.Process.Pid }
 
-// Died is closed when the guard process ends (or its socket breaks) before
-// Disarm.
+// Died is closed when the guard process ends (or its socket breaks), or is
+// stopped (Stopped then reports true), before Disarm: a stopped guard would
+// not act should leaderrun die, so it is no guard.
 func (g *Guard) Died() <-chan struct{} { return g.died }
+
+// Stopped reports whether Died closed because the guard was stopped (a
+// SIGSTOP from a process of the same user, such as the child) rather than
+// ended. Disarm still ends it: SIGKILL reaches a stopped process.
+func (g *Guard) Stopped() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stopped
+}
 
 // Hold passes the guard a duplicate of f's descriptor to keep open until the
 // child's tree is gone (the file store's lock). The guard has it once Hold
@@ -217,11 +230,41 @@ func (g *Guard) watch() {
 		if err == nil && n > 0 {
 			continue
 		}
-		g.mu.Lock()
-		disarmed := g.disarmed
-		g.mu.Unlock()
-		if !disarmed {
-			close(g.died)
+		g.die(false)
+		return
+	}
+}
+
+// die closes died unless the guard was disarmed; stopped records why.
+func (g *Guard) die(stopped bool) {
+	g.mu.Lock()
+	disarmed := g.disarmed
+	if !disarmed {
+		g.stopped = g.stopped || stopped
+	}
+	g.mu.Unlock()
+	if !disarmed {
+		g.diedOnce.Do(func() { close(g.died) })
+	}
+}
+
+// cldStopped is si_code CLD_STOPPED of waitid(2): the child was stopped.
+const cldStopped = 5
+
+// watchStop closes died when the guard is stopped: the guard is
+// leaderrun's child, so waitid(2) with WSTOPPED reports the stop as an
+// event (no polling of /proc). WNOWAIT leaves its exit for cmd.Wait to reap;
+// after that reap waitid fails with ECHILD and the watch ends.
+func (g *Guard) watchStop() {
+	defer g.wg.Done()
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, g.cmd.Process.Pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && info.Code == cldStopped {
+			g.die(true)
 		}
 		return
 	}
