@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
@@ -128,6 +129,13 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 		return nil, err
 	}
 	p.guard = g
+	ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
+	err = g.Ready(ctx)
+	cancel()
+	if err != nil {
+		p.finish(true, log)
+		return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, guardProgram, guardFailure(err), guardHandshakeWait)
+	}
 	err = g.Timing(stop, t.Grace, t.KillBound)
 	if err == nil && p.cg != nil {
 		err = g.Cgroup(p.cg)
@@ -143,6 +151,19 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 	}
 	log.Debug("guard started", "guard_pid", g.PID())
 	return p, nil
+}
+
+// guardHandshakeWait bounds how long the child's start waits for the guard
+// to say it is ready. The guard normally started during the acquisition
+// and answered long before.
+const guardHandshakeWait = 10 * time.Second
+
+// guardFailure says how a guard failed its handshake.
+func guardFailure(err error) string {
+	if errors.Is(err, runner.ErrGuardDied) {
+		return "ended without completing its handshake"
+	}
+	return "did not complete its handshake"
 }
 
 // guardCause is the cause of the run's end when the guard died or was

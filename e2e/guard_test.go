@@ -378,6 +378,35 @@ func TestGuardStopped(t *testing.T) {
 	}
 }
 
+// A guard that never completes its handshake (LEADERRUN_GUARD_PROGRAM
+// naming a program that is not a leaderrun guard of this build, here a
+// script that sleeps or exits) is no guard: the child is not started, one
+// line, 125, and the lease is left free.
+func TestGuardWithoutHandshakeRefused(t *testing.T) {
+	for name, body := range map[string]string{"sleeps": "exec sleep 300", "exits": "exit 0"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			fake := filepath.Join(dir, "fakeguard")
+			if err := os.WriteFile(fake, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			store := fileStore(t)
+			marker := filepath.Join(dir, "ran")
+			code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + store, "LEADERRUN_GUARD_PROGRAM=" + fake}, "--name", "fake-guard", "--", "touch", marker)
+			if code != 125 || !strings.Contains(stderr, "handshake") || !strings.Contains(stderr, fake) {
+				t.Fatalf("exit %d, stderr %q; want 125 saying the guard program %s failed its handshake", code, stderr, fake)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the child ran")
+			}
+			if code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + store}, "--wait", "0", "--name", "fake-guard", "--", "true"); code != 0 {
+				t.Fatalf("the next run: exit %d; want the lease free: %s", code, stderr)
+			}
+		})
+	}
+}
+
 // The guard never outlives a clean run.
 func TestGuardGoneAfterCleanRuns(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,11 @@ import (
 // it gone, leaderrun could no longer keep its promise should it die or freeze
 // itself, so it stops the child as on lease loss.
 var ErrGuardDied = errors.New("runner: the guard process died")
+
+// ErrGuardHandshake is returned by Guard.Ready when the guard did not say
+// it is ready in time: it is not a guard of this build (or not a guard at
+// all), and a guard that has not completed its handshake is no guard.
+var ErrGuardHandshake = errors.New("runner: the guard did not complete its handshake")
 
 // Guard is leaderrun's side of the guard process: a second process, in a
 // session of its own and deaf to the signals leaderrun forwards, that knows
@@ -48,6 +54,7 @@ type Guard struct {
 	stopped  bool          // the guard was stopped (SIGSTOP), not ended
 	diedOnce sync.Once
 	armed    chan struct{} // closed once the child's group was sent (tests)
+	ready    chan struct{} // closed when the guard said "ready PROTOCOL"
 	armOnce  sync.Once
 	wg       sync.WaitGroup
 }
@@ -97,12 +104,27 @@ func StartGuardProgram(path string) (*Guard, error) {
 		return nil, fmt.Errorf("runner: start the guard: %w", err)
 	}
 	g := &Guard{cmd: cmd, conn: c, wake: make(chan struct{}, 1),
-		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{})}
+		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{}), ready: make(chan struct{})}
 	g.wg.Add(3)
 	go g.send()
 	go g.watch()
 	go g.watchStop()
 	return g, nil
+}
+
+// Ready waits until the guard has said it is ready and speaks this build's
+// protocol. It returns an error wrapping ErrGuardDied when the guard ended
+// first, or ErrGuardHandshake when ctx ends first. Run no child before it
+// returns nil.
+func (g *Guard) Ready(ctx context.Context) error {
+	select {
+	case <-g.ready:
+		return nil
+	case <-g.died:
+		return fmt.Errorf("%w before its handshake", ErrGuardDied)
+	case <-ctx.Done():
+		return ErrGuardHandshake
+	}
 }
 
 // PID returns the guard's process ID.
@@ -228,6 +250,9 @@ func (g *Guard) watch() {
 	for {
 		n, _, err := g.conn.ReadMsg(buf, nil)
 		if err == nil && n > 0 {
+			if string(buf[:n]) == guardReady {
+				close(g.ready)
+			}
 			continue
 		}
 		g.die(false)

@@ -35,7 +35,12 @@ func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
 // It is the guard's argv[1]; a guard of another build refuses to start, so
 // a mixed installation fails safe (leaderrun sees its guard die: exit 124)
 // instead of misreading messages.
-const guardProtocol = "protocol-1"
+const guardProtocol = "protocol-2"
+
+// guardReady is the guard's first message: it has started, speaks
+// guardProtocol and reads its socket (Guard.Ready waits for it). A program
+// that is not a guard of this build never sends it.
+const guardReady = "ready " + guardProtocol
 
 // GuardMain is the whole life of the guard process: it enforces the stop and
 // kill points of one child tree on its own, so that they hold even when
@@ -56,6 +61,10 @@ func GuardMain() int {
 		fmt.Fprintf(os.Stderr, "leaderrun guard: %v\n", err)
 		return 2
 	}
+	// A failed write means leaderrun's end is already closed: the read
+	// loop sees that at once and does what a closed end calls for (kill
+	// the tree it was told of), so the error is not the guard's to act on.
+	_ = c.WriteMsg([]byte(guardReady), nil)
 	g := &guardProc{conn: c, clock: lease.BootClock{}}
 	return g.run()
 }
