@@ -101,10 +101,17 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 			fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
 		} else {
 			line := fmt.Sprintf("%s: held by %s", name, printable(h.Holder))
+			if h.Holder == "" {
+				// A lock without a record: not leaderrun's (flock(1) on a
+				// shared lock file), or a holder about to write its record.
+				line = name + ": held by an unknown process (no leaderrun record)"
+			}
 			if !h.Since.IsZero() {
 				line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 			}
-			line += fmt.Sprintf(", token %d", h.Token)
+			if h.Token != 0 {
+				line += fmt.Sprintf(", token %d", h.Token)
+			}
 			if !h.HeldUntil.IsZero() {
 				line += holdText(h.HeldUntil, now)
 			} else if h.Remaining > 0 {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,5 +203,53 @@ func TestFileNoPasswdEntry(t *testing.T) {
 	code, stderr := runAs(t, e2eNoPw, []string{"HOME=" + home, "LEADERRUN_STORE="}, "--name", "x", "--", "true")
 	if code != 125 || !strings.Contains(stderr, "no home directory for uid 54321") || !strings.Contains(stderr, "--store") {
 		t.Fatalf("exit %d, stderr %q; want 125 asking for --store", code, stderr)
+	}
+}
+
+// A lock file held by a process that is not leaderrun (another user's
+// flock(1) on a shared lock file): status says held by an unknown process
+// (exit 0), --wait 0 exits 75, and a waiter waits without spinning.
+func TestForeignFlock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := "file://" + dir
+	env := []string{"LEADERRUN_STORE=" + store}
+	// Create the lock file the way leaderrun does, then let flock(1) hold it.
+	if code, stderr := runLR(t, env, "--name", "foreign", "--", "true"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, stderr)
+	}
+	fl := exec.Command("flock", "-x", filepath.Join(dir, "foreign.lock"), "sh", "-c", "echo locked; exec sleep 300")
+	out, err := fl.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("flock(1) said %q, %v", line, err)
+	}
+	p := start(t, env, "status", "foreign")
+	got := p.line()
+	if code := p.wait(); code != 0 || got != "foreign: held by an unknown process (no leaderrun record)" {
+		t.Fatalf("status: exit %d, %q; want 0 and held by an unknown process", code, got)
+	}
+	if code, stderr := runLR(t, env, "--name", "foreign", "--wait", "0", "--", "true"); code != 75 {
+		t.Fatalf("--wait 0: exit %d; want 75: %s", code, stderr)
+	}
+	// A waiter for a while: its CPU time must be a small part of the wait
+	// (it spun at about 90% of a core before).
+	const wait = 2 * time.Second
+	w := exec.Command(lrBin, "--name", "foreign", "--wait", wait.String(), "--", "true")
+	w.Env = append(os.Environ(), env...)
+	err = w.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 75 {
+		t.Fatalf("waiter: %v; want exit 75 after the wait", err)
+	}
+	cpu := w.ProcessState.UserTime() + w.ProcessState.SystemTime()
+	t.Logf("a waiter used %v of CPU in a %v wait", cpu, wait)
+	if cpu > wait/10 {
+		t.Fatalf("a waiter used %v of CPU in a %v wait: it spins", cpu, wait)
 	}
 }

@@ -571,11 +571,15 @@ func (s *Store) status(name string) (*lease.Holder, string, error) {
 	if left := r.holdLeft(time.Now()); left > 0 {
 		return &r.heldError(name, left).By, "", nil
 	}
-	if !r.Held {
-		return nil, "", nil
-	}
-	if held, err := probe(f, r); err != nil || !held {
+	if held, err := probe(f); err != nil || !held {
 		return nil, "", err
+	}
+	if !r.Held {
+		// Locked, but by no holder that wrote a record: a process that is
+		// not leaderrun (another user's flock(1) on a shared lock file), or
+		// a holder between its lock and its record. Held, by someone
+		// unknown.
+		return &lease.Holder{Name: name}, "", nil
 	}
 	h := r.holder()
 	h.Name, h.ID = name, ""
@@ -667,24 +671,31 @@ func (s *Store) looksFree(path string) (free bool, holdEnd time.Time, _ error) {
 	if r.holdLeft(time.Now()) > 0 {
 		return false, r.HeldUntil, nil
 	}
-	held, err := probe(f, r)
+	held, err := probe(f)
 	return !held, time.Time{}, err
 }
 
-// probe reports whether someone holds the lock on f, whose record is r.
+// probe reports whether someone holds the lock on f.
 // Holders of this version keep an OFD read lock next to their flock, and
-// F_OFD_GETLK tests it without taking any lock, so probing never gets in an
-// acquirer's way. A record of an older version, still marked held, is
-// checked with a shared flock held for an instant instead; acquirers retry
-// past such a lock (lockExclusive).
-func probe(f *os.File, r record) (bool, error) {
+// F_OFD_GETLK tests it without taking any lock, so probing a held lease
+// never gets in an acquirer's way. Otherwise (the lease looks free, or its
+// holder is of an older version, or not leaderrun at all) a shared flock
+// held for an instant checks; acquirers retry past such a lock
+// (lockExclusive).
+func probe(f *os.File) (bool, error) {
 	lk := unix.Flock_t{Type: unix.F_WRLCK}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
 		return false, classified(err, "cannot probe the lock of "+f.Name())
 	}
-	if lk.Type != unix.F_UNLCK || !r.Held || r.OFD {
-		return lk.Type != unix.F_UNLCK, nil
+	if lk.Type != unix.F_UNLCK {
+		return true, nil
 	}
+	// No holder of this version. A shared flock held for an instant tells
+	// whether anyone else holds the file exclusively: a holder of an older
+	// version (whose record says held), or a process that is not leaderrun
+	// at all (flock(1) of another user on a shared lock file; its lock
+	// shows in no record). Acquirers retry past the instant
+	// (lockExclusive).
 	fd := int(f.Fd())
 	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
