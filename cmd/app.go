@@ -64,8 +64,17 @@ Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
 and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
 (usage, configuration, store); 126 not executable; 127 not found.`
 
-// version is the short version shown in --help: the module version, or dev.
+// stampedVersion is the release's version, set when a release is built
+// (go build -ldflags "-X github.com/leaderrun/leaderrun/cmd.stampedVersion=V",
+// see scripts/release.sh); it wins over the module version.
+var stampedVersion string
+
+// version is the short version shown in --help: the stamped version, the
+// module version, or dev.
 func version() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
@@ -107,6 +116,9 @@ func formatVersion(bi *debug.BuildInfo) string {
 		if bi.GoVersion != "" {
 			goVersion = bi.GoVersion
 		}
+	}
+	if stampedVersion != "" {
+		v = stampedVersion
 	}
 	parts = append(parts, "built with "+goVersion+" for "+runtime.GOOS+"/"+runtime.GOARCH)
 	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))

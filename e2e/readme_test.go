@@ -236,10 +236,11 @@ type readmeFixture struct {
 	work  string // the working directory of shell examples (./backup.sh)
 	redis string // 127.0.0.1:PORT of this test's own redis-server
 	clone string // a copy of the source tree, made by cloneDir
+	bin   string // the leaderrun the demo runs: the test's build, or an installed one
 }
 
 func newReadmeFixture(t *testing.T) *readmeFixture {
-	fx := &readmeFixture{root: t.TempDir(), work: t.TempDir()}
+	fx := &readmeFixture{root: t.TempDir(), work: t.TempDir(), bin: lrBin}
 	if os.Getenv("LEADERRUN_TEST_REDIS") != "" {
 		// A redis-server of its own, so the README's fixed lease names meet
 		// no other test's keys, nor a previous run's. Without one, subst
@@ -978,8 +979,8 @@ func readmeCI(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 }
 
 // lrArgv returns a command's words with a leading `leaderrun` replaced by
-// the built program, as PATH would find it after an install.
-func lrArgv(t *testing.T, b *readmeBlock, c readmeCmd) []string {
+// the fixture's program, as PATH would find it after an install.
+func lrArgv(t *testing.T, fx *readmeFixture, b *readmeBlock, c readmeCmd) []string {
 	t.Helper()
 	if strings.ContainsAny(c.text, `"'$|;<>`) {
 		t.Fatalf("%s:%d: %q: the check splits only plain words", b.file, c.line, c.text)
@@ -988,7 +989,7 @@ func lrArgv(t *testing.T, b *readmeBlock, c readmeCmd) []string {
 	if words[0] != "leaderrun" {
 		t.Fatalf("%s:%d: %q does not start with leaderrun", b.file, c.line, c.text)
 	}
-	return append([]string{lrBin}, words[1:]...)
+	return append([]string{fx.bin}, words[1:]...)
 }
 
 // Demo: the first contender (started in the background) takes the lease and
@@ -1003,13 +1004,13 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if !ok {
 		t.Fatalf("%s:%d: %q: the first contender runs in the background (&)", b.file, c.line, c.text)
 	}
-	argv := lrArgv(t, b, readmeCmd{c.line, bg})
+	argv := lrArgv(t, fx, b, readmeCmd{c.line, bg})
 	name := flagValue(t, argv, "--name")
 	first, _ := launchArgv(t, env, fx.work, false, argv...)
 	waitStderr(t, first, "lease "+name+" acquired", time.Minute)
 
 	c = b.take(t, "leaderrun -n ")
-	argv = lrArgv(t, b, c)
+	argv = lrArgv(t, fx, b, c)
 	if flagValue(t, argv, "--name") != name {
 		t.Fatalf("%s:%d: %q contends for another lease than %s", b.file, c.line, c.text, name)
 	}
@@ -1019,7 +1020,7 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 
 	c = b.take(t, "leaderrun status ")
-	status := lrArgv(t, b, c)
+	status := lrArgv(t, fx, b, c)
 	code, out, stderr = runOut(t, env, fx.work, status...)
 	if code != 0 || !strings.HasPrefix(out, name+": held by ") {
 		t.Fatalf("%s:%d: status while the first runs: exit %d, %q (stderr %s); want 0 and %q...", b.file, c.line, code, out, stderr, name+": held by ")
