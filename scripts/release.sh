@@ -27,7 +27,9 @@ if ! [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]]; then
 	echo "usage: scripts/release.sh VERSION (such as 1.4.0 or 1.4.0-rc.1)" >&2
 	exit 2
 fi
-if [ "${RELEASE_ALLOW_DIRTY:-}" != 1 ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+# Clean: no change to a tracked file, and no untracked file the build reads.
+if [ "${RELEASE_ALLOW_DIRTY:-}" != 1 ] && { ! git diff --quiet HEAD -- ||
+	[ -n "$(git ls-files --others --exclude-standard -- '*.go' go.mod go.sum 'scripts/package/*')" ]; }; then
 	echo "release.sh: the tree has local changes; commit them first (git status)" >&2
 	exit 1
 fi
