@@ -171,3 +171,37 @@ func TestNoUnreachableCitations(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDevelopmentDocListsInstalls: docs/development.md names every Debian
+// package that scripts/test.sh or the server scripts it runs install, so
+// its description matches what the command does to a machine.
+func TestDevelopmentDocListsInstalls(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := filepath.Glob("scripts/*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensure := regexp.MustCompile(`apt_ensure\b[^\n]*?--((?:[ \t]+[a-z0-9.+-]+)+)`)
+	found := 0
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ensure.FindAllStringSubmatch(string(b), -1) {
+			for _, pkg := range strings.Fields(m[1]) {
+				found++
+				if !strings.Contains(string(doc), "`"+pkg+"`") {
+					t.Errorf("%s installs %s; docs/development.md does not say so", s, pkg)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no apt_ensure call found in scripts/*.sh")
+	}
+}
