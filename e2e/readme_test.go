@@ -364,7 +364,7 @@ func (fx *readmeFixture) cloneDir(t *testing.T) string {
 		}
 		rel, _ := filepath.Rel(src, p)
 		switch {
-		case d.IsDir() && slices.Contains([]string{".git", ".tools", "node_modules", "bench-out"}, rel):
+		case d.IsDir() && slices.Contains([]string{".git", ".tools", "node_modules", "bench-out", "dist", "bin"}, rel):
 			return filepath.SkipDir
 		case rel == "leaderrun" || strings.HasSuffix(rel, ".test") || rel == ".git":
 			return nil
