@@ -376,7 +376,37 @@ func DocApp() *cli.App {
 	docApp = func(a *cli.App) { app = a }
 	defer func() { docApp = nil }()
 	run(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, getenv: func(string) string { return "" }})
+	if app != nil {
+		// Give the flags back the variables takeEnv moved out, for the
+		// documents' ENVIRONMENT section.
+		restoreEnv(app.Flags)
+		for _, c := range app.Commands {
+			restoreEnv(c.Flags)
+		}
+	}
 	return app
+}
+
+// restoreEnv undoes takeEnv for documentation.
+func restoreEnv(flags []cli.Flag) {
+	for _, f := range flags {
+		env := envOf(f.Names()[0])
+		if env == "" {
+			continue
+		}
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			f.EnvVars = []string{env}
+		case *cli.StringFlag:
+			f.EnvVars = []string{env}
+		case *cli.DurationFlag:
+			f.EnvVars = []string{env}
+		case *cli.IntFlag:
+			f.EnvVars = []string{env}
+		case *cli.StringSliceFlag:
+			f.EnvVars = []string{env}
+		}
+	}
 }
 
 // helpWidth is the width help text wraps to: the terminal's, or

@@ -20,6 +20,7 @@ import (
 // the template unit verifies. The package is purged afterwards, also when
 // the test fails, so the machine is as before.
 func TestDebPackage(t *testing.T) {
+	t.Parallel() // other tests run the test's own build, by absolute path or first on PATH
 	ci := os.Getenv("CI") != ""
 	need := func(why string) {
 		t.Helper()

@@ -45,7 +45,7 @@ func write(dir string, app *cli.App) error {
 		return fmt.Errorf("man page: %w", err)
 	}
 	files := map[string]string{
-		"leaderrun.1":    man,
+		"leaderrun.1":    man + manEnvironment(app),
 		"leaderrun.bash": bash(app),
 		"_leaderrun":     zsh(app),
 		"leaderrun.fish": fish(app),
@@ -59,6 +59,32 @@ func write(dir string, app *cli.App) error {
 		}
 	}
 	return nil
+}
+
+// manEnvironment is the man page's ENVIRONMENT section: the variable of
+// every flag that has one (urfave's man page leaves them out).
+func manEnvironment(app *cli.App) string {
+	var b strings.Builder
+	b.WriteString(".SH ENVIRONMENT\nEvery flag can also be set with its variable; a flag on the command line wins.\n")
+	seen := map[string]bool{}
+	all := slices.Clone(app.Flags)
+	for _, c := range app.Commands {
+		all = append(all, c.Flags...)
+	}
+	for _, f := range all {
+		d, ok := f.(cli.DocGenerationFlag)
+		if !ok {
+			continue
+		}
+		for _, v := range d.GetEnvVars() {
+			if seen[v] {
+				continue
+			}
+			seen[v] = true
+			fmt.Fprintf(&b, ".TP\n.B %s\nas \\-\\-%s\n", v, f.Names()[0])
+		}
+	}
+	return b.String()
 }
 
 // flagInfo is what a completion needs of one flag.

@@ -52,6 +52,11 @@ func TestDocsCoverHelp(t *testing.T) {
 			}
 		}
 	}
+	for _, v := range []string{"LEADERRUN_STORE", "LEADERRUN_TTL", "LEADERRUN_WATCH_INTERVAL"} {
+		if !strings.Contains(read("leaderrun.1"), ".B "+v+"\n") {
+			t.Errorf("leaderrun.1's ENVIRONMENT lacks %s", v)
+		}
+	}
 	for _, sub := range []string{"status", "watch"} {
 		for _, name := range []string{"leaderrun.1", "leaderrun.bash", "_leaderrun", "leaderrun.fish"} {
 			if !strings.Contains(read(name), sub) {
