@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -61,6 +62,32 @@ func TestDocsCoverHelp(t *testing.T) {
 		for _, name := range []string{"leaderrun.1", "leaderrun.bash", "_leaderrun", "leaderrun.fish"} {
 			if !strings.Contains(read(name), sub) {
 				t.Errorf("%s lacks the %s command", name, sub)
+			}
+		}
+	}
+}
+
+// The completions parse in their shells, and fish's completes `--st` (bash's
+// is driven by e2e's package test). A shell that is not installed is
+// reported, not required.
+func TestCompletionsRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := write(dir, cmd.DocApp()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ shell, file string }{{"bash", "leaderrun.bash"}, {"zsh", "_leaderrun"}, {"fish", "leaderrun.fish"}} {
+		sh, err := exec.LookPath(c.shell)
+		if err != nil {
+			t.Logf("%s not installed: %s is not checked", c.shell, c.file)
+			continue
+		}
+		if out, err := exec.Command(sh, "-n", filepath.Join(dir, c.file)).CombinedOutput(); err != nil {
+			t.Errorf("%s -n %s: %v\n%s", c.shell, c.file, err, out)
+		}
+		if c.shell == "fish" {
+			out, err := exec.Command(sh, "-c", "source "+filepath.Join(dir, c.file)+"; complete -C 'leaderrun --st'").Output()
+			if err != nil || !strings.Contains(string(out), "--store\t") || !strings.Contains(string(out), "--stop-signal\t") {
+				t.Errorf("fish: leaderrun --st<TAB>: %v\n%s", err, out)
 			}
 		}
 	}
