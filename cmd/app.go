@@ -6,6 +6,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/runner"
 )
@@ -65,8 +67,17 @@ Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
 and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
 (usage, configuration, store); 126 not executable; 127 not found.`
 
-// version is the short version shown in --help: the module version, or dev.
+// stampedVersion is the release's version, set when a release is built
+// (go build -ldflags "-X github.com/leaderrun/leaderrun/cmd.stampedVersion=V",
+// see scripts/release.sh); it wins over the module version.
+var stampedVersion string
+
+// version is the short version shown in --help: the stamped version, the
+// module version, or dev.
 func version() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
@@ -109,6 +120,9 @@ func formatVersion(bi *debug.BuildInfo) string {
 			goVersion = bi.GoVersion
 		}
 	}
+	if stampedVersion != "" {
+		v = stampedVersion
+	}
 	parts = append(parts, "built with "+goVersion+" for "+runtime.GOOS+"/"+runtime.GOARCH)
 	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))
 }
@@ -116,7 +130,7 @@ func formatVersion(bi *debug.BuildInfo) string {
 // commonFlags are the flags of every form: run, status and watch.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: []string{"LEADERRUN_STORE"}, DefaultText: "file store in ~/.local/state/leaderrun", Usage: "where the lease lives: `URL` file:///dir, redis://host:port, rediss://, unix://, redis+sentinel://, redis+cluster://, azblob://ACCOUNT/CONTAINER"},
+		&cli.StringFlag{Name: "store", EnvVars: []string{"LEADERRUN_STORE"}, DefaultText: "file store in ~/.local/state/leaderrun", Usage: "where the lease lives, a `URL`: file:///dir (excludes processes of one host only), or a store every host reaches: redis://host:port (also rediss://, unix://, redis+sentinel://, redis+cluster://), postgres://user@host/db (postgresql://), etcd://host:2379 (etcds://), azblob://ACCOUNT/CONTAINER (azblob+https://, azblob+http://)"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LEADERRUN_LOG_FORMAT"}, Usage: "stderr log `FORMAT`: text or json"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: []string{"LEADERRUN_QUIET"}, DisableDefaultText: true, Usage: "log only warnings and errors (a clean run prints nothing)"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"LEADERRUN_VERBOSE"}, DisableDefaultText: true, Usage: "log every renewal and store call"},
@@ -351,7 +365,122 @@ func run(ctx context.Context, args []string, e env) int {
 			help,
 		},
 	}
+	if docApp != nil {
+		docApp(app)
+		return 0
+	}
 	return finish(app.RunContext(ctx, append([]string{prog}, p.args...)))
+}
+
+// docApp, when set, receives the app run would run, instead of running it.
+var docApp func(*cli.App)
+
+// DocApp returns leaderrun's command-line definition (its flags, commands
+// and help texts), for a program that writes the man page and the shell
+// completions from the same source as --help. Its actions must not be run.
+// It is not safe for concurrent use.
+func DocApp() *cli.App {
+	var app *cli.App
+	docApp = func(a *cli.App) { app = a }
+	defer func() { docApp = nil }()
+	run(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, getenv: func(string) string { return "" }})
+	if app != nil {
+		// Give the flags back the variables takeEnv moved out, for the
+		// documents' ENVIRONMENT section.
+		restoreEnv(app.Flags)
+		for _, c := range app.Commands {
+			restoreEnv(c.Flags)
+		}
+	}
+	return app
+}
+
+// restoreEnv undoes takeEnv for documentation.
+func restoreEnv(flags []cli.Flag) {
+	for _, f := range flags {
+		env := envOf(f.Names()[0])
+		if env == "" {
+			continue
+		}
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			f.EnvVars = []string{env}
+		case *cli.StringFlag:
+			f.EnvVars = []string{env}
+		case *cli.DurationFlag:
+			f.EnvVars = []string{env}
+		case *cli.IntFlag:
+			f.EnvVars = []string{env}
+		case *cli.StringSliceFlag:
+			f.EnvVars = []string{env}
+		}
+	}
+}
+
+// helpWidth is the width help text wraps to: the terminal's, or
+// defaultHelpWidth when the output is not a terminal.
+func helpWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return defaultHelpWidth
+}
+
+const defaultHelpWidth = 80
+
+// wrapHelp wraps each line of rendered help longer than width at spaces.
+// Continuation lines are indented to the line's description column (the
+// text after the first run of two or more spaces, as in a flag line) when
+// that column leaves room, else to the line's own indentation; a comment of
+// an example continues as a comment, and an example command with a
+// backslash, so that both can still be pasted into a shell.
+func wrapHelp(s string, width int) string {
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if len([]rune(line)) <= width {
+			b.WriteString(line)
+			continue
+		}
+		lead := len(line) - len(strings.TrimLeft(line, " "))
+		text := line[lead:]
+		head, pad, end := strings.Repeat(" ", lead), strings.Repeat(" ", lead), ""
+		switch {
+		case strings.HasPrefix(text, "# "):
+			head, pad, text = head+"# ", pad+"# ", text[2:]
+		case strings.HasPrefix(text, "leaderrun "):
+			pad, end = pad+"    ", " \\"
+		default:
+			if j := strings.Index(text, "  "); j >= 0 {
+				col := lead + j + len(text[j:]) - len(strings.TrimLeft(text[j:], " "))
+				if col <= width/2 {
+					head, pad, text = line[:col], strings.Repeat(" ", col), line[col:]
+				}
+			}
+		}
+		cur := head
+		n, fresh := len([]rune(cur)), true
+		for _, w := range strings.Fields(text) {
+			wl := len([]rune(w))
+			if !fresh && n+1+wl+len(end) > width {
+				b.WriteString(cur + end + "\n")
+				cur, n, fresh = pad, len(pad), true
+			}
+			if !fresh {
+				cur += " "
+				n++
+			}
+			cur += w
+			n += wl
+			fresh = false
+		}
+		b.WriteString(cur)
+	}
+	return b.String()
 }
 
 // oneLine keeps a message on one line.
@@ -364,4 +493,9 @@ func init() {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", DisableDefaultText: true, Usage: "print the version, commit and Go version"}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionText()) }
 	cli.FlagStringer = flagString(cli.FlagStringer)
+	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
+		var b strings.Builder
+		cli.HelpPrinterCustom(&b, templ, data, nil)
+		io.WriteString(w, wrapHelp(b.String(), helpWidth(w)))
+	}
 }

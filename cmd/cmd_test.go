@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/ptytest"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
@@ -66,7 +70,7 @@ func TestHelpGolden(t *testing.T) {
 		})
 	}
 	_, out, _ := runCapture(t, "--help")
-	for _, f := range []string{"--store", "--wait", "--ttl", "--renew-every", "--grace", "--stop-signal", "--holder", "--conflict-exit-code", "--log-format", "LEADERRUN_TTL", "Examples:"} {
+	for _, f := range []string{"--store", "--wait", "--ttl", "--renew-every", "--grace", "--stop-signal", "--holder", "--conflict-exit-code", "--log-format", "LEADERRUN_TTL", "Examples:", "file:///", "redis://", "postgres://", "etcd://", "azblob://"} {
 		if !strings.Contains(out, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -144,5 +148,73 @@ func TestDashDashIsNeverASubcommand(t *testing.T) {
 	code, _, errOut := runCapture(t, "--store", "file://"+t.TempDir(), "--", "status", "x")
 	if code != ExitNotFound || !strings.Contains(errOut, "not found") {
 		t.Fatalf("exit %d, stderr %q; want 127: `status` looked up as a command", code, errOut)
+	}
+}
+
+// --help wraps to the terminal's width, and to 80 columns when its output is
+// not a terminal.
+func TestHelpWidth(t *testing.T) {
+	_, slave := ptytest.Open(t)
+	for _, cols := range []uint16{60, 132} {
+		if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}); err != nil {
+			t.Fatal(err)
+		}
+		if w := helpWidth(slave); w != int(cols) {
+			t.Errorf("a terminal %d columns wide: help width %d", cols, w)
+		}
+	}
+	f, err := os.CreateTemp(t.TempDir(), "help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if w := helpWidth(f); w != defaultHelpWidth {
+		t.Errorf("a file: help width %d; want %d", w, defaultHelpWidth)
+	}
+	_, out, _ := runCapture(t, "--help")
+	for i, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > defaultHelpWidth {
+			t.Errorf("--help line %d is %d columns: %q", i+1, n, l)
+		}
+	}
+}
+
+// wrapHelp keeps every word, in order, and no line is longer than the width
+// unless it is one word; continued example comments stay comments and
+// continued example commands end in a backslash.
+func TestWrapHelp(t *testing.T) {
+	_, out, _ := runCapture(t, "--help")
+	unwrapped := wrapHelp(out, 1<<20) // already wrapped at 80: words are what count
+	words := func(s string) []string {
+		var w []string
+		for _, f := range strings.Fields(s) {
+			if f != `\` && f != "#" {
+				w = append(w, f)
+			}
+		}
+		return w
+	}
+	for _, width := range []int{40, 60, 100, 200} {
+		got := wrapHelp(unwrapped, width)
+		if !slices.Equal(words(got), words(unwrapped)) {
+			t.Errorf("width %d: the words changed", width)
+		}
+		for _, l := range strings.Split(got, "\n") {
+			if len([]rune(l)) > width && len(strings.Fields(l)) > 1 {
+				t.Errorf("width %d: line %q is %d columns", width, l, len([]rune(l)))
+			}
+		}
+	}
+	got := wrapHelp("      # "+strings.Repeat("word ", 20)+"\n      leaderrun "+strings.Repeat("--flag ", 20), 40)
+	for _, l := range strings.Split(got, "\n") {
+		if t2 := strings.TrimSpace(l); !strings.HasPrefix(t2, "#") && !strings.HasPrefix(t2, "leaderrun") && !strings.HasPrefix(t2, "--flag") {
+			t.Errorf("%q: neither a comment nor part of the command", l)
+		}
+	}
+	lines := strings.Split(got, "\n")
+	for i, l := range lines[1:] {
+		if strings.HasPrefix(strings.TrimSpace(l), "--flag") && !strings.HasSuffix(lines[i], ` \`) {
+			t.Errorf("%q continues the example command, but %q does not end in a backslash", l, lines[i])
+		}
 	}
 }

@@ -29,7 +29,7 @@ type Store struct {
 
 // StoreOptions is what every store opener gets besides the URL.
 type StoreOptions struct {
-	// CallTimeout bounds one store call (DESIGN §3.4); stores derive their
+	// CallTimeout bounds one store call (docs/design.md, safety rule 4); stores derive their
 	// dial/read/write and per-try timeouts from it.
 	CallTimeout time.Duration
 	// Getenv reads the environment (credentials such as REDISCLI_AUTH or

@@ -11,7 +11,7 @@ import (
 	"github.com/leaderrun/leaderrun/runner"
 )
 
-// Exit codes of leaderrun itself (DESIGN §2). The child's own codes pass
+// Exit codes of leaderrun itself (docs/design.md, exit codes). The child's own codes pass
 // through unchanged; see the README's exit-code table.
 const (
 	// ExitConflict is the default code when the lease is held and --wait ran out.

@@ -52,7 +52,7 @@ type lockFiler interface{ LockFile() *os.File }
 
 // protection is what enforces a run's safety outside leaderrun itself: the
 // guard process and, where one could be made, the child's own cgroup
-// (DESIGN §3.14-15).
+// (docs/design.md, safety rules 14-15).
 type protection struct {
 	guard *runner.Guard
 	cg    *runner.Cgroup

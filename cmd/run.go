@@ -323,7 +323,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	}
 	keeper.Stop()
 
-	// DESIGN §3.8: release only once the whole tree is confirmed gone.
+	// docs/design.md, safety rule 8: release only once the whole tree is confirmed gone.
 	treeGone := res.PID == 0 || res.GroupGone
 	if !treeGone {
 		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")

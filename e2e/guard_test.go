@@ -14,7 +14,7 @@ import (
 	"github.com/leaderrun/leaderrun/runner"
 )
 
-// Black-box tests of the guard process (DESIGN §3.14-15): the child's tree
+// Black-box tests of the guard process (docs/design.md, safety rules 14-15): the child's tree
 // never outlives the lease, even when leaderrun itself is SIGKILLed or
 // frozen, or the child leaves its process group.
 

@@ -68,7 +68,7 @@ func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 	}
 	defer c.Close(context.Background())
 	if _, err := c.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
-		t.Fatalf("README.md:%d: the CREATE statements fail: %v", b.line, err)
+		t.Fatalf("%s:%d: the CREATE statements fail: %v", b.file, b.line, err)
 	}
 	for _, table := range []string{mine, auto} {
 		env := []string{"LEADERRUN_STORE=" + raw + "&table=" + table}
@@ -86,7 +86,7 @@ func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 		return s
 	}
 	if a, b2 := columns(mine), columns(auto); a != b2 {
-		t.Fatalf("README.md:%d: the README's table has columns %q; leaderrun creates %q", b.line, a, b2)
+		t.Fatalf("%s:%d: the documented table has columns %q; leaderrun creates %q", b.file, b.line, a, b2)
 	}
 }
 

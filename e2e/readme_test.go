@@ -1,7 +1,7 @@
 package e2e
 
-// TestReadmeExamples runs every code block of README.md, so the examples
-// cannot rot. Each block is either output (fence info `text`, `console` or
+// TestReadmeExamples runs every code block of README.md and docs/*.md, so
+// the examples cannot rot. Each block is either output (fence info `text`, `console` or
 // `json`, or a `<!-- readme-test: not-run: REASON -->` line before it) or is
 // preceded by `<!-- readme-test: ID -->`, where ID names a check in
 // readmeChecks below (or is `exit N`, see readmeExitRE).
@@ -50,6 +50,8 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 	"cron":       readmeCron,
 	"systemd":    readmeSystemd,
 	"ci":         readmeCI,
+	"demo":       readmeDemo,
+	"script":     readmeScript,
 }
 
 // readmeExitRE is the marker of a shell block that needs no check of its
@@ -63,34 +65,37 @@ var readmeOutputInfos = []string{"text", "console", "json"}
 
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
-	blocks := readmeParse(t, "README.md")
+	var blocks []*readmeBlock
+	for _, f := range docFiles(t) {
+		blocks = append(blocks, readmeParse(t, f)...)
+	}
 	fx := newReadmeFixture(t)
 	seen := map[string]int{}
 	for _, b := range blocks {
 		switch {
 		case slices.Contains(readmeOutputInfos, b.info):
 			if b.marker != "" {
-				t.Errorf("README.md:%d: a ```%s block is output; drop its marker %q", b.line, b.info, b.marker)
+				t.Errorf("%s:%d: a ```%s block is output; drop its marker %q", b.file, b.line, b.info, b.marker)
 			}
 			continue
 		case strings.HasPrefix(b.marker, "not-run:"):
 			if strings.TrimSpace(strings.TrimPrefix(b.marker, "not-run:")) == "" {
-				t.Errorf("README.md:%d: readme-test: not-run needs a reason", b.line)
+				t.Errorf("%s:%d: readme-test: not-run needs a reason", b.file, b.line)
 			}
 			continue
 		case b.marker == "":
-			t.Errorf("README.md:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e/readme_test.go, or fence it as ```text if it is output", b.line, b.info)
+			t.Errorf("%s:%d: a ```%s block with no <!-- readme-test: ID --> line before it: add a check to e2e/readme_test.go, or fence it as ```text if it is output", b.file, b.line, b.info)
 			continue
 		}
 		name, check := b.marker, readmeChecks[b.marker]
 		if m := readmeExitRE.FindStringSubmatch(b.marker); m != nil && (b.info == "sh" || b.info == "bash") {
 			want, _ := strconv.Atoi(m[1])
-			name, check = fmt.Sprintf("line%d_exit%d", b.line, want), readmeExit(want)
+			name, check = fmt.Sprintf("%s_line%d_exit%d", strings.TrimSuffix(filepath.Base(b.file), ".md"), b.line, want), readmeExit(want)
 		} else if check == nil {
-			t.Errorf("README.md:%d: readme-test %q: no such check in e2e/readme_test.go", b.line, b.marker)
+			t.Errorf("%s:%d: readme-test %q: no such check in e2e/readme_test.go", b.file, b.line, b.marker)
 			continue
 		} else if seen[b.marker]++; seen[b.marker] > 1 {
-			t.Errorf("README.md:%d: readme-test %q used twice", b.line, b.marker)
+			t.Errorf("%s:%d: readme-test %q used twice", b.file, b.line, b.marker)
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
@@ -102,13 +107,14 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	for id := range readmeChecks {
 		if seen[id] == 0 {
-			t.Errorf("check %q has no block in README.md (remove it, or mark the block)", id)
+			t.Errorf("check %q has no block in README.md or docs/ (remove it, or mark the block)", id)
 		}
 	}
 }
 
-// readmeBlock is one fenced code block of the README.
+// readmeBlock is one fenced code block of the README or of docs/.
 type readmeBlock struct {
+	file   string // the document: README.md, docs/stores.md, ...
 	line   int    // 1-based line of the opening fence
 	info   string // the fence's info string: "sh", "ini", ...
 	marker string // the readme-test ID before it, "" if none
@@ -148,7 +154,7 @@ func readmeParse(t *testing.T, path string) []*readmeBlock {
 			continue
 		}
 		if info, ok := strings.CutPrefix(strings.TrimSpace(l), "```"); ok {
-			cur = &readmeBlock{line: i + 1, info: strings.TrimSpace(info), marker: marker}
+			cur = &readmeBlock{file: path, line: i + 1, info: strings.TrimSpace(info), marker: marker}
 			marker = ""
 			continue
 		}
@@ -159,7 +165,7 @@ func readmeParse(t *testing.T, path string) []*readmeBlock {
 		}
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: unclosed code block", cur.line)
+		t.Fatalf("%s:%d: unclosed code block", path, cur.line)
 	}
 	for _, bl := range blocks {
 		if bl.info != "sh" && bl.info != "bash" && bl.info != "cron" {
@@ -205,12 +211,12 @@ func shStripComment(s string) string {
 func (b *readmeBlock) take(t *testing.T, prefix string) readmeCmd {
 	t.Helper()
 	if b.next >= len(b.cmds) {
-		t.Fatalf("README.md:%d: the block has no more commands; the check expected one starting %q", b.line, prefix)
+		t.Fatalf("%s:%d: the block has no more commands; the check expected one starting %q", b.file, b.line, prefix)
 	}
 	c := b.cmds[b.next]
 	b.next++
 	if !strings.HasPrefix(c.text, prefix) {
-		t.Fatalf("README.md:%d: %q does not start with %q, which the check runs here", c.line, c.text, prefix)
+		t.Fatalf("%s:%d: %q does not start with %q, which the check runs here", b.file, c.line, c.text, prefix)
 	}
 	return c
 }
@@ -219,7 +225,7 @@ func (b *readmeBlock) take(t *testing.T, prefix string) readmeCmd {
 func (b *readmeBlock) allTaken(t *testing.T) {
 	t.Helper()
 	for _, c := range b.cmds[b.next:] {
-		t.Errorf("README.md:%d: %q is not run by check %q; extend it in e2e/readme_test.go", c.line, c.text, b.marker)
+		t.Errorf("%s:%d: %q is not run by check %q; extend it in e2e/readme_test.go", b.file, c.line, c.text, b.marker)
 	}
 }
 
@@ -230,10 +236,11 @@ type readmeFixture struct {
 	work  string // the working directory of shell examples (./backup.sh)
 	redis string // 127.0.0.1:PORT of this test's own redis-server
 	clone string // a copy of the source tree, made by cloneDir
+	bin   string // the leaderrun the demo runs: the test's build, or an installed one
 }
 
 func newReadmeFixture(t *testing.T) *readmeFixture {
-	fx := &readmeFixture{root: t.TempDir(), work: t.TempDir()}
+	fx := &readmeFixture{root: t.TempDir(), work: t.TempDir(), bin: lrBin}
 	if os.Getenv("LEADERRUN_TEST_REDIS") != "" {
 		// A redis-server of its own, so the README's fixed lease names meet
 		// no other test's keys, nor a previous run's. Without one, subst
@@ -357,7 +364,7 @@ func (fx *readmeFixture) cloneDir(t *testing.T) string {
 		}
 		rel, _ := filepath.Rel(src, p)
 		switch {
-		case d.IsDir() && slices.Contains([]string{".git", ".tools", "node_modules", "bench-out"}, rel):
+		case d.IsDir() && slices.Contains([]string{".git", ".tools", "node_modules", "bench-out", "dist", "bin"}, rel):
 			return filepath.SkipDir
 		case rel == "leaderrun" || strings.HasSuffix(rel, ".test") || rel == ".git":
 			return nil
@@ -496,7 +503,7 @@ func readmeExit(want int) func(*testing.T, *readmeFixture, *readmeBlock) {
 		for b.next < len(b.cmds) {
 			c := b.take(t, "")
 			if code, out, stderr := shOut(t, fx.shellEnv(), fx.work, fx.subst(t, c.text)); code != want {
-				t.Fatalf("README.md:%d: %q: exit %d; want %d (stdout %q, stderr %q)", c.line, c.text, code, want, out, stderr)
+				t.Fatalf("%s:%d: %q: exit %d; want %d (stdout %q, stderr %q)", b.file, c.line, c.text, code, want, out, stderr)
 			}
 		}
 	}
@@ -517,16 +524,16 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	_, want, _ := shOut(t, fx.shellEnv(), fx.work, strings.Join(afterDashDash(t, strings.Fields(cmd)), " "))
 	code, out, stderr := shOut(t, fx.shellEnv(), src, cmd)
 	if code != 0 || out != want {
-		t.Fatalf("README.md:%d: %q: exit %d, stdout %q; want 0 and %q (stderr: %s)", c.line, c.text, code, out, want, stderr)
+		t.Fatalf("%s:%d: %q: exit %d, stdout %q; want 0 and %q (stderr: %s)", b.file, c.line, c.text, code, out, want, stderr)
 	}
 
 	c = b.take(t, "scripts/test.sh")
 	if c.text != "scripts/test.sh" {
-		t.Fatalf("README.md:%d: %q: the check only knows plain scripts/test.sh", c.line, c.text)
+		t.Fatalf("%s:%d: %q: the check only knows plain scripts/test.sh", b.file, c.line, c.text)
 	}
 	info, err := os.Stat(filepath.Join(src, c.text))
 	if err != nil || info.Mode()&0o111 == 0 {
-		t.Fatalf("README.md:%d: %s is not an executable file in a clone: %v", c.line, c.text, err)
+		t.Fatalf("%s:%d: %s is not an executable file in a clone: %v", b.file, c.line, c.text, err)
 	}
 }
 
@@ -544,19 +551,19 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	c := b.take(t, "go install ")
 	words := strings.Fields(c.text)
 	if len(words) < 3 {
-		t.Fatalf("README.md:%d: %q: want go install MODULE@latest MODULE/cmd/...@latest", c.line, c.text)
+		t.Fatalf("%s:%d: %q: want go install MODULE@latest MODULE/cmd/...@latest", b.file, c.line, c.text)
 	}
 	var patterns []string
 	for _, w := range words[2:] {
 		p, ok := strings.CutSuffix(w, "@latest")
 		if !ok {
-			t.Fatalf("README.md:%d: %q: every argument wants @latest", c.line, w)
+			t.Fatalf("%s:%d: %q: every argument wants @latest", b.file, c.line, w)
 		}
 		patterns = append(patterns, p)
 	}
 	code, out, stderr := runOut(t, fx.shellEnv(), ".", append([]string{goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}"}, patterns...)...)
 	if code != 0 {
-		t.Fatalf("README.md:%d: go list %s: exit %d: %s", c.line, patterns, code, stderr)
+		t.Fatalf("%s:%d: go list %s: exit %d: %s", b.file, c.line, patterns, code, stderr)
 	}
 	var mains []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -567,7 +574,7 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	slices.Sort(mains)
 	want := slices.Sorted(slices.Values(storePrograms))
 	if !slices.Equal(mains, want) {
-		t.Fatalf("README.md:%d: %s installs %v; want exactly %v (no test tools in users' bin)", c.line, c.text, mains, want)
+		t.Fatalf("%s:%d: %s installs %v; want exactly %v (no test tools in users' bin)", b.file, c.line, c.text, mains, want)
 	}
 
 	c = b.take(t, "go build ")
@@ -578,12 +585,12 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	cmd := fx.subst(t, c.text)
 	if code, _, stderr := shOut(t, fx.shellEnv(), clone, cmd); code != 0 {
-		t.Fatalf("README.md:%d: %q: exit %d: %s", c.line, cmd, code, stderr)
+		t.Fatalf("%s:%d: %q: exit %d: %s", b.file, c.line, cmd, code, stderr)
 	}
 	for _, prog := range storePrograms {
 		info, err := os.Stat(filepath.Join(filepath.Dir(dst), prog))
 		if err != nil || info.Mode().Perm() != 0o755 {
-			t.Fatalf("README.md:%d: no mode 0755 %s in /usr/local/bin after the install: %v", c.line, prog, err)
+			t.Fatalf("%s:%d: no mode 0755 %s in /usr/local/bin after the install: %v", b.file, c.line, prog, err)
 		}
 	}
 	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
@@ -601,7 +608,7 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	name := flagValue(t, words, "--name")
 	child := afterDashDash(t, words)
 	if !strings.HasPrefix(child[0], "./") {
-		t.Fatalf("README.md:%d: the check expects a ./script as COMMAND, not %q", backup.line, child[0])
+		t.Fatalf("%s:%d: the check expects a ./script as COMMAND, not %q", b.file, backup.line, child[0])
 	}
 	// The stand-in prints its arguments and token, then runs until its stdin closes.
 	writeScript(t, filepath.Join(fx.work, child[0]), `echo "backup $* `+readmeToken+`"; read -r _ || true`+"\n")
@@ -616,11 +623,11 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 
 	status := b.take(t, "leaderrun status ")
 	if f := strings.Fields(status.text); f[len(f)-1] != name {
-		t.Fatalf("README.md:%d: %q asks about another lease than the backup above (%s)", status.line, status.text, name)
+		t.Fatalf("%s:%d: %q asks about another lease than the backup above (%s)", b.file, status.line, status.text, name)
 	}
 	code, out, stderr := shOut(t, env, fx.work, fx.subst(t, status.text))
 	if code != 0 || !strings.HasPrefix(out, name+": held by ") {
-		t.Fatalf("README.md:%d: while a backup runs: exit %d, %q; want 0 and %q... (stderr: %s)", status.line, code, out, name+": held by ", stderr)
+		t.Fatalf("%s:%d: while a backup runs: exit %d, %q; want 0 and %q... (stderr: %s)", b.file, status.line, code, out, name+": held by ", stderr)
 	}
 
 	in1.Close()
@@ -637,7 +644,7 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	code, out, _ = shOut(t, env, fx.work, fx.subst(t, status.text))
 	if code != 3 || !strings.HasPrefix(out, name+": free") {
-		t.Fatalf("README.md:%d: after the backups: exit %d, %q; want 3 and %q", status.line, code, out, name+": free")
+		t.Fatalf("%s:%d: after the backups: exit %d, %q; want 3 and %q", b.file, status.line, code, out, name+": free")
 	}
 
 	js := b.take(t, "leaderrun status --json ")
@@ -656,10 +663,10 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 		RemainingMS float64 `json:"remaining_ms"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
-		t.Fatalf("README.md:%d: while held: exit %d, %q (stderr: %s)", js.line, code, out, stderr)
+		t.Fatalf("%s:%d: while held: exit %d, %q (stderr: %s)", b.file, js.line, code, out, stderr)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, st.Since); st.Name != jsName || !st.Held || st.Holder == "" || st.Token == 0 || err != nil || st.RemainingMS <= 0 {
-		t.Fatalf("README.md:%d: status --json while held: %s", js.line, out)
+		t.Fatalf("%s:%d: status --json while held: %s", b.file, js.line, out)
 	}
 	in.Close()
 	if c := holder.wait(); c != 0 {
@@ -668,7 +675,7 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	code, out, _ = shOut(t, env, fx.work, jsCmd)
 	st.Held = true
 	if code != 3 || json.Unmarshal([]byte(out), &st) != nil || st.Held {
-		t.Fatalf("README.md:%d: once released: exit %d, %q; want 3 and held false", js.line, code, out)
+		t.Fatalf("%s:%d: once released: exit %d, %q; want 3 and held false", b.file, js.line, code, out)
 	}
 }
 
@@ -686,10 +693,10 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	c := b.take(t, "")
 	fields := strings.Fields(c.text)
 	if len(fields) < 6 {
-		t.Fatalf("README.md:%d: %q is not a crontab line (5 time fields and a command)", c.line, c.text)
+		t.Fatalf("%s:%d: %q is not a crontab line (5 time fields and a command)", b.file, c.line, c.text)
 	}
 	if !strings.HasPrefix(fields[5], "/") {
-		t.Fatalf("README.md:%d: %q: give leaderrun's absolute path; cron's PATH is /usr/bin:/bin", c.line, fields[5])
+		t.Fatalf("%s:%d: %q: give leaderrun's absolute path; cron's PATH is /usr/bin:/bin", b.file, c.line, fields[5])
 	}
 	cmd := fx.subst(t, strings.Join(fields[5:], " "))
 	held := readmeHoldRE.MatchString(cmd)
@@ -710,18 +717,18 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	for i := range 3 {
 		code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
 		if code != 0 || out != "" || stderr != "" {
-			t.Fatalf("README.md:%d: host %d while the job runs elsewhere: exit %d, stdout %q, stderr %q; want 0 and nothing", c.line, i+2, code, out, stderr)
+			t.Fatalf("%s:%d: host %d while the job runs elsewhere: exit %d, stdout %q, stderr %q; want 0 and nothing", b.file, c.line, i+2, code, out, stderr)
 		}
 	}
 	in.Close()
 	if code := leader.wait(); code != 0 || leader.stderr.String() != "" {
-		t.Fatalf("README.md:%d: the running job: exit %d, stderr %q; want 0 and nothing", c.line, code, leader.stderr.String())
+		t.Fatalf("%s:%d: the running job: exit %d, stderr %q; want 0 and nothing", b.file, c.line, code, leader.stderr.String())
 	}
 	if held {
 		if time.Since(begun) < readmeHold-500*time.Millisecond {
 			code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
 			if code != 0 || out != "" || stderr != "" {
-				t.Fatalf("README.md:%d: a late host within the hold: exit %d, stdout %q, stderr %q; want 0 and nothing", c.line, code, out, stderr)
+				t.Fatalf("%s:%d: a late host within the hold: exit %d, stdout %q, stderr %q; want 0 and nothing", b.file, c.line, code, out, stderr)
 			}
 		} else {
 			t.Logf("the job ran past the hold of %v; the late host is not tried", readmeHold)
@@ -731,7 +738,7 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
 	if code != 0 || out != "running\n" || stderr != "" {
-		t.Fatalf("README.md:%d: the next run: exit %d, stdout %q, stderr %q; want the job's own output only", c.line, code, out, stderr)
+		t.Fatalf("%s:%d: the next run: exit %d, stdout %q, stderr %q; want the job's own output only", b.file, c.line, code, out, stderr)
 	}
 	b2, err := os.ReadFile(marks)
 	if err != nil {
@@ -963,10 +970,119 @@ func readmeCI(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	for i, p := range jobs {
 		if code := p.wait(); code != 0 {
-			t.Fatalf("README.md:%d: CI job %d: exit %d: %s", c.line, i, code, p.stderr.String())
+			t.Fatalf("%s:%d: CI job %d: exit %d: %s", b.file, c.line, i, code, p.stderr.String())
 		}
 	}
 	if runs := checkMarks(t, marks); runs != 2 {
 		t.Fatalf("%d deploys ran; want 2", runs)
+	}
+}
+
+// lrArgv returns a command's words with a leading `leaderrun` replaced by
+// the fixture's program, as PATH would find it after an install.
+func lrArgv(t *testing.T, fx *readmeFixture, b *readmeBlock, c readmeCmd) []string {
+	t.Helper()
+	if strings.ContainsAny(c.text, `"'$|;<>`) {
+		t.Fatalf("%s:%d: %q: the check splits only plain words", b.file, c.line, c.text)
+	}
+	words := strings.Fields(c.text)
+	if words[0] != "leaderrun" {
+		t.Fatalf("%s:%d: %q does not start with leaderrun", b.file, c.line, c.text)
+	}
+	return append([]string{fx.bin}, words[1:]...)
+}
+
+// Demo: the first contender (started in the background) takes the lease and
+// runs its command; the second, with -n, gets exit 75 without running its
+// own and says who holds it; status says held (exit 0); `kill %1` (SIGTERM to
+// the background job) stops the first's command and frees the lease, which
+// status then shows (exit 3).
+func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.shellEnv()
+	c := b.take(t, "leaderrun ")
+	bg, ok := strings.CutSuffix(c.text, " &")
+	if !ok {
+		t.Fatalf("%s:%d: %q: the first contender runs in the background (&)", b.file, c.line, c.text)
+	}
+	argv := lrArgv(t, fx, b, readmeCmd{c.line, bg})
+	name := flagValue(t, argv, "--name")
+	first, _ := launchArgv(t, env, fx.work, false, argv...)
+	waitStderr(t, first, "lease "+name+" acquired", time.Minute)
+
+	c = b.take(t, "leaderrun -n ")
+	argv = lrArgv(t, fx, b, c)
+	if flagValue(t, argv, "--name") != name {
+		t.Fatalf("%s:%d: %q contends for another lease than %s", b.file, c.line, c.text, name)
+	}
+	code, out, stderr := runOut(t, env, fx.work, argv...)
+	if code != 75 || out != "" || !strings.Contains(stderr, "held by ") {
+		t.Fatalf("%s:%d: the second contender: exit %d, stdout %q, stderr %q; want 75, no output of its command, and who holds the lease", b.file, c.line, code, out, stderr)
+	}
+
+	c = b.take(t, "leaderrun status ")
+	status := lrArgv(t, fx, b, c)
+	code, out, stderr = runOut(t, env, fx.work, status...)
+	if code != 0 || !strings.HasPrefix(out, name+": held by ") {
+		t.Fatalf("%s:%d: status while the first runs: exit %d, %q (stderr %s); want 0 and %q...", b.file, c.line, code, out, stderr, name+": held by ")
+	}
+
+	c = b.take(t, "kill %1")
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("%s:%d: the first contender after kill: exit %d; want %d, its command killed by the forwarded SIGTERM (stderr: %s)", b.file, c.line, code, 128+int(syscall.SIGTERM), first.stderr.String())
+	}
+	code, out, _ = runOut(t, env, fx.work, status...)
+	if code != 3 || !strings.HasPrefix(out, name+": free") {
+		t.Fatalf("%s:%d: status after kill: exit %d, %q; want 3 and %q", b.file, c.line, code, out, name+": free")
+	}
+}
+
+// Shell script: while another instance holds the lease the line succeeds
+// without running the job; once free it runs the job; a failing job makes
+// the line fail.
+func readmeScript(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.shellEnv()
+	c := b.take(t, "leaderrun ")
+	cmd := fx.subst(t, c.text)
+	words := strings.Fields(cmd)
+	name := flagValue(t, words, "--name")
+	job := afterDashDash(t, words)[0]
+	if !strings.HasPrefix(job, "./") {
+		t.Fatalf("%s:%d: the check expects a ./script as COMMAND, not %q", b.file, c.line, job)
+	}
+	marks := filepath.Join(fx.work, "script.marks")
+	status := filepath.Join(fx.work, "script.status")
+	// The stand-in records its run and exits with the code in script.status.
+	writeScript(t, filepath.Join(fx.work, job), fmt.Sprintf("echo ran >> %s\nexit $(cat %s)\n", marks, status))
+	if err := os.WriteFile(status, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		b, err := os.ReadFile(marks)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "ran\n")
+	}
+
+	holder, in := launchArgv(t, env, fx.work, true, lrBin, "--name", name, "--", "/bin/sh", "-c", "echo up; read -r _ || true")
+	holder.line()
+	if code, out, stderr := shOut(t, env, fx.work, cmd); code != 0 || runs() != 0 {
+		t.Fatalf("%s:%d: while another instance holds %s: exit %d, %d runs (stdout %q, stderr %q); want 0 and no run", b.file, c.line, name, code, runs(), out, stderr)
+	}
+	in.Close()
+	if code := holder.wait(); code != 0 {
+		t.Fatalf("the other instance: exit %d: %s", code, holder.stderr.String())
+	}
+	if code, _, stderr := shOut(t, env, fx.work, cmd); code != 0 || runs() != 1 {
+		t.Fatalf("%s:%d: with the lease free: exit %d, %d runs (stderr %q); want 0 and one run", b.file, c.line, code, runs(), stderr)
+	}
+	if err := os.WriteFile(status, []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := shOut(t, env, fx.work, cmd); code == 0 || runs() != 2 {
+		t.Fatalf("%s:%d: a failing job: exit %d, %d runs; want a failure and a second run", b.file, c.line, code, runs())
 	}
 }

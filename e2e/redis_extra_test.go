@@ -31,13 +31,13 @@ func TestRedisACLUserWithoutChannels(t *testing.T) {
 	}
 }
 
-// The README's smallest --ttl for Redis (with default flags, and with the
+// docs/stores.md's smallest --ttl for Redis (with default flags, and with the
 // default 3s grace kept) is what the binary accepts: that value runs, one
 // millisecond less is refused as unsafe.
 func TestRedisReadmeMinimumTTL(t *testing.T) {
 	t.Parallel()
 	_, env := redisE2EShared(t)
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/stores.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ type WaitEvent struct {
 }
 
 // Acquired is a lease just taken, with the Clock reading at which the request
-// that won it was sent: the origin of its validity (DESIGN §3.1).
+// that won it was sent: the origin of its validity (docs/design.md, safety rule 1).
 type Acquired struct {
 	Lease  Lease
 	SentAt time.Duration

@@ -11,7 +11,7 @@ import (
 
 // Clock is the time source of every safety deadline. Its readings are
 // durations since an arbitrary origin and must keep counting while the
-// system is suspended (DESIGN §3.2): Go's monotonic clock does not.
+// system is suspended (docs/design.md, safety rule 2): Go's monotonic clock does not.
 type Clock interface {
 	// Now returns the current reading.
 	Now() time.Duration

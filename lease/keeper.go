@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNoRunway is returned by Keep when the lease, even after an immediate
-// renewal, is too close to its deadline to start the child safely (DESIGN §3.7).
+// renewal, is too close to its deadline to start the child safely (docs/design.md, safety rule 7).
 var ErrNoRunway = errors.New("lease: not enough validity left to start the child")
 
 // KeeperConfig configures Keep. Timing must come from Timing.Resolve.
@@ -34,7 +34,7 @@ type KeeperConfig struct {
 // Keeper renews a lease in the background and cancels its context the moment
 // leadership can no longer be vouched for: when the store says the lease is
 // lost, or when the local deadline E−K−G arrives without a confirmed renewal
-// (DESIGN §3). The zero value is not usable; call Keep.
+// (docs/design.md, safety rules). The zero value is not usable; call Keep.
 type Keeper struct {
 	l      Lease
 	cfg    KeeperConfig
@@ -178,7 +178,7 @@ func (k *Keeper) stopAt() time.Duration {
 }
 
 // callContext bounds one store call sent at ts: it ends after CallTimeout or
-// at the stop point, whichever is first (DESIGN §3.4).
+// at the stop point, whichever is first (docs/design.md, safety rule 4).
 func (k *Keeper) callContext(parent context.Context, ts time.Duration) (context.Context, context.CancelFunc) {
 	d := k.cfg.Timing.CallTimeout
 	if k.cfg.Limits.Expires {
@@ -187,7 +187,7 @@ func (k *Keeper) callContext(parent context.Context, ts time.Duration) (context.
 	return context.WithTimeout(parent, d)
 }
 
-// watchdog is the independent timer of DESIGN §3.3: it cancels the context at
+// watchdog is the independent timer of docs/design.md, safety rule 3: it cancels the context at
 // E−K−G and closes KillC at E−K, no matter what the renew loop is doing (a
 // call may be hung, or the store may have said the lease is lost).
 func (k *Keeper) watchdog() {
@@ -250,7 +250,7 @@ func (k *Keeper) renewLoop(next time.Duration) {
 			k.cancel(fmt.Errorf("renew: %w", asLost(err)))
 			return
 		default:
-			// Unknown outcome: E stays put; retry soon (DESIGN §3.5).
+			// Unknown outcome: E stays put; retry soon (docs/design.md, safety rule 5).
 			backoff = min(max(2*backoff, FirstRetry), t.RenewEvery/4, time.Second)
 			next = k.clock.Now() + backoff
 			k.log.Warn("lease renewal failed; retrying", "err", err, "retry_in", backoff,

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Default timing constants (DESIGN §2, §3).
+// Default timing constants (docs/design.md: command line, safety rules).
 const (
 	// DefaultTTL is the lease duration when --ttl is not given.
 	DefaultTTL = 15 * time.Second
@@ -52,7 +52,7 @@ type Timing struct {
 }
 
 // Validity returns how long after sending a successful acquire or renew the
-// lease is certainly still ours: L·(1−ρ) − ε (DESIGN §3.1).
+// lease is certainly still ours: L·(1−ρ) − ε (docs/design.md, safety rule 1).
 func (t Timing) Validity(lim Limits) time.Duration {
 	return time.Duration(float64(t.TTL)*(1-t.Rho)) - lim.Epsilon
 }
@@ -126,7 +126,7 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 		// The lease ends only with our process: nothing to fit the grace into.
 		return t, nil
 	}
-	// DESIGN §3.6: the scheduled renewal plus one retry must fit before the
+	// docs/design.md, safety rule 6: the scheduled renewal plus one retry must fit before the
 	// stop point: L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout (+ the
 	// keeper's FirstRetry delay between the two).
 	room := t.Validity(lim) - t.KillBound - t.RenewEvery - 2*t.CallTimeout - FirstRetry

@@ -13,11 +13,25 @@
 # 45 s each on file, Redis and PostgreSQL, 60 s on Azurite, whose TTL is 15 s;
 # about 3.5 minutes in all); LEADERRUN_CHAOS_DURATION=5m sets one length for
 # every store, =0 skips it.
+#
+# Progress: each phase is announced with the time since the start; go test's
+# JSON is summarised by scripts/testsummary (one line per package as it ends,
+# the output of failures, every 30 s the packages still running). The last
+# line is always "N passed, N failed": top-level tests, plus one per chaos
+# run, plus one for a phase that failed before its tests could count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
 
 work=$(mktemp -d /tmp/leaderrun-test.XXXXXX)
+started=$SECONDS
+phase_name=setup
+n_passed=0 n_failed=0
+# phase NAME: announce a phase, with the time since the start.
+phase() {
+	phase_name=$1
+	printf '== [%dm%02ds] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$1"
+}
 cleanup() {
 	local rc=$?
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
@@ -29,12 +43,24 @@ cleanup() {
 		[ -f "$d/pids" ] && scripts/etcd.sh stop "$d" || true
 	done
 	rm -rf "$work"
+	if [ "$rc" -ne 0 ] && [ "$n_failed" -eq 0 ]; then
+		echo "== failed in phase: $phase_name"
+		n_failed=1
+	fi
+	printf '== done in %dm%02ds\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60))
+	echo "$n_passed passed, $n_failed failed"
 	exit $rc
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== gofmt, go vet"
+echo "scripts/test.sh: the whole suite takes about 7 minutes on a quiet 2-core machine (up to 17 under load), 3.5 of them the chaos runs (LEADERRUN_CHAOS_DURATION=0 skips them)"
+. scripts/lib.sh
+if [ "$(id -u)" = 0 ]; then
+	# e2e's package test renders the man page and verifies the unit.
+	apt_ensure man systemd-analyze dpkg -- man-db systemd
+fi
+phase "gofmt, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change: $unformatted" >&2
@@ -42,7 +68,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-echo "== starting servers on 127.0.0.1"
+phase "starting servers on 127.0.0.1 (installing them when missing)"
 for topo in single cluster sentinel; do
 	mkdir -p "$work/redis-$topo"
 	scripts/redis.sh start "$work/redis-$topo" "$topo"
@@ -62,24 +88,34 @@ set -a; . "$work/postgres/env"; set +a
 # (passwords masked: the tests check that nothing prints them)
 env | grep '^LEADERRUN_TEST_' | grep -v 'PID\|ADDRS' | sed -e 's/^/   /' -e 's#://\([^:/@]*\):[^@]*@#://\1:xxxxx@#'
 
-echo "== go test -race"
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(./...)
-go test -race -count=1 -timeout 9m "${args[@]}"
+phase "go test -race ${args[*]}"
+go build -o "$work/testsummary" ./scripts/testsummary
+set +e
+go test -race -count=1 -timeout 9m -json "${args[@]}" 2>&1 | "$work/testsummary" -counts "$work/counts"
+test_rc=$?
+set -e
+read -r n_passed n_failed < "$work/counts" || { n_passed=0 n_failed=1; }
+[ "$test_rc" -eq 0 ] || exit 1
 
 chaos=${LEADERRUN_CHAOS_DURATION:-}
 if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
-	echo "== chaos: ${chaos:-45s per store, 60s on Azurite}"
+	phase "chaos: ${chaos:-45s per store, 60s on Azurite}"
+	chaos_runs=0
 	mkdir -p "$work/chaosbin"
 	go build -o "$work/chaosbin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()
 	for store in file redis postgres azurite; do
+		chaos_runs=$((chaos_runs + 1))
 		d=$chaos
 		[ -n "$d" ] || { [ "$store" = azurite ] && d=60s || d=45s; }
 		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$d" || failed+=("$store")
 	done
+	n_passed=$((n_passed + chaos_runs - ${#failed[@]}))
+	n_failed=$((n_failed + ${#failed[@]}))
 	if [ ${#failed[@]} -gt 0 ]; then
 		echo "chaos run failed on: ${failed[*]}" >&2
 		exit 1

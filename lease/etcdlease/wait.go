@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Waiting (DESIGN §4). A waiter reads the key and watches it from the next
+// Waiting (docs/design.md, waiting for the lease). A waiter reads the key and watches it from the next
 // revision: the holder's release (the key deleted), its lease expiring (etcd
 // deletes the key) and anything else that changes the key wake the waiter at
 // once, without polling. The watch is checked with a progress request every

@@ -11,7 +11,7 @@ import (
 	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 )
 
-// Waiting (DESIGN §4). A waiter sleeps until the row's expiry as the server
+// Waiting (docs/design.md, waiting for the lease). A waiter sleeps until the row's expiry as the server
 // reports it (the remaining time is computed by the server, never from the
 // client's clock), plus a little jitter, and wakes early when the holder's
 // release statement NOTIFYs. The LISTEN connection is a hint only: it is

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiting (DESIGN §4). A waiter sleeps until the record's PTTL runs out, plus
+// Waiting (docs/design.md, waiting for the lease). A waiter sleeps until the record's PTTL runs out, plus
 // a little jitter, and wakes early when the holder publishes a clean release.
 // The subscription is a hint only: it is made once per Store and name, kept
 // across Wait calls by a goroutine the Store owns, and re-made with backoff

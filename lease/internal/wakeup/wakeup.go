@@ -1,5 +1,5 @@
-// Package wakeup holds the sleeping half of a network store's Wait (DESIGN
-// §4), shared by redislease, pglease and etcdlease: sleep until the
+// Package wakeup holds the sleeping half of a network store's Wait (docs/design.md,
+// waiting for the lease), shared by redislease, pglease and etcdlease: sleep until the
 // holder's remaining time runs out, plus a little jitter so that waiters on
 // the same expiry do not wake at once, or until a release notification, or
 // until the caller gives up. A broken notification channel is a nil wake

@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The package a user installs: scripts/release.sh builds the release (for
+// amd64 only, to stay fast), the .deb installs with dpkg on this machine, and
+// then, from /usr/bin, the README's demo runs, --version prints the stamped
+// version, the man page renders, the bash completion completes `--st`, and
+// the template unit verifies. The package is purged afterwards, also when
+// the test fails, so the machine is as before.
+func TestDebPackage(t *testing.T) {
+	t.Parallel() // other tests run the test's own build, by absolute path or first on PATH
+	ci := os.Getenv("CI") != ""
+	need := func(why string) {
+		t.Helper()
+		if ci {
+			t.Fatalf("%s: the package test must run under CI", why)
+		}
+		t.Skip(why)
+	}
+	if os.Geteuid() != 0 {
+		need("not root: dpkg -i needs it")
+	}
+	for _, prog := range []string{"dpkg", "man", "systemd-analyze", "gzip", "sha256sum"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			need(prog + " not found")
+		}
+	}
+	if err := exec.Command("dpkg", "-s", "leaderrun").Run(); err == nil {
+		need("a leaderrun package is already installed; this test would replace it")
+	}
+	if _, err := os.Stat("/usr/bin/leaderrun"); err == nil {
+		need("/usr/bin/leaderrun exists; this test would replace it")
+	}
+
+	const version = "0.0.0-pkgtest"
+	out := t.TempDir()
+	cmd := exec.Command("scripts/release.sh", version)
+	cmd.Env = append(os.Environ(), "RELEASE_ARCHES=amd64", "RELEASE_OUT="+out, "RELEASE_ALLOW_DIRTY=1",
+		"PATH="+filepath.Dir(goBin())+":"+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/release.sh %s: %v\n%s", version, err, b)
+	}
+	dist := filepath.Join(out, version)
+
+	sums := exec.Command("sha256sum", "-c", "checksums.txt")
+	sums.Dir = dist
+	if b, err := sums.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum -c checksums.txt: %v\n%s", err, b)
+	}
+	archive := filepath.Join(dist, "leaderrun_"+version+"_linux_amd64.tar.gz")
+	names := tarNames(t, archive)
+	for _, p := range storePrograms {
+		if !slices.Contains(names, "leaderrun_"+version+"_linux_amd64/"+p) {
+			t.Errorf("%s has no %s: %q", filepath.Base(archive), p, names)
+		}
+	}
+	debs, _ := filepath.Glob(filepath.Join(dist, "*.deb"))
+	rpms, _ := filepath.Glob(filepath.Join(dist, "*.rpm"))
+	if len(debs) != 1 || len(rpms) != 1 {
+		t.Fatalf("want one .deb and one .rpm in %s; got %q %q", dist, debs, rpms)
+	}
+
+	t.Cleanup(func() {
+		if b, err := exec.Command("dpkg", "--purge", "leaderrun").CombinedOutput(); err != nil {
+			t.Errorf("dpkg --purge leaderrun: %v\n%s", err, b)
+		}
+		if _, err := os.Stat("/usr/bin/leaderrun"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("/usr/bin/leaderrun is still there after dpkg --purge: %v", err)
+		}
+	})
+	if b, err := exec.Command("dpkg", "-i", debs[0]).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg -i %s: %v\n%s", debs[0], err, b)
+	}
+
+	for _, p := range storePrograms {
+		if info, err := os.Stat("/usr/bin/" + p); err != nil || info.Mode().Perm()&0o111 == 0 {
+			t.Errorf("/usr/bin/%s is not an installed program: %v", p, err)
+		}
+	}
+	if b, err := exec.Command("/usr/bin/leaderrun", "--version").Output(); err != nil || !strings.HasPrefix(string(b), "leaderrun "+version+" ") {
+		t.Errorf("/usr/bin/leaderrun --version: %q, %v; want the stamped %s", b, err, version)
+	}
+
+	t.Run("demo", func(t *testing.T) {
+		fx := newReadmeFixture(t)
+		fx.bin = "/usr/bin/leaderrun"
+		for _, b := range readmeParse(t, "README.md") {
+			if b.marker == "demo" {
+				readmeDemo(t, fx, b)
+				b.allTaken(t)
+				return
+			}
+		}
+		t.Fatal("README.md has no demo block")
+	})
+
+	t.Run("man", func(t *testing.T) {
+		m := exec.Command("man", "-l", "/usr/share/man/man1/leaderrun.1.gz")
+		m.Env = append(os.Environ(), "MANPAGER=cat", "PAGER=cat", "MANWIDTH=80")
+		b, err := m.Output()
+		if err != nil || !strings.Contains(string(b), "distributed lease") || !strings.Contains(string(b), "--store") {
+			t.Fatalf("man -l leaderrun.1.gz: %v\n%s", err, b)
+		}
+	})
+
+	t.Run("bash completion", func(t *testing.T) {
+		script := `source /usr/share/bash-completion/completions/leaderrun
+complete -p leaderrun
+COMP_WORDS=(leaderrun --st); COMP_CWORD=1; _leaderrun; printf 'reply %s\n' "${COMPREPLY[@]}"
+COMP_WORDS=(leaderrun st); COMP_CWORD=1; _leaderrun; printf 'reply %s\n' "${COMPREPLY[@]}"
+COMP_WORDS=(leaderrun status --j); COMP_CWORD=2; _leaderrun; printf 'reply %s\n' "${COMPREPLY[@]}"`
+		b, err := exec.Command("bash", "--norc", "--noprofile", "-c", script).CombinedOutput()
+		want := "complete -F _leaderrun leaderrun\nreply --stop-signal\nreply --store\nreply status\nreply --json\n"
+		if err != nil || string(b) != want {
+			t.Fatalf("bash completion: %v\n%s\nwant:\n%s", err, b, want)
+		}
+	})
+
+	t.Run("unit", func(t *testing.T) {
+		unit := "/usr/lib/systemd/system/leaderrun@.service"
+		b, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+		if err != nil || len(b) != 0 {
+			t.Fatalf("systemd-analyze verify %s: %v\n%s", unit, err, b)
+		}
+		if _, err := os.Stat("/etc/default/leaderrun"); err != nil {
+			t.Fatalf("the unit's environment file: %v", err)
+		}
+	})
+}
+
+// tarNames lists the entries of a .tar.gz.
+func tarNames(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(z)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, strings.TrimSuffix(h.Name, "/"))
+	}
+}

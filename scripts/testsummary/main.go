@@ -1,0 +1,194 @@
+// Command testsummary reads `go test -json` on stdin and shows the progress
+// of a long run the way a person wants to follow it: one line per package
+// when it finishes (ok or FAIL, its time and its number of tests), the full
+// output of every failed test and of a package that did not build, and,
+// while packages run, a line every -every saying which are still running.
+// It ends with "go test: N passed, N failed, N skipped (tests) in D" and, with
+// -counts FILE, writes "PASSED FAILED" there for scripts/test.sh's final line.
+// It exits 1 when a test or a package failed, 0 otherwise.
+//
+//	go test -json ./... | go run ./scripts/testsummary -counts FILE
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// event is one line of go test -json (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+// summary accumulates the run; its methods are called with mu held.
+type summary struct {
+	mu                      sync.Mutex
+	out                     io.Writer
+	start                   time.Time
+	running                 map[string]time.Time // package → first event
+	output                  map[string][]string  // package or package/test → its output
+	tests                   map[string]int       // package → top-level tests finished
+	passed, failed, skipped int
+	failedPkgs              []string
+}
+
+func newSummary(out io.Writer) *summary {
+	return &summary{out: out, start: time.Now(), running: map[string]time.Time{}, output: map[string][]string{}, tests: map[string]int{}}
+}
+
+func (s *summary) event(e event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.Package == "" {
+		return
+	}
+	if _, ok := s.running[e.Package]; !ok && e.Action != "pass" && e.Action != "fail" && e.Action != "skip" {
+		s.running[e.Package] = time.Now()
+	}
+	key := e.Package
+	if e.Test != "" {
+		key += "/" + e.Test
+	}
+	switch e.Action {
+	case "output":
+		s.output[key] = append(s.output[key], e.Output)
+	case "pass", "fail", "skip":
+		if e.Test != "" {
+			if e.Action == "fail" {
+				fmt.Fprintf(s.out, "--- FAIL: %s (%s)\n%s", e.Test, e.Package, strings.Join(s.output[key], ""))
+			}
+			if !strings.Contains(e.Test, "/") { // top-level tests only
+				s.tests[e.Package]++
+				switch e.Action {
+				case "pass":
+					s.passed++
+				case "fail":
+					s.failed++
+				default:
+					s.skipped++
+				}
+			}
+			delete(s.output, key)
+			return
+		}
+		s.packageDone(e)
+	}
+}
+
+// packageDone prints a package's line; a failed package with no failed
+// test (a build error, a panic outside a test, a timeout) shows its output
+// and counts as one failure.
+func (s *summary) packageDone(e event) {
+	delete(s.running, e.Package)
+	n := s.tests[e.Package]
+	switch e.Action {
+	case "pass":
+		fmt.Fprintf(s.out, "ok    %-50s %6.1fs  %d tests\n", e.Package, e.Elapsed, n)
+	case "skip":
+		fmt.Fprintf(s.out, "ok    %-50s         no tests\n", e.Package)
+	case "fail":
+		fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests\n", e.Package, e.Elapsed, n)
+		s.failedPkgs = append(s.failedPkgs, e.Package)
+		own := false
+		for k := range s.output {
+			if strings.HasPrefix(k, e.Package+"/") {
+				own = true // a test still running when the package failed: its output says why
+				fmt.Fprintf(s.out, "--- unfinished: %s\n%s", strings.TrimPrefix(k, e.Package+"/"), strings.Join(s.output[k], ""))
+				delete(s.output, k)
+			}
+		}
+		if out := s.output[e.Package]; own || !slices.ContainsFunc(out, func(l string) bool { return strings.HasPrefix(l, "--- FAIL") }) {
+			fmt.Fprint(s.out, strings.Join(out, ""))
+			s.failed++
+		}
+	}
+	delete(s.output, e.Package)
+}
+
+// tick reports the packages still running.
+func (s *summary) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.running) == 0 {
+		return
+	}
+	var names []string
+	for p := range s.running {
+		names = append(names, strings.TrimPrefix(p, "github.com/leaderrun/leaderrun/"))
+	}
+	slices.Sort(names)
+	fmt.Fprintf(s.out, "      ... %s elapsed; running: %s\n", time.Since(s.start).Round(time.Second), strings.Join(names, ", "))
+}
+
+func main() {
+	counts := flag.String("counts", "", "write \"PASSED FAILED\" into this file at the end")
+	every := flag.Duration("every", 30*time.Second, "how often to say which packages still run")
+	flag.Parse()
+
+	s := newSummary(os.Stdout)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // owned by main, which waits for it below
+		defer wg.Done()
+		t := time.NewTicker(*every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.tick()
+			}
+		}
+	}()
+
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			// Not an event: go vet's or the build's own text; pass it on.
+			fmt.Println(sc.Text())
+			continue
+		}
+		s.event(e)
+	}
+	close(done)
+	wg.Wait()
+	if err := sc.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		s.failed++
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.running { // go test died before the package ended
+		fmt.Printf("FAIL  %s: no result\n", p)
+		s.failed++
+	}
+	fmt.Printf("go test: %d passed, %d failed, %d skipped (tests) in %s\n", s.passed, s.failed, s.skipped, time.Since(s.start).Round(time.Second))
+	if len(s.failedPkgs) > 0 {
+		fmt.Printf("failed packages: %s\n", strings.Join(s.failedPkgs, " "))
+	}
+	if *counts != "" {
+		if err := os.WriteFile(*counts, fmt.Appendf(nil, "%d %d\n", s.passed, s.failed), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(1)
+		}
+	}
+	if s.failed > 0 {
+		os.Exit(1)
+	}
+}
