@@ -57,8 +57,9 @@ trap 'exit 130' INT TERM
 echo "scripts/test.sh: the whole suite takes about 7 minutes on a quiet 2-core machine (up to 17 under load), 3.5 of them the chaos runs (LEADERRUN_CHAOS_DURATION=0 skips them)"
 . scripts/lib.sh
 if [ "$(id -u)" = 0 ]; then
-	# e2e's package test renders the man page and verifies the unit.
-	apt_ensure man systemd-analyze dpkg -- man-db systemd
+	# e2e's package test renders the man page and verifies the unit;
+	# gendocs' test parses the completions in their shells.
+	apt_ensure man systemd-analyze dpkg zsh fish -- man-db systemd zsh fish
 fi
 phase "gofmt, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))

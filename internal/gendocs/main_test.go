@@ -69,7 +69,7 @@ func TestDocsCoverHelp(t *testing.T) {
 
 // The completions parse in their shells, and fish's completes `--st` (bash's
 // is driven by e2e's package test). A shell that is not installed is
-// reported, not required.
+// reported, and under CI (where scripts/test.sh installs them) a failure.
 func TestCompletionsRun(t *testing.T) {
 	dir := t.TempDir()
 	if err := write(dir, cmd.DocApp()); err != nil {
@@ -78,6 +78,9 @@ func TestCompletionsRun(t *testing.T) {
 	for _, c := range []struct{ shell, file string }{{"bash", "leaderrun.bash"}, {"zsh", "_leaderrun"}, {"fish", "leaderrun.fish"}} {
 		sh, err := exec.LookPath(c.shell)
 		if err != nil {
+			if os.Getenv("CI") != "" { // scripts/test.sh installs every shell
+				t.Fatalf("%s not installed: %s cannot be checked", c.shell, c.file)
+			}
 			t.Logf("%s not installed: %s is not checked", c.shell, c.file)
 			continue
 		}
