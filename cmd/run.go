@@ -290,7 +290,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	defer stepDown(nil)
 	var health *healthGate
 	if rc.health.cmd != "" {
-		health = &healthGate{cfg: rc.health, env: childEnv, log: logger, notify: notify, stop: stepDown}
+		health = &healthGate{cfg: rc.health, env: childEnv, log: logger, notify: notify, stop: stepDown, cg: prot.cg}
 	}
 	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       args,
@@ -311,6 +311,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 			}
 			health.start(runCtx)
 		},
+		Exited: health.end, // before the sweep: a running check is no leftover
 	})
 	health.end()
 	cause := context.Cause(runCtx)

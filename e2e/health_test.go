@@ -14,10 +14,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // healthStore is one store the health and hold tests run on: its
@@ -163,7 +166,7 @@ func TestHealthFlagsRefused(t *testing.T) {
 		{[]string{"--health-cmd", "true", "--ttl", "3s", "--health-interval", "10s"}, "--health-timeout 5s is not shorter than --ttl 3s"},
 		{[]string{"--health-cmd", "true", "--health-retries", "0"}, "--health-retries 0: want at least 1"},
 		{[]string{"--health-cmd", " "}, "--health-cmd is blank"},
-		{[]string{"--hold-at-least", "-1s"}, "--hold-at-least -1s: want 0 or a positive duration"},
+		{[]string{"--hold-at-least", "-1s"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append(append([]string{"--store", store, "--name", "hf"}, tc.args...), "--", "touch", marker)
@@ -448,5 +451,61 @@ func TestDeafNotifySocket(t *testing.T) {
 	// The standby takes over, its check fails at once, and it steps down.
 	if code := standby.wait(); code != 123 {
 		t.Fatalf("standby exited %d; want 123 (health check failed): %s", code, standby.stderr.String())
+	}
+}
+
+// procsWith lists the PIDs whose command line contains s.
+func procsWith(s string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// A health check belongs to the run: what it leaves behind is killed when
+// it ends, even a process that called setsid (the check runs in the child's
+// cgroup); a check that exits 0 while a leftover still holds its output is
+// judged by its exit status, not reported as timed out (two of those made
+// a healthy leader step down with 123).
+func TestHealthCheckContained(t *testing.T) {
+	t.Parallel()
+	if cg, err := runner.NewCgroup(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cgroup containment on this machine: %v", err)
+		}
+		t.Skipf("no cgroup containment here: %v", err)
+	} else if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "checked")
+	// Unique arguments, to find the leftovers by their command line.
+	escaped := fmt.Sprintf("4%d.5", os.Getpid())
+	holder := fmt.Sprintf("4%d.6", os.Getpid())
+	t.Cleanup(func() {
+		for _, pid := range append(procsWith("sleep\x00"+escaped), procsWith("sleep\x00"+holder)...) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	check := fmt.Sprintf("setsid sleep %s & sleep %s & touch %s; exit 0", escaped, holder, mark)
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--contain", "cgroup", "--name", "hc",
+		"--health-cmd", check, "--health-interval", "100ms", "--health-timeout", "90ms", "--health-retries", "1",
+		"--", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; sleep 0.3", mark))
+	if code != 0 {
+		t.Fatalf("exit %d; want 0 (every check exited 0): %s", code, stderr)
+	}
+	if strings.Contains(stderr, "timed out") {
+		t.Fatalf("a check that exited 0 was reported as timed out: %s", stderr)
+	}
+	if left := append(procsWith("sleep\x00"+escaped), procsWith("sleep\x00"+holder)...); len(left) > 0 {
+		t.Fatalf("processes a health check started outlived the run: %v", left)
 	}
 }

@@ -160,14 +160,47 @@ func (c *Cgroup) WaitEmpty(d time.Duration) bool {
 	}
 }
 
-// Remove closes the cgroup's descriptor and deletes its directory, which the
-// kernel allows only once it is empty. Removing twice is not an error.
+// Sub creates (or opens) the cgroup name inside c, for processes that
+// belong to the child's run without being the child's: health checks. It is
+// inside c, so whatever kills or waits for c's tree (cgroup.kill and
+// "populated" cover descendants) covers it too, the guard included.
+func (c *Cgroup) Sub(name string) (*Cgroup, error) {
+	dir := filepath.Join(c.dir, name)
+	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("runner: create %s: %w", dir, err)
+	}
+	fd, err := os.Open(dir)
+	if err != nil {
+		_ = unix.Rmdir(dir)
+		return nil, fmt.Errorf("runner: open %s: %w", dir, err)
+	}
+	return &Cgroup{dir: dir, fd: fd}, nil
+}
+
+// Remove closes the cgroup's descriptor and deletes its directory and every
+// cgroup below it, deepest first (a child running as root may have made
+// some), which the kernel allows only once they are empty. Removing twice
+// is not an error.
 func (c *Cgroup) Remove() error {
 	if c.fd != nil {
 		c.fd.Close()
 		c.fd = nil
 	}
-	err := unix.Rmdir(c.dir)
+	return removeTree(c.dir)
+}
+
+// removeTree removes the cgroup directory dir after the cgroups below it.
+func removeTree(dir string) error {
+	if d, err := os.Open(dir); err == nil {
+		ents, _ := d.ReadDir(-1)
+		d.Close()
+		for _, e := range ents {
+			if e.IsDir() {
+				_ = removeTree(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	err := unix.Rmdir(dir)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -195,7 +228,7 @@ func removeStale(parent string) {
 		if err != nil || pid <= 0 || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 			continue
 		}
-		_ = unix.Rmdir(filepath.Join(parent, n))
+		_ = removeTree(filepath.Join(parent, n)) // with what its child or checks made inside
 	}
 }
 

@@ -59,6 +59,12 @@ type HealthConfig struct {
 	// Log receives a line per failed check (warn) and per passed check
 	// (debug). Nil discards them.
 	Log *slog.Logger
+	// Cgroup, if not nil, is the child's cgroup: each check then runs in
+	// a sub-cgroup of it of its own, so what a check leaves behind (even a
+	// process that called setsid) is killed when the check ends, and by
+	// the guard with the child's tree should leaderrun die. Without it a
+	// check runs in a process group of its own, killed when it ends.
+	Cgroup *Cgroup
 }
 
 // HealthError describes the failed check that made a Health checker give up.
@@ -108,6 +114,7 @@ func CheckName(cmd string) string {
 type Health struct {
 	cfg    HealthConfig
 	log    *slog.Logger
+	checks int // checks run, to name each one's cgroup
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -147,6 +154,7 @@ func (h *Health) Err() error {
 
 func (h *Health) loop(ctx context.Context) {
 	defer close(h.done)
+
 	start := time.Now()
 	passed := false // a check passed: the start period is over
 	failures := 0
@@ -199,24 +207,68 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 	cmd.Env = h.cfg.Env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var cg *Cgroup // the check's own cgroup, or nil: its process group only
+	if h.cfg.Cgroup != nil {
+		// A fresh cgroup for each check, removed after it: some kernels
+		// kill every process later cloned into a cgroup that cgroup.kill
+		// was once written to.
+		h.checks++
+		sub, err := h.cfg.Cgroup.Sub(fmt.Sprintf("health-%d", h.checks))
+		if err != nil {
+			h.log.Debug("this health check runs in a process group of its own", "err", err)
+		} else {
+			cg = sub
+			defer func() { _ = cg.Remove() }()
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
+		}
+	}
+	timedOut := false
 	// Called only while the shell is not yet reaped, so its pid is still
 	// its group's ID: the whole group goes, not only the shell.
-	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	cmd.Cancel = func() error {
+		timedOut = ctx.Err() == nil
+		killCheck(cmd.Process.Pid, cg)
+		return nil
+	}
+	// A check that exited but left a process holding its output is judged
+	// by its exit status once the delay passes, not by the open pipe.
 	cmd.WaitDelay = healthWaitDelay
 	err := cmd.Run()
+	if cmd.Process != nil {
+		// Whatever the check left behind goes with it: its group (which
+		// exists only while members are left, so its ID cannot be reused
+		// yet) and, with a cgroup, even what left the group.
+		killCheck(cmd.Process.Pid, cg)
+	}
 	line = lastLine(out.Bytes())
-	var ee *exec.ExitError
+	st := cmd.ProcessState
 	switch {
-	case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+	case timedOut:
 		return fmt.Sprintf("timed out after %v; killed", h.cfg.Timeout), line
-	case err == nil:
-		return "", line
-	case errors.As(err, &ee) && ee.Exited():
-		return fmt.Sprintf("exit code %d", ee.ExitCode()), line
-	case errors.As(err, &ee):
-		return "killed by " + unix.SignalName(ee.Sys().(syscall.WaitStatus).Signal()), line
-	default:
+	case st == nil:
 		return fmt.Sprintf("could not run it: %v", err), line
+	case st.Exited() && st.ExitCode() == 0:
+		return "", line
+	case st.Exited():
+		return fmt.Sprintf("exit code %d", st.ExitCode()), line
+	default:
+		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal()), line
+	}
+}
+
+// killCheck SIGKILLs what a check runs: its process group and, with a cgroup,
+// every process in the check's cgroup, then waits (briefly) for that cgroup
+// to empty, so that it can be removed.
+func killCheck(pgid int, cg *Cgroup) {
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	if cg == nil {
+		return
+	}
+	_ = cg.Kill()
+	deadline := time.Now().Add(KillConfirmWait)
+	for pop, err := cg.Populated(); err == nil && pop && time.Now().Before(deadline); pop, err = cg.Populated() {
+		time.Sleep(time.Millisecond) // cgroup.events has no event we could await here cheaply
 	}
 }
 

@@ -176,6 +176,11 @@ type Config struct {
 	// ctx: the moment to report readiness or start health checks. It must
 	// not block.
 	Started func(pid int)
+	// Exited, if not nil, is called on Run's goroutine once the child has
+	// exited and before the processes it left are swept: the moment to
+	// stop health checks, whose processes in the child's cgroup would
+	// otherwise be taken for leftovers. It may block briefly.
+	Exited func()
 }
 
 // Result says how the child ended.
@@ -309,6 +314,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.log.Debug("runner: child exited", "code", r.res.Code, "signal", r.res.Signal)
 	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
 		term.logErr(r.log, err)
+	}
+	if cfg.Exited != nil {
+		cfg.Exited()
 	}
 	r.sweep()
 	if r.res.GroupGone && cfg.Guard != nil {
