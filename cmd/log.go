@@ -82,6 +82,10 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 			return true
 		}
 		v := a.Value.Resolve()
+		if a.Key == "exit_code" && v.Kind() == slog.KindInt64 &&
+			(strings.HasSuffix(r.Message, fmt.Sprintf("exit %d", v.Int64())) || strings.HasSuffix(r.Message, fmt.Sprintf("exited with code %d", v.Int64()))) {
+			return true // the line already ends with it ("…; exit 137", "… exited with code 1")
+		}
 		s := v.String()
 		if v.Kind() == slog.KindDuration {
 			s = v.Duration().Round(time.Millisecond).String()

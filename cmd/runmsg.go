@@ -40,12 +40,12 @@ func stopText(name string, stop syscall.Signal, res runner.Result) string {
 	}
 }
 
-// reportShrunkGrace says, at the default level, that the grace the user did
+// reportShrunkGrace says, at -v, that the grace the user did
 // not set was shrunk to fit a short --ttl: it changes how long the child has
 // to stop cleanly.
 func reportShrunkGrace(log *slog.Logger, asked, got lease.Timing) {
 	if !asked.Explicit.Grace && got.Grace < asked.Grace {
-		log.Info(fmt.Sprintf("grace shrunk from %s to %s to fit --ttl %s (give --grace, or a longer --ttl, to choose)",
+		log.Debug(fmt.Sprintf("grace shrunk from %s to %s to fit --ttl %s (give --grace, or a longer --ttl, to choose)",
 			humanDuration(asked.Grace), humanDuration(got.Grace), asked.TTL), "event", "grace_shrunk")
 	}
 }

@@ -85,6 +85,9 @@ type HealthError struct {
 // rest of a command line may carry a credential.
 func (e *HealthError) Error() string {
 	s := fmt.Sprintf("health check %s failed %d times in a row (last: %s", CheckName(e.Cmd), e.Failures, e.Why)
+	if e.Failures == 1 {
+		s = fmt.Sprintf("health check %s failed (%s", CheckName(e.Cmd), e.Why)
+	}
 	if e.LastLine != "" {
 		s += fmt.Sprintf(", output %q", e.LastLine)
 	}

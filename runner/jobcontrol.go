@@ -64,11 +64,11 @@ func terminalStop(sig syscall.Signal) bool {
 func (r *run) childChanged(st childState) {
 	if !st.stopped {
 		r.childStopped = false
-		r.log.Debug("runner: child continued")
+		r.log.Debug("child continued")
 		return
 	}
 	r.childStopped = true
-	r.log.Debug("runner: child stopped", "signal", st.sig)
+	r.log.Debug("child stopped", "signal", st.sig)
 	if r.killC != nil || r.res.Killed {
 		// The group has been told to end and has had its SIGCONT; SIGKILL
 		// at the end of the grace ends a stopped group as well. Continuing
@@ -87,7 +87,7 @@ func (r *run) childChanged(st childState) {
 		return
 	}
 	if why := cannotSuspend(); why != "" {
-		r.log.Debug("runner: cannot stop with the child", "reason", why)
+		r.log.Debug("cannot stop with the child", "reason", why)
 		if st.sig == syscall.SIGTSTP {
 			// Nobody could continue a stopped job here: Ctrl-Z does
 			// nothing, as for any job of an orphaned process group. Other
@@ -103,14 +103,14 @@ func (r *run) childChanged(st childState) {
 		}
 	}
 	r.suspended = true
-	r.log.Debug("runner: stopping with the child", "signal", st.sig)
+	r.log.Debug("stopping with the child", "signal", st.sig)
 	// SIGTSTP whatever stopped the child: SIGTTIN and SIGTTOU are caught
 	// (notifyJobSignals), SIGSTOP is not discarded for an orphaned process
 	// group, and SIGTSTP keeps its default action (the runtime cannot give
 	// a signal back its default once it was caught). The shell reports
 	// "Stopped".
 	if err := unix.Kill(os.Getpid(), syscall.SIGTSTP); err != nil {
-		r.log.Warn("runner: stop leaderrun", "err", err)
+		r.log.Warn("stop leaderrun", "err", err)
 	}
 }
 
@@ -144,7 +144,7 @@ func (r *run) jobSignal(s os.Signal) {
 	// Another member of leaderrun's group used the terminal the child
 	// holds; it stays stopped until leaderrun takes the terminal back
 	// (terminal.restore) or the job is stopped and continued.
-	r.log.Debug("runner: ignored", "signal", s)
+	r.log.Debug("ignored", "signal", s)
 }
 
 // continued handles a SIGCONT to leaderrun: after a stop that followed the
@@ -164,7 +164,7 @@ func (r *run) continued() {
 		r.term.handed = fg == r.pgid
 	}
 	if wasSuspended || r.childStopped {
-		r.log.Debug("runner: continuing child", "foreground", r.term != nil && r.term.handed)
+		r.log.Debug("continuing child", "foreground", r.term != nil && r.term.handed)
 		r.continueGroup()
 	}
 }
@@ -184,7 +184,7 @@ func (r *run) handOver() bool {
 
 func (r *run) continueGroup() {
 	if err := r.signalTree(syscall.SIGCONT); err != nil {
-		r.log.Warn("runner: send SIGCONT", "err", err)
+		r.log.Warn("send SIGCONT", "err", err)
 	}
 }
 

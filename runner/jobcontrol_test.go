@@ -132,7 +132,7 @@ func TestStoppedGroupGetsSIGCONT(t *testing.T) {
 			c := startRun(t, runner.Config{Args: []string{"sh", "-c", script}, Signals: sigs,
 				Grace: time.Hour, Log: slog.New(events)})
 			c.expect("ready")
-			events.await(t, "runner: child stopped")
+			events.await(t, "child stopped")
 			if tt.cancel {
 				c.cancel(errors.New("lease lost"))
 			} else {
@@ -224,8 +224,8 @@ func TestOrphanedStop(t *testing.T) {
 					}
 				}
 			}
-			await(`msg="runner: child stopped" pid=`)
-			await(`msg="runner: cannot stop with the child" pid=`)
+			await(`msg="child stopped" pid=`)
+			await(`msg="cannot stop with the child" pid=`)
 			if tt.term {
 				if err := mini.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)

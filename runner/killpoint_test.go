@@ -70,7 +70,7 @@ func TestKillOrigin(t *testing.T) {
 		t.Parallel()
 		args, env := helperArgs(t, "ignoreterm")
 		killNow := make(chan struct{})
-		stopping := &onMessage{msg: "runner: stopping child", ch: make(chan struct{})}
+		stopping := &onMessage{msg: "stopping child", ch: make(chan struct{})}
 		c := startRun(t, runner.Config{Args: args, Env: env, Grace: time.Hour, KillNow: killNow, Log: slog.New(stopping)})
 		c.expectPID("ready ")
 		c.cancel(errors.New("lease lost"))

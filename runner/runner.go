@@ -295,7 +295,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.pgid = cmd.Process.Pid
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
-	r.log.Debug("runner: child started", "path", path, "foreground", term != nil && term.handed)
+	r.log.Debug("child started", "path", path, "foreground", term != nil && term.handed)
 	if cfg.Started != nil {
 		cfg.Started(r.pgid)
 	}
@@ -311,7 +311,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			r.res.Code = w.status.ExitStatus()
 		}
 	}
-	r.log.Debug("runner: child exited", "code", r.res.Code, "signal", r.res.Signal)
+	if r.res.Signal != 0 {
+		r.log.Debug("child exited", "code", r.res.Code, "signal", r.res.Signal)
+	} else {
+		r.log.Debug("child exited", "code", r.res.Code)
+	}
 	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
 		term.logErr(r.log, err)
 	}
@@ -397,7 +401,7 @@ func (r *run) supervise(ctx context.Context, exited <-chan waitResult, states <-
 		case <-done:
 			done = nil
 			r.res.Stopped = true
-			r.log.Info("runner: stopping child", "signal", r.cfg.StopSignal,
+			r.log.Info("stopping child", "signal", r.cfg.StopSignal,
 				"grace", r.cfg.Grace, "cause", context.Cause(ctx))
 			r.stop()
 		case <-r.killC:
@@ -424,9 +428,9 @@ func (r *run) forward(s os.Signal) {
 	if !ok || sig == syscall.SIGCHLD || sig == syscall.SIGURG {
 		return
 	}
-	r.log.Debug("runner: forwarding signal", "signal", sig)
+	r.log.Debug("forwarding signal", "signal", sig)
 	if err := signalGroup(r.pgid, sig); err != nil {
-		r.log.Warn("runner: forward signal", "signal", sig, "err", err)
+		r.log.Warn("could not forward a signal", "signal", sig, "err", err)
 	}
 	if !r.terminating(sig) {
 		return
@@ -439,7 +443,7 @@ func (r *run) forward(s os.Signal) {
 	case r.killC != nil:
 		r.kill("second stop signal (" + unix.SignalName(sig) + ")")
 	default:
-		r.log.Info("runner: forwarded a stop signal; SIGKILL follows if the child has not exited after the grace",
+		r.log.Info("forwarded a stop signal; SIGKILL follows if the child has not exited after the grace",
 			"signal", sig, "grace", r.cfg.Grace)
 		r.armKill()
 	}
@@ -455,7 +459,7 @@ func (r *run) stop() {
 		r.cfg.Guard.Stopping()
 	}
 	if err := r.signalTree(r.cfg.StopSignal); err != nil {
-		r.log.Warn("runner: send stop signal", "signal", r.cfg.StopSignal, "err", err)
+		r.log.Warn("could not send the stop signal", "signal", r.cfg.StopSignal, "err", err)
 	}
 	if r.cfg.StopSignal != syscall.SIGCONT && r.cfg.StopSignal != syscall.SIGKILL {
 		r.continueGroup()
@@ -496,9 +500,9 @@ func (r *run) kill(reason string) {
 	r.killC = nil
 	r.res.Killed = true
 	r.res.KillAfter = time.Since(r.stopAt)
-	r.log.Warn("runner: killing process group: "+reason, "grace", r.cfg.Grace)
+	r.log.Warn("killing the child's processes: "+reason, "grace", r.cfg.Grace)
 	if err := r.signalTree(syscall.SIGKILL); err != nil {
-		r.log.Warn("runner: send SIGKILL", "err", err)
+		r.log.Warn("could not send SIGKILL", "err", err)
 	}
 	_ = signalGroup(r.pgid, syscall.SIGCONT)
 }
@@ -540,7 +544,7 @@ func (r *run) stopTimers() {
 func (r *run) sweep() {
 	alive := r.treeAlive()
 	if alive && !r.stopping {
-		r.log.Info("runner: child exited, stopping processes left in its group",
+		r.log.Info("child exited; stopping the processes it left behind",
 			"signal", r.cfg.StopSignal, "grace", r.cfg.Grace)
 		r.stop()
 	}
@@ -562,7 +566,7 @@ func (r *run) sweep() {
 			r.kill("grace expired")
 			confirmC = time.After(KillConfirmWait)
 		case <-confirmC:
-			r.log.Warn("runner: process group not confirmed gone after SIGKILL",
+			r.log.Warn("the child's processes not confirmed gone after SIGKILL",
 				"waited", KillConfirmWait)
 			r.res.GroupGone = false
 			return
@@ -573,5 +577,5 @@ func (r *run) sweep() {
 		}
 	}
 	r.res.GroupGone = true
-	r.log.Debug("runner: process group gone")
+	r.log.Debug("the child's processes are gone")
 }
