@@ -15,6 +15,7 @@ import (
 
 	"github.com/fatih/color"
 	"github.com/mattn/go-isatty"
+	"golang.org/x/sys/unix"
 )
 
 // newLogger builds leaderrun's stderr logger: JSON lines with --log-format
@@ -31,11 +32,12 @@ func newLogger(w io.Writer, format string, level slog.Level, getenv func(string)
 	case "json":
 		return slog.New(&dropCounter{Handler: slog.NewJSONHandler(dw, opts), w: dw}), nil
 	case "text", "":
-		colour := false
-		if f, ok := w.(*os.File); ok && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb" {
-			colour = isatty.IsTerminal(f.Fd())
+		colour, tty := false, -1
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			tty = int(f.Fd())
+			colour = getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 		}
-		return slog.New(&dropCounter{Handler: &textHandler{w: dw, level: level, colour: colour, mu: &sync.Mutex{}}, w: dw}), nil
+		return slog.New(&dropCounter{Handler: &textHandler{w: dw, level: level, colour: colour, tty: tty, mu: &sync.Mutex{}}, w: dw}), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
@@ -46,6 +48,7 @@ type textHandler struct {
 	w      io.Writer
 	level  slog.Level
 	colour bool
+	tty    int // the terminal's descriptor when w is one, else -1
 	mu     *sync.Mutex
 	attrs  []slog.Attr
 }
@@ -62,6 +65,7 @@ func (h *textHandler) WithGroup(string) slog.Handler { return h }
 
 func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
+	b.WriteString(freshLine(h.tty))
 	prefix := "leaderrun:"
 	if h.colour {
 		c := color.New(color.FgCyan)
@@ -165,4 +169,23 @@ var (
 // life of the process: the final line is written after the run returns.
 func keepStderrFromKilling() {
 	sigpipeOnce.Do(func() { signal.Notify(sigpipe, syscall.SIGPIPE) })
+}
+
+// freshLine returns what moves a terminal's cursor to the start of a fresh
+// line only when it is not already at one: as many spaces as the terminal is
+// wide, then a carriage return (zsh's PROMPT_SP does the same). From column
+// 0 the spaces end in the last column, and the return goes back to the start
+// of the same, still empty, line; from any other column (a child's output
+// without a final newline, an echoed ^C) they wrap to the next line first.
+// Nothing when fd is not a terminal (-1) or its width is unknown: files and
+// pipes get clean lines.
+func freshLine(fd int) string {
+	if fd < 0 {
+		return ""
+	}
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil || ws.Col == 0 {
+		return ""
+	}
+	return strings.Repeat(" ", int(ws.Col)) + "\r"
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sigIgnored reports whether pid has sig ignored (SigIgn in its status).
@@ -172,5 +174,27 @@ func TestMisspeltVariableWarned(t *testing.T) {
 	}
 	if n := strings.Count(stderr, "LEADERRUN_TLL is not a leaderrun variable and is ignored; did you mean LEADERRUN_TTL?"); n != 1 {
 		t.Fatalf("stderr %q; want the warning once", stderr)
+	}
+}
+
+// On a terminal, leaderrun's own line starts on a fresh line even after
+// child output without a final newline (it stuck to it: "no newlineleaderrun:
+// …"): as many spaces as the terminal is wide, then a carriage return, wrap
+// to the next line only when the cursor is not at its start.
+func TestFreshLineOnTerminal(t *testing.T) {
+	sh := startTTYShell(t)
+	if err := unix.IoctlSetWinsize(int(sh.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 40}); err != nil {
+		t.Fatal(err)
+	}
+	out := sh.run(`$LR -- printf 'no newline'`)
+	sh.exit()
+	i := strings.Index(out, "no newline")
+	j := strings.Index(out, "leaderrun: printf exited with code 0")
+	if i < 0 || j < i {
+		t.Fatalf("output %q: no child output followed by the final line", out)
+	}
+	between := out[i+len("no newline") : j]
+	if between != strings.Repeat(" ", 40)+"\r" {
+		t.Fatalf("between the child's output and leaderrun's line: %q; want 40 spaces and a carriage return", between)
 	}
 }
