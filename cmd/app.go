@@ -123,6 +123,11 @@ func formatVersion(bi *debug.BuildInfo) string {
 	if stampedVersion != "" {
 		v = stampedVersion
 	}
+	if v == "dev" && len(parts) == 0 {
+		// Neither a release stamp, nor a module version, nor a commit: built
+		// from a tree without VCS stamping (-buildvcs=false, no .git).
+		parts = append(parts, "built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout")
+	}
 	parts = append(parts, "built with "+goVersion+" for "+runtime.GOOS+"/"+runtime.GOARCH)
 	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))
 }

@@ -529,7 +529,9 @@ func TestVersion(t *testing.T) {
 		bi   *debug.BuildInfo
 		want string
 	}{
-		{"no build info", nil, "leaderrun dev (built with " + runtime.Version()},
+		{"no build info", nil, "leaderrun dev (built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout, built with " + runtime.Version()},
+		{"-buildvcs=false", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
+			"leaderrun dev (built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout, built with go1.26.0 for "},
 		{"release", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"}},
 			"leaderrun v1.2.3 (built with go1.26.0 for "},
 		{"clean checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
