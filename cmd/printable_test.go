@@ -1,7 +1,11 @@
 package cmd
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +84,33 @@ func TestExitCodeOnce(t *testing.T) {
 	code, _, errOut = runCapture(t, "--store", store, "--name", "once", "--log-format", "json", "--", "false")
 	if code != 1 || !strings.Contains(errOut, `"exit_code":1`) {
 		t.Fatalf("exit %d, stderr %q; want exit_code in JSON", code, errOut)
+	}
+}
+
+// A store that keeps failing while leaderrun waits is said again at the
+// default level (after outageFirstNote, then every outageNoteEvery, with how
+// long it has been), not once and then never: a mistyped host name looked
+// like a silent hang under the default --wait.
+func TestOutageReminders(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(&textHandler{w: &buf, level: slog.LevelInfo, tty: -1, mu: &sync.Mutex{}})
+	oldFirst, oldEvery := outageFirstNote, outageNoteEvery
+	t.Cleanup(func() { outageFirstNote, outageNoteEvery = oldFirst, oldEvery })
+	report := waitReporter(log, "n", lease.WaitForever)
+	fail := func(first bool) {
+		report(lease.WaitEvent{Kind: lease.WaitStoreUnavailable, First: first, Err: fmt.Errorf("x: %w: the host name redis.internl does not resolve", lease.ErrUnavailable), RetryIn: time.Second})
+	}
+	outageFirstNote, outageNoteEvery = time.Hour, time.Hour
+	fail(true)
+	fail(false) // within the first note's delay: -v only
+	if n := strings.Count(buf.String(), "does not resolve"); n != 1 {
+		t.Fatalf("%d lines; want the first failure only:\n%s", n, buf.String())
+	}
+	outageFirstNote, outageNoteEvery = 0, 0
+	fail(true)
+	fail(false)
+	fail(false)
+	if n := strings.Count(buf.String(), "(failing for "); n != 2 {
+		t.Fatalf("%d reminders; want 2, each saying how long:\n%s", n, buf.String())
 	}
 }

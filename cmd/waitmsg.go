@@ -14,11 +14,16 @@ import (
 // tests shorten it.
 var remindEvery = time.Minute
 
+// outageFirstNote and outageNoteEvery space the default-level lines about a
+// store that keeps failing while leaderrun waits; tests shorten them.
+var outageFirstNote, outageNoteEvery = 10 * time.Second, time.Minute
+
 // waitReporter words lease.Acquire's waiting events for the user
 // (issue 12 item 13): the first line says how long leaderrun will wait and
 // for whom, then a line for each new holder, and a reminder every minute at
 // -v.
 func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.WaitEvent) {
+	var outage, nextNote time.Time // when the current run of store failures began; when to say it again
 	return func(ev lease.WaitEvent) {
 		by := heldBy(ev.By, time.Now())
 		switch ev.Kind {
@@ -33,11 +38,21 @@ func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.
 		case lease.WaitReminder:
 			log.Debug(fmt.Sprintf("still waiting for lease %s after %s (%s)", name, humanDuration(ev.Waited), by), "event", "still_waiting")
 		case lease.WaitStoreUnavailable:
-			level := slog.LevelDebug
-			if ev.First {
+			// Said at once, again after outageFirstNote, then every
+			// outageNoteEvery at the default level (a typo in a host name
+			// looks like an outage, and the default --wait is forever);
+			// each failure at -v.
+			now := time.Now()
+			level, long := slog.LevelDebug, ""
+			switch {
+			case ev.First || outage.IsZero():
+				outage, nextNote = now, now.Add(outageFirstNote)
 				level = slog.LevelWarn
+			case !now.Before(nextNote):
+				nextNote = now.Add(outageNoteEvery)
+				level, long = slog.LevelWarn, " (failing for "+humanDuration(now.Sub(outage))+")"
 			}
-			log.Log(context.Background(), level, fmt.Sprintf("%s; retrying in %s until it answers", readable(ev.Err), humanDuration(ev.RetryIn)), "event", "store_unavailable_retry")
+			log.Log(context.Background(), level, fmt.Sprintf("%s%s; retrying in %s until it answers", readable(ev.Err), long, humanDuration(ev.RetryIn)), "event", "store_unavailable_retry")
 		}
 	}
 }

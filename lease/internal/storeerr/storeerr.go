@@ -72,7 +72,7 @@ func NetReason(err error) string {
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
 		if dns.IsNotFound {
-			return "no such host " + dns.Name
+			return "the host name " + dns.Name + " does not resolve (no such host: a typo, or a name this host's DNS does not know)"
 		}
 		return dns.Err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,5 +57,13 @@ func TestConfigAndNetReason(t *testing.T) {
 	}
 	if got := NetReason(errors.New("other")); got != "" {
 		t.Errorf("NetReason(other) = %q, want empty", got)
+	}
+}
+
+// A host name that does not resolve is said plainly.
+func TestNetReasonNoSuchHost(t *testing.T) {
+	err := fmt.Errorf("dial: %w", &net.DNSError{Err: "no such host", Name: "redis.internl", IsNotFound: true})
+	if got := NetReason(err); !strings.Contains(got, "the host name redis.internl does not resolve") {
+		t.Fatalf("NetReason = %q", got)
 	}
 }
