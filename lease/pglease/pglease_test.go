@@ -445,9 +445,24 @@ func TestConnections(t *testing.T) {
 	if !errors.As(err, &he) {
 		t.Fatalf("b: %v; want held", err)
 	}
+	// A waiting standby holds one connection: its LISTEN one (the query
+	// connection is closed while it sleeps).
+	listening := func() bool {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE 'LISTEN %'", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.Wait(ctxT(t), name, he) }()
-	awaitCount(2)
+	deadline := time.Now().Add(10 * time.Second)
+	for !(listening() && count() == 1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a waiting standby has %d connections (listening: %v); want its LISTEN one only", count(), listening())
+		}
+		time.Sleep(10 * time.Millisecond) // no event for another session's end
+	}
 	if err := la.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -461,6 +476,54 @@ func TestConnections(t *testing.T) {
 	awaitCount(1)
 	if err := lb.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With ?wait=poll a waiting standby holds no connection between its checks
+// (for fleets of standbys, and poolers that cannot carry LISTEN), and still
+// takes the lease once it is free: at the expiry the server reported.
+func TestWaitPollHoldsNoConnection(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_poll_" + lease.NewID()[:8]
+	count := func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := open(t, raw, pglease.Options{})
+	b := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
+	name := "poll-" + lease.NewID()[:8]
+	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 2 * time.Second})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("b: %v; want held", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctxT(t), name, he) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a polling standby holds %d connections while it waits; want none", count())
+		}
+		time.Sleep(10 * time.Millisecond) // no event for another session's end
+	}
+	// a never renews: the lease expires, and the poller's Wait returns then.
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("after the expiry: %v", err)
+	}
+	_ = lb.Release(ctxT(t))
+	if _, err := pglease.Open(ctxT(t), raw+"&wait=sometimes", pglease.Options{}); !errors.Is(err, lease.ErrConfig) {
+		t.Fatalf("wait=sometimes: %v; want a configuration error", err)
 	}
 }
 

@@ -26,6 +26,13 @@ const DefaultTable = "leaderrun_leases"
 // removed before the rest of the URL goes to pgx.
 const TableParam = "table"
 
+// WaitParam is the URL query parameter that says how a waiter waits:
+// "listen" (the default) keeps one connection LISTENing, so a release wakes
+// it at once; "poll" holds no connection between checks, sleeping until the
+// expiry the server reported: for large fleets of standbys, and through a
+// pooler in transaction mode (PgBouncer), which cannot carry LISTEN.
+const WaitParam = "wait"
+
 // EnvPassword is read (through Options.Getenv) for the password when the URL
 // carries none, as libpq and psql read it.
 const EnvPassword = "PGPASSWORD"
@@ -42,6 +49,7 @@ type config struct {
 	display string         // postgres://USER@HOST:PORT/DB?table=T, never a password
 	where   string         // "PostgreSQL at 127.0.0.1:5432" for messages
 	secrets []string       // passwords to keep out of every message
+	poll    bool           // wait=poll: no LISTEN, no connection held between checks
 }
 
 // parseURL turns a store URL into pgx's connection settings. pgx fills what
@@ -119,6 +127,14 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if err != nil {
 		return nil, fail("%v", err)
 	}
+	poll := false
+	if v, ok := q[WaitParam]; ok {
+		if len(v) != 1 || (v[0] != "listen" && v[0] != "poll") {
+			return nil, fail("%s= wants listen (the default: wake at once on a release, one connection per waiter) or poll (no connection held between checks)", WaitParam)
+		}
+		poll = v[0] == "poll"
+		q.Del(WaitParam)
+	}
 	if v := q.Get("password"); v != "" {
 		secrets = append(secrets, v)
 		urlPass = true
@@ -176,7 +192,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if cc.Password != "" {
 		secrets = append(secrets, cc.Password)
 	}
-	c := &config{conn: cc, table: ident, tableS: table, secrets: secrets}
+	c := &config{conn: cc, table: ident, tableS: table, secrets: secrets, poll: poll}
 	host := cc.Host
 	if !strings.HasPrefix(host, "/") {
 		host = net.JoinHostPort(host, strconv.Itoa(int(cc.Port)))

@@ -51,6 +51,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if s.isClosed() {
 		return s.classify("wait "+name, errClosed)
 	}
+	if s.cfg.poll {
+		return s.waitPoll(ctx, name, held)
+	}
 	var wake <-chan struct{}
 	quiet := false
 	if l := s.listen(); l != nil {
@@ -62,7 +65,11 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Between checks a waiter keeps only its LISTEN connection: the query
+	// connection is closed for the sleep (a fleet of standbys must not hold
+	// two connections each), and made again by the next attempt.
 	if quiet && held != nil && held.By.Remaining > 0 {
+		s.disconnect()
 		return wakeup.Sleep(ctx, held.By.Remaining, wake)
 	}
 	var d time.Duration
@@ -79,7 +86,49 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	default:
 		d = h.Remaining
 	}
+	s.disconnect()
 	return wakeup.Sleep(ctx, d, wake)
+}
+
+// waitPoll is Wait under wait=poll: no LISTEN, and the store's connection
+// is closed before the sleep, so a waiting standby holds no connection to
+// the server between its checks. It sleeps until the expiry the server
+// reported (with the caller's TryAcquire, or one status query).
+func (s *Store) waitPoll(ctx context.Context, name string, held *lease.HeldError) error {
+	d := time.Duration(0)
+	if held != nil && held.By.Remaining > 0 {
+		d = held.By.Remaining
+	} else {
+		h, err := s.Status(ctx, name)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d = wakeup.Poll(held, unknownPoll)
+		case h == nil:
+			return nil // free now
+		default:
+			d = h.Remaining
+		}
+	}
+	s.disconnect()
+	return wakeup.Sleep(ctx, d, nil)
+}
+
+// disconnect closes the store's connection, if any; the next call makes a
+// new one.
+func (s *Store) disconnect() {
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.life.Done():
+		return
+	}
+	defer func() { <-s.sem }()
+	if s.conn != nil {
+		closeNow(s.conn)
+		s.conn = nil
+	}
 }
 
 // listen returns the store's listener, starting it on first use; nil after
