@@ -221,6 +221,7 @@ func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int 
 	}
 	register(stores)
 	takeGuardProgram()
+	useTZ(os.Getenv)
 	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv, environ: os.Environ})
 }
 

@@ -87,7 +87,8 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		v := a.Value.Resolve()
 		if a.Key == "exit_code" && v.Kind() == slog.KindInt64 &&
-			(strings.HasSuffix(r.Message, fmt.Sprintf("exit %d", v.Int64())) || strings.HasSuffix(r.Message, fmt.Sprintf("exited with code %d", v.Int64()))) {
+			(strings.HasSuffix(r.Message, fmt.Sprintf("exit %d", v.Int64())) || strings.HasSuffix(r.Message, fmt.Sprintf("(exit %d)", v.Int64())) ||
+				strings.HasSuffix(r.Message, fmt.Sprintf("exited with code %d", v.Int64()))) {
 			return true // the line already ends with it ("…; exit 137", "… exited with code 1")
 		}
 		s := v.String()

@@ -182,7 +182,7 @@ func TestQuitWhileWaiting(t *testing.T) {
 	}
 }
 
-var clockRE = `\d\d:\d\d:\d\d`
+var clockRE = `\d\d:\d\d:\d\d \S+` // a time of day and its zone
 
 // Issue 12 item 13: waiting says for whom and how long, a line per new
 // holder, reminders at -v, and how long it took.
@@ -548,11 +548,11 @@ func TestStoreUnavailableRetryLines(t *testing.T) {
 func TestHeldBySince(t *testing.T) {
 	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
 	h := lease.Holder{Holder: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
-	if got, want := heldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00, token 5"; got != want {
+	if got, want := heldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00 "+now.Format("MST")+", token 5"; got != want {
 		t.Errorf("heldBy = %q; want %q", got, want)
 	}
 	h.Since = now.Add(-time.Hour)
-	if got, want := heldBy(h, now), "held by web-1:42 since 22:30:00, token 5"; got != want {
+	if got, want := heldBy(h, now), "held by web-1:42 since 22:30:00 "+now.Format("MST")+", token 5"; got != want {
 		t.Errorf("heldBy = %q; want %q", got, want)
 	}
 }

@@ -136,7 +136,7 @@ func standbyText(s lease.Candidate, now time.Time) string {
 	b.WriteString(printable(s.Holder))
 	fmt.Fprintf(&b, ", priority %d", s.Priority)
 	if !s.Since.IsZero() {
-		fmt.Fprintf(&b, ", waiting since %s (%s ago)", FormatTime(s.Since, now), now.Sub(s.Since).Round(time.Second))
+		fmt.Fprintf(&b, ", waiting since %s (%s ago)", FormatTimeZone(s.Since, now), now.Sub(s.Since).Round(time.Second))
 	}
 	return b.String()
 }

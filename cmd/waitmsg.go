@@ -64,13 +64,13 @@ func heldBy(h lease.Holder, now time.Time) string {
 		s = "held by " + printable(h.Holder)
 	}
 	if !h.Since.IsZero() {
-		s += " since " + FormatTime(h.Since, now)
+		s += " since " + FormatTimeZone(h.Since, now)
 	}
 	if h.Token != 0 {
 		s += fmt.Sprintf(", token %d", h.Token)
 	}
 	if !h.HeldUntil.IsZero() {
-		s += ", finished and kept taken until " + FormatTime(h.HeldUntil, now) + " by --hold-at-least"
+		s += ", finished and kept taken until " + FormatTimeZone(h.HeldUntil, now) + " by --hold-at-least"
 	}
 	return s
 }

@@ -8,12 +8,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // watchCommand prints one line (or JSON object) for each change of the
@@ -41,8 +44,17 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 		return classify(err)
 	}
 	defer store.Close()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// INT is caught only when it was not inherited as ignored (a watch
+	// started in the background of a script keeps ignoring it).
+	ctx, stop := signal.NotifyContext(ctx, watchEndSignals()...)
 	defer stop()
+	// Ctrl-C left the terminal's cursor after the echoed ^C: the shell's
+	// prompt starts on a fresh line.
+	defer func() {
+		if f := e.stdio.Err; f != nil && ctx.Err() != nil && isatty.IsTerminal(f.Fd()) {
+			_, _ = f.WriteString(freshLine(int(f.Fd())))
+		}
+	}()
 	ended := &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
 
 	// The watch starts before the first reading, so nothing after it is missed.
@@ -202,7 +214,7 @@ type watchPrinter struct {
 
 // stamp is the time of a line; a watch runs for days, so it carries the
 // date once it is not the day the watch started.
-func (p watchPrinter) stamp(now time.Time) string { return FormatTime(now, p.started) }
+func (p watchPrinter) stamp(now time.Time) string { return FormatTimeZone(now, p.started) }
 
 func (p watchPrinter) holder(h *lease.Holder) {
 	now := time.Now()
@@ -246,4 +258,14 @@ func (p watchPrinter) standby(event string, s lease.Candidate) {
 	}
 	what := map[string]string{"standby_waiting": "is waiting", "standby_joined": "joined", "standby_left": "left"}[event]
 	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, printable(s.Holder), what, s.Priority)
+}
+
+// watchEndSignals are the signals that end a watch: INT (unless it was
+// inherited as ignored) and TERM.
+func watchEndSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGTERM}
+	if !slices.Contains(runner.InheritedIgnored, os.Signal(syscall.SIGINT)) {
+		sigs = append(sigs, os.Interrupt)
+	}
+	return sigs
 }

@@ -45,8 +45,9 @@ func TestPrintChanges(t *testing.T) {
 			b, _ := os.ReadFile(path)
 			var got []string
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				if _, rest, ok := strings.Cut(l, " "); ok {
-					got = append(got, rest) // without the time
+				f := strings.SplitN(l, " ", 3)
+				if len(f) == 3 {
+					got = append(got, f[2]) // without the time and its zone
 				}
 			}
 			if strings.Join(got, "|") != strings.Join(tc.want, "|") || changed != (len(tc.want) > 0) {

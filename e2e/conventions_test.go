@@ -198,3 +198,20 @@ func TestFreshLineOnTerminal(t *testing.T) {
 		t.Fatalf("between the child's output and leaderrun's line: %q; want 40 spaces and a carriage return", between)
 	}
 }
+
+// watch stopped by Ctrl-C leaves the shell's prompt on a fresh line, not
+// after the echoed ^C.
+func TestWatchCtrlCFreshLine(t *testing.T) {
+	sh := startTTYShell(t)
+	if err := unix.IoctlSetWinsize(int(sh.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 30}); err != nil {
+		t.Fatal(err)
+	}
+	sh.typeLine(lrBin + " watch --store " + sh.store + " w")
+	sh.expect("w: free")
+	sh.term.Send("\x03")
+	out := sh.expect(ttyPrompt)
+	sh.exit()
+	if !strings.Contains(out, "^C"+strings.Repeat(" ", 30)+"\r") {
+		t.Fatalf("after Ctrl-C: %q; want the ^C followed by a fresh line for the prompt", out)
+	}
+}
