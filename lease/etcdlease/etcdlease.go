@@ -136,6 +136,11 @@ type Store struct {
 	tokMu    sync.Mutex // held while logging in
 	token    string     // the current auth token (see auth.go)
 	loggedIn bool
+
+	regs     registrations  // our standby keys (candidates.go)
+	bgMu     sync.Mutex     // guards bgClosed and bg.Add
+	bgClosed bool           // Close has begun: no new background work
+	bg       sync.WaitGroup // background Leaves, waited for by Close
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -423,10 +428,15 @@ func (s *Store) Limits() lease.Limits {
 	return lease.Limits{Expires: true, Epsilon: epsilon, MinTTL: MinTTL, TTLUnit: time.Second}
 }
 
-// Close closes the client, which ends its watches and connections and waits
-// for their goroutines. Leases from this store must not be used afterwards.
-// Close is idempotent.
+// Close finishes the standby removals in flight (each bounded by the call
+// timeout), then closes the client, which ends its watches and connections
+// and waits for their goroutines. Leases from this store must not be used
+// afterwards. Close is idempotent.
 func (s *Store) Close() error {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
