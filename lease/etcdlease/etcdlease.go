@@ -137,6 +137,7 @@ type Store struct {
 	token    string     // the current auth token (see auth.go)
 	loggedIn bool
 
+	plain    plainToTLS     // whether a plain URL names a TLS port (tls.go)
 	regs     registrations  // our standby keys (candidates.go)
 	bgMu     sync.Mutex     // guards bgClosed and bg.Add
 	bgClosed bool           // Close has begun: no new background work
@@ -248,8 +249,15 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.callTimeout)
 }
 
+// classify classifies err (see classify); an outage of a Store without TLS
+// that has never had an answer is a configuration error when its members
+// answer a TLS handshake.
 func (s *Store) classify(op string, err error) error {
-	return classify(s.cfg.where, op, err, s.cfg.secrets)
+	e := classify(s.cfg.where, op, err, s.cfg.secrets)
+	if errors.Is(e, lease.ErrUnavailable) && !errors.Is(err, context.Canceled) && s.seemsTLS() {
+		return storeerr.Config("%s seems to speak TLS, and etcd:// is plain gRPC: use etcds://… (with ?ca=FILE when its certificate is not from a system CA, and ?cert=FILE&key=FILE when it wants a client certificate)", s.cfg.where)
+	}
+	return e
 }
 
 func (s *Store) key(name string) string { return s.cfg.prefix + name }

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
@@ -97,4 +99,53 @@ func refusedAfterHandshake(ctx context.Context, conn net.Conn, asked bool) error
 		return nil
 	}
 	return err
+}
+
+// plainToTLS is what a Store without TLS learnt about whether its members
+// speak TLS (see Store.classify).
+type plainToTLS struct {
+	answered atomic.Bool // some call has had an answer: the members speak plain gRPC
+
+	mu     sync.Mutex
+	probed bool // a member took a TCP connection and was asked
+	tls    bool // ... and answered a TLS handshake
+}
+
+// seemsTLS tells, for a Store whose URL has no TLS and whose calls have
+// never been answered, whether a member answers a TLS handshake: a plain
+// client's calls to a TLS port only run out of time, which would read as an
+// outage. The answer is remembered once a member took the connection.
+// Nothing is sent over the probe but a ClientHello, so the server's
+// certificate is not verified. The probe has a context of its own, bounded
+// by the call timeout: it runs after a call failed, usually because its
+// context ran out.
+func (s *Store) seemsTLS() bool {
+	p := &s.plain
+	if s.cfg.tls != nil || p.answered.Load() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.probed {
+		return p.tls
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
+	defer cancel()
+	for _, ep := range s.cfg.endpoints {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", ep)
+		if err != nil {
+			continue
+		}
+		tc := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a probe: nothing is sent over it
+		asked := noClientCert(tc)
+		tconn := tls.Client(conn, tc)
+		err = tconn.HandshakeContext(ctx)
+		_ = tconn.Close()
+		p.probed, p.tls = true, err == nil || *asked
+		if p.tls {
+			return true
+		}
+	}
+	return p.tls
 }

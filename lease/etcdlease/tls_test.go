@@ -82,4 +82,15 @@ func TestTLS(t *testing.T) {
 			t.Log(err)
 		})
 	}
+
+	// etcd:// names plain gRPC: against the TLS port every call only runs
+	// out of time. That is a configuration error, saying what to use.
+	t.Run("PlainURL", func(t *testing.T) {
+		s := open(t, "etcd://"+strings.TrimPrefix(url, "etcds://"), etcdlease.Options{CallTimeout: time.Second})
+		_, err := s.TryAcquire(ctxT(t), req("plain-"+lease.NewID()[:8], "a", 5*time.Second))
+		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "seems to speak TLS") || !strings.Contains(err.Error(), "etcds://") {
+			t.Fatalf("TryAcquire: %v; want ErrConfig saying the server speaks TLS", err)
+		}
+		t.Log(err)
+	})
 }
