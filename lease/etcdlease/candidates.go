@@ -139,8 +139,13 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		return err
 	})
 	if err != nil {
-		// The put may have happened: the key then lapses with the lease.
+		// The put may have happened, moving the key to the new lease:
+		// revoke both, so that the next Join registers afresh rather than
+		// keep an old lease alive with no key on it.
 		s.revoke(cctx, g.ID)
+		if old, ok := s.regs.take(key); ok {
+			s.revoke(cctx, old.id)
+		}
 		return 0, s.classify("join standbys of "+name, err)
 	}
 	if old, ok := s.regs.get(key); ok {
