@@ -158,7 +158,10 @@ func benchEtcdStandbys(b *testing.B, n int) {
 	b.Logf("N=%d: waiting %.0fs: %s; %d connections, %v watchers; per standby RSS median %.1f MiB (max %.1f), of it private (RssAnon) median %.1f MiB (max %.1f)",
 		n, secs, steady.rates(secs), conns, after["etcd_debugging_mvcc_watcher_total"], rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
 
-	// The release herd.
+	// The release herd: only meaningful while the leader still holds.
+	if early, _ := filepath.Glob(filepath.Join(dir, "taken.*")); len(early) > 0 {
+		b.Fatalf("N=%d: a standby's child ran before the release: the leader lost the lease while the standbys started", n)
+	}
 	before = etcdMetrics(b, addr)
 	released := time.Now()
 	_ = leader.Process.Signal(syscall.SIGTERM)
