@@ -39,6 +39,14 @@ func standbyStores() []standbyStore {
 				_, env := redisE2EShared(t)
 				return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
 			}},
+		// etcd: a killed standby's key goes with its etcd lease, at most
+		// three heartbeats (3 s) after its last one, plus etcd's 500ms
+		// expiry check.
+		{name: "etcd", delta: 200 * time.Millisecond, lapse: 10 * time.Second,
+			setup: func(t *testing.T) ([]string, string, []string) {
+				_, env := etcdE2EShared(t)
+				return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
+			}},
 		// Azurite polled every 200ms: δ = 1.5·poll + 500ms.
 		{name: "azure", delta: 800 * time.Millisecond, lapse: 60 * time.Second,
 			setup: func(t *testing.T) ([]string, string, []string) {

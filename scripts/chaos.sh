@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite|postgres] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -21,11 +21,14 @@
 #   postgres     server SIGSTOP/SIGCONT (the postmaster and every backend);
 #                server SIGKILL and restart with its data; the lease row
 #                deleted
+#   etcd         a three-member cluster: one member SIGSTOP/SIGCONT; one
+#                member SIGKILLed and restarted with its data; the lease key
+#                deleted
 # Then scripts/chaoscheck reads the logs and prints the totals; the script
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
 # Servers are private (scripts/redis.sh, scripts/azurite.sh,
-# scripts/postgres.sh, 127.0.0.1 only)
+# scripts/postgres.sh, scripts/etcd.sh, 127.0.0.1 only)
 # and stopped by PID. Logs are kept when the check fails or with --keep
 # (CHAOS_KEEP=1). CHAOS_CONTENDERS, CHAOS_TTL and CHAOS_SEED override the
 # defaults (20; 3s, or 15s on Azure; random); CHAOS_BIN names a directory
@@ -40,7 +43,7 @@ duration=10m
 keep=${CHAOS_KEEP:-0}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--store) store=${2:?--store needs file, redis, azurite or postgres}; shift 2 ;;
+	--store) store=${2:?--store needs file, redis, azurite, postgres or etcd}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -49,9 +52,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $store in
-file | redis | postgres) ttl=${CHAOS_TTL:-3s} ;;
+file | redis | postgres | etcd) ttl=${CHAOS_TTL:-3s} ;;
 azurite) ttl=${CHAOS_TTL:-15s} ;;
-*) echo "chaos.sh: --store must be file, redis, azurite or postgres" >&2; exit 2 ;;
+*) echo "chaos.sh: --store must be file, redis, azurite, postgres or etcd" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d /tmp/leaderrun-chaos.XXXXXX)
@@ -73,6 +76,7 @@ cleanup() {
 	[ -f "$work/redis/pids" ] && scripts/redis.sh stop "$work/redis" || true
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
 	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
+	[ -f "$work/etcd/pids" ] && scripts/etcd.sh stop "$work/etcd" || true
 	if [ "$rc" -eq 0 ] && [ "$keep" != 1 ]; then
 		rm -rf "$work"
 	else
@@ -127,6 +131,12 @@ postgres)
 	url=$(sed -n 's/^LEADERRUN_TEST_POSTGRES_URL=//p' "$work/postgres/env")
 	args+=(-url "$url" -pg-dir "$work/postgres" -pg-scripts "$root/scripts")
 	unset PGPASSWORD PGHOST PGPORT PGUSER PGDATABASE PGPASSFILE
+	;;
+etcd)
+	scripts/etcd.sh start "$work/etcd" cluster
+	url=$(sed -n 's/^LEADERRUN_TEST_ETCD_CLUSTER_URL=//p' "$work/etcd/env")
+	args+=(-url "$url" -etcd-dir "$work/etcd")
+	unset ETCDCTL_USER ETCDCTL_PASSWORD
 	;;
 esac
 

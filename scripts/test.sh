@@ -10,8 +10,9 @@
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
 #
 # The whole suite (no args) ends with a chaos run per store (scripts/chaos.sh:
-# 45 s each on file, Redis and PostgreSQL, 60 s on Azurite, whose TTL is 15 s;
-# about 3.5 minutes in all); LEADERRUN_CHAOS_DURATION=5m sets one length for
+# 45 s each on file, Redis and PostgreSQL, 30 s on an etcd cluster of three,
+# 60 s on Azurite, whose TTL is 15 s; about 4.5 minutes in all, with start-up
+# and shutdown); LEADERRUN_CHAOS_DURATION=5m sets one length for
 # every store, =0 skips it.
 #
 # Progress: each phase is announced with the time since the start; go test's
@@ -54,7 +55,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "scripts/test.sh: the whole suite takes about 7 minutes on a quiet 2-core machine (up to 17 under load), 3.5 of them the chaos runs (LEADERRUN_CHAOS_DURATION=0 skips them)"
+echo "scripts/test.sh: the whole suite takes about 8 minutes on a quiet 2-core machine (more under load), 4.5 of them the chaos runs (LEADERRUN_CHAOS_DURATION=0 skips them)"
 . scripts/lib.sh
 if [ "$(id -u)" = 0 ]; then
 	# e2e's package test renders the man page and verifies the unit;
@@ -102,17 +103,23 @@ read -r n_passed n_failed < "$work/counts" || { n_passed=0 n_failed=1; }
 
 chaos=${LEADERRUN_CHAOS_DURATION:-}
 if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
-	phase "chaos: ${chaos:-45s per store, 60s on Azurite}"
+	phase "chaos: ${chaos:-45s per store, 30s on etcd, 60s on Azurite}"
 	chaos_runs=0
 	mkdir -p "$work/chaosbin"
 	go build -o "$work/chaosbin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()
-	for store in file redis postgres azurite; do
+	for store in file redis postgres etcd azurite; do
 		chaos_runs=$((chaos_runs + 1))
 		d=$chaos
-		[ -n "$d" ] || { [ "$store" = azurite ] && d=60s || d=45s; }
+		if [ -z "$d" ]; then
+			case $store in
+			azurite) d=60s ;;
+			etcd) d=30s ;; # a cluster of three on top of the contenders: kept short
+			*) d=45s ;;
+			esac
+		fi
 		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$d" || failed+=("$store")
 	done
 	n_passed=$((n_passed + chaos_runs - ${#failed[@]}))

@@ -31,6 +31,9 @@ func (s *Store) do(ctx context.Context, f func(ctx context.Context, cli *clientv
 		return err
 	}
 	err = f(withToken(ctx, tok), cli)
+	if err == nil {
+		s.plain.answered.Store(true)
+	}
 	if s.cfg.user == "" || !staleToken(err) {
 		return err
 	}

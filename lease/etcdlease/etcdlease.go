@@ -7,8 +7,10 @@
 // "leaderrun/"), holding a JSON record {holder, id, since, ttl_s} and
 // attached to an etcd lease of its own:
 //
-//   - acquire = Grant a new etcd lease with TTL = the requested TTL (whole
-//     seconds), then one transaction "if the key's create revision is 0
+//   - acquire = a linearizable read of the key (held by another: answer
+//     "held" without writing anything), then Grant a new etcd lease with TTL
+//     = the requested TTL (whole seconds), then one transaction "if the
+//     key's create revision is 0
 //     (absent): put the record with that lease, else: read the key". A key
 //     that already carries our acquisition ID is an earlier attempt of ours
 //     whose answer was lost: its lease is kept alive once and adopted. The
@@ -136,6 +138,12 @@ type Store struct {
 	tokMu    sync.Mutex // held while logging in
 	token    string     // the current auth token (see auth.go)
 	loggedIn bool
+
+	plain    plainToTLS     // whether a plain URL names a TLS port (tls.go)
+	regs     registrations  // our standby keys (candidates.go)
+	bgMu     sync.Mutex     // guards bgClosed and bg.Add
+	bgClosed bool           // Close has begun: no new background work
+	bg       sync.WaitGroup // background Leaves, waited for by Close
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -243,8 +251,15 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.callTimeout)
 }
 
+// classify classifies err (see classify); an outage of a Store without TLS
+// that has never had an answer is a configuration error when its members
+// answer a TLS handshake.
 func (s *Store) classify(op string, err error) error {
-	return classify(s.cfg.where, op, err, s.cfg.secrets)
+	e := classify(s.cfg.where, op, err, s.cfg.secrets)
+	if errors.Is(e, lease.ErrUnavailable) && !errors.Is(err, context.Canceled) && s.seemsTLS() {
+		return storeerr.Config("%s seems to speak TLS, and etcd:// is plain gRPC: use etcds://… (with ?ca=FILE when its certificate is not from a system CA, and ?cert=FILE&key=FILE when it wants a client certificate)", s.cfg.where)
+	}
+	return e
 }
 
 func (s *Store) key(name string) string { return s.cfg.prefix + name }
@@ -284,8 +299,9 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// TryAcquire makes one attempt: Grant, then the create-if-absent
-// transaction (and a Revoke of the unused lease when the key is held). A
+// TryAcquire makes one attempt: a read of the key, which answers "held"
+// when another holds it; else Grant, then the create-if-absent transaction
+// (and a Revoke of the unused lease when the key was taken meanwhile). A
 // *lease.HeldError carries the current holder, token, since and TTL.
 // Retrying with the same req.ID after a lost answer succeeds while the key is
 // still ours (and restarts its TTL). A TTL that is not whole seconds from
@@ -303,8 +319,27 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	ttl := int64(req.TTL / time.Second)
-	var g *clientv3.LeaseGrantResponse
+	key := s.key(req.Name)
+	// A linearizable read first: a lease held by another costs the cluster
+	// one read instead of a grant, a transaction and a revoke, all three
+	// Raft writes (a crowd of waiters tries again at every holder change and
+	// every reminder). Only the transaction below decides.
+	var gr *clientv3.GetResponse
 	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		gr, err = cli.Get(ctx, key)
+		return err
+	})
+	if err != nil {
+		return nil, s.classify("acquire "+req.Name, err)
+	}
+	if len(gr.Kvs) == 1 {
+		if h := holderOf(req.Name, gr.Kvs[0]); h.ID != req.ID || gr.Kvs[0].Lease == 0 {
+			h.ID = ""
+			return nil, &lease.HeldError{By: h}
+		}
+	}
+	var g *clientv3.LeaseGrantResponse
+	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		g, err = cli.Grant(ctx, ttl)
 		return err
 	})
@@ -317,7 +352,6 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	since := time.Now().UTC()
 	val, _ := json.Marshal(record{Holder: req.Holder, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
-	key := s.key(req.Name)
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		tr, err = cli.Txn(ctx).
@@ -423,10 +457,15 @@ func (s *Store) Limits() lease.Limits {
 	return lease.Limits{Expires: true, Epsilon: epsilon, MinTTL: MinTTL, TTLUnit: time.Second}
 }
 
-// Close closes the client, which ends its watches and connections and waits
-// for their goroutines. Leases from this store must not be used afterwards.
-// Close is idempotent.
+// Close finishes the standby removals in flight (each bounded by the call
+// timeout), then closes the client, which ends its watches and connections
+// and waits for their goroutines. Leases from this store must not be used
+// afterwards. Close is idempotent.
 func (s *Store) Close() error {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

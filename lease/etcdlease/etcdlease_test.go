@@ -107,6 +107,18 @@ func TestConformanceCluster(t *testing.T) {
 	leasetest.Run(t, harness(url, plain(t, url)))
 }
 
+func TestCandidatesSingle(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	leasetest.RunCandidates(t, harness(url, plain(t, url)))
+}
+
+func TestCandidatesCluster(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_CLUSTER_URL")
+	leasetest.RunCandidates(t, harness(url, plain(t, url)))
+}
+
 // TestTTLRefused: TTLs etcd cannot grant exactly are refused with ErrConfig
 // before anything is sent (the store points at a port nobody listens on),
 // and Limits says the same to the timing validation.

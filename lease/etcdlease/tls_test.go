@@ -15,8 +15,9 @@ import (
 )
 
 // TestTLS: etcds:// with ca=, cert= and key= verifies the server, presents
-// the client certificate etcd requires and works; an unknown CA or a wrong
-// server name is a configuration error at Open, not an outage.
+// the client certificate etcd requires and works; an unknown CA, a wrong
+// server name or no client certificate is a configuration error at Open, not
+// an outage.
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("etcd"); err != nil && os.Getenv("CI") == "" {
@@ -63,6 +64,10 @@ func TestTLS(t *testing.T) {
 	for _, tc := range []struct{ name, query, want string }{
 		{"NoCA", "cert=" + filepath.Join(tlsDir, "server.crt") + "&key=" + filepath.Join(tlsDir, "server.key"), "unknown authority"},
 		{"WrongServerName", files + "&servername=other.example", "other.example"},
+		// etcd runs with --client-cert-auth: without cert= and key= every
+		// call would fail its handshake and run out of time, an outage to
+		// wait through for ever.
+		{"NoClientCert", "ca=" + filepath.Join(tlsDir, "ca.crt"), "demands a client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -77,4 +82,15 @@ func TestTLS(t *testing.T) {
 			t.Log(err)
 		})
 	}
+
+	// etcd:// names plain gRPC: against the TLS port every call only runs
+	// out of time. That is a configuration error, saying what to use.
+	t.Run("PlainURL", func(t *testing.T) {
+		s := open(t, "etcd://"+strings.TrimPrefix(url, "etcds://"), etcdlease.Options{CallTimeout: time.Second})
+		_, err := s.TryAcquire(ctxT(t), req("plain-"+lease.NewID()[:8], "a", 5*time.Second))
+		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "seems to speak TLS") || !strings.Contains(err.Error(), "etcds://") {
+			t.Fatalf("TryAcquire: %v; want ErrConfig saying the server speaks TLS", err)
+		}
+		t.Log(err)
+	})
 }

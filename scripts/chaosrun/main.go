@@ -3,7 +3,7 @@
 // injected at random; and the child those runs start. Everything it knows
 // goes to JSON-lines logs in one directory, which scripts/chaoscheck reads.
 //
-//	chaosrun run   -dir D -store file|redis|azurite|postgres -url URL -leaderrun BIN [flags]
+//	chaosrun run   -dir D -store file|redis|azurite|postgres|etcd -url URL -leaderrun BIN [flags]
 //	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN)
 //
 // Logs (every time stamp is CLOCK_MONOTONIC in nanoseconds, comparable
@@ -218,7 +218,9 @@ type config struct {
 	azuriteDir, azuriteBin string
 	// PostgreSQL: the postgres.sh directory and where postgres.sh is.
 	pgDir, pgScripts string
-	extra            []string // more leaderrun flags
+	// etcd: the etcd.sh directory of a three-member cluster.
+	etcdDir string
+	extra   []string // more leaderrun flags
 }
 
 func run(args []string) error {
@@ -226,7 +228,7 @@ func run(args []string) error {
 	var extra string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.dir, "dir", "", "log directory")
-	fs.StringVar(&c.store, "store", "file", "file, redis, azurite or postgres")
+	fs.StringVar(&c.store, "store", "file", "file, redis, azurite, postgres or etcd")
 	fs.StringVar(&c.url, "url", "", "--store URL for leaderrun")
 	fs.StringVar(&c.leaderrun, "leaderrun", "", "leaderrun binary")
 	fs.StringVar(&c.name, "name", "chaos", "lease name")
@@ -241,6 +243,7 @@ func run(args []string) error {
 	fs.StringVar(&c.azuriteBin, "azurite-bin", "", "azurite-blob binary, for restarts")
 	fs.StringVar(&c.pgDir, "pg-dir", "", "postgres.sh directory (env, pids, rundir)")
 	fs.StringVar(&c.pgScripts, "pg-scripts", "scripts", "directory of postgres.sh, for restarts")
+	fs.StringVar(&c.etcdDir, "etcd-dir", "", "etcd.sh directory of a cluster (env, pids)")
 	fs.StringVar(&extra, "leaderrun-flags", "", "more leaderrun flags, space separated")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -304,6 +307,8 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 		d.store, err = newAzuriteFaults(d)
 	case "postgres":
 		d.store, err = newPgFaults(d)
+	case "etcd":
+		d.store, err = newEtcdFaults(d)
 	default:
 		err = fmt.Errorf("unknown store %q", c.store)
 	}
