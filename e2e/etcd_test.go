@@ -60,7 +60,6 @@ func TestEtcdNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, etcdSt
 func TestEtcdCleanHandover(t *testing.T)          { testCleanHandover(t, etcdStore) }
 func TestEtcdLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, etcdStore) }
 func TestEtcdTokensIncrease(t *testing.T)         { testTokensIncrease(t, etcdStore) }
-func TestEtcdPriorityRefused(t *testing.T)        { testPriorityRefused(t, etcdStore) }
 
 // etcd frozen (SIGSTOP) or killed under a running leader: the child is dead
 // before last_sent + TTL; exit 124 (testServerFault).
