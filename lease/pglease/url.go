@@ -103,7 +103,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if hostPart != "" {
 		for i, h := range strings.Split(hostPart, ",") {
 			if !plainHost(h) {
-				return nil, fail("bad host:port (host %d; not shown; want HOST[:PORT] with a port from 1 to 65535, a percent-encoded socket directory, and '@' after any USER:PASSWORD)", i+1)
+				return nil, fail("the %s host is not HOST[:PORT] with a port from 1 to 65535 or a percent-encoded socket directory; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
 			}
 		}
 	}

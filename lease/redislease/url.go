@@ -150,7 +150,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		for i, h := range strings.Split(hostPart, ",") {
 			addr, err := storeurl.HostPort(h, defPort)
 			if err != nil {
-				return nil, fail("bad host:port (host %d; not shown; want HOST[:PORT] with a port from 1 to 65535, and '@' after any USER:PASSWORD)", i+1)
+				return nil, fail("the %s host is not HOST[:PORT] with a port from 1 to 65535; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
 			}
 			c.opts.Addrs = append(c.opts.Addrs, addr)
 		}

@@ -149,3 +149,24 @@ func Query(rawQuery string) (url.Values, error) {
 	}
 	return q, nil
 }
+
+// Ordinal names the n-th item of a list for messages: "first", "second",
+// …, "10th", "21st".
+func Ordinal(n int) string {
+	words := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"}
+	if n >= 1 && n <= len(words) {
+		return words[n-1]
+	}
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
+}

@@ -70,3 +70,11 @@ func TestQuery(t *testing.T) {
 		t.Errorf("Query(bad escape): %v", err)
 	}
 }
+
+func TestOrdinal(t *testing.T) {
+	for n, want := range map[int]string{1: "first", 2: "second", 9: "ninth", 10: "10th", 11: "11th", 21: "21st", 22: "22nd", 113: "113th"} {
+		if got := Ordinal(n); got != want {
+			t.Errorf("Ordinal(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
