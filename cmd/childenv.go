@@ -78,7 +78,7 @@ func (r *envReads) consumed(k string) bool {
 // removableVars lists what leaderrun may remove from the child's
 // environment, i.e. the names --pass-env accepts.
 func removableVars() []string {
-	return slices.Concat(outerLeaseVars, secretVars, []string{storeVar})
+	return slices.Concat(outerLeaseVars, secretVars, []string{storeVar, notifyVar})
 }
 
 // parsePassEnv validates --pass-env: every name must be one leaderrun would

@@ -134,3 +134,11 @@ func TestPosixZone(t *testing.T) {
 		}
 	}
 }
+
+// --pass-env NOTIFY_SOCKET is accepted (leaderrun removes it from the child
+// under systemd) and keeps it for the child.
+func TestPassEnvNotifySocket(t *testing.T) {
+	if _, err := parsePassEnv([]string{"NOTIFY_SOCKET"}); err != nil {
+		t.Fatalf("--pass-env NOTIFY_SOCKET: %v", err)
+	}
+}

@@ -284,7 +284,10 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if e, ok := keeper.ValidUntil(); ok {
 		prot.guard.Until(e)
 	}
-	childEnv := withoutNotifySocket(notify, childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token))
+	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
+	if !rc.passEnv[notifyVar] {
+		childEnv = withoutNotifySocket(notify, childEnv)
+	}
 	runCtx, unwatch := prot.watch(keeper.Context())
 	runCtx, stepDown := context.WithCancelCause(runCtx)
 	defer stepDown(nil)

@@ -509,3 +509,17 @@ func TestHealthCheckContained(t *testing.T) {
 		t.Fatalf("processes a health check started outlived the run: %v", left)
 	}
 }
+
+// --pass-env NOTIFY_SOCKET keeps the variable for the child (leaderrun
+// removes it under systemd otherwise, and said it "never removes" it).
+func TestPassEnvNotifySocket(t *testing.T) {
+	sock, _ := notifySocket(t, false)
+	p := start(t, []string{"NOTIFY_SOCKET=" + sock}, "--store", fileStore(t), "--name", "pass-notify", "--pass-env", "NOTIFY_SOCKET",
+		"--", "sh", "-c", `echo "${NOTIFY_SOCKET:-unset}"`)
+	if got := p.line(); got != sock {
+		t.Fatalf("the child's NOTIFY_SOCKET is %q; want %q kept by --pass-env", got, sock)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr.String())
+	}
+}
