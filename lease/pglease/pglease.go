@@ -338,6 +338,11 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if got && ours {
 		s.stopListening()
 		if token <= 0 || token > maxToken {
+			// The row was committed with an unusable token: take it out
+			// again at once (best effort), so the lease is not blocked for
+			// the TTL by an acquisition that never ran anything.
+			bad := &pgLease{s: s, ttl: ttl, info: lease.Holder{Name: req.Name, ID: req.ID}}
+			_ = bad.Release(context.WithoutCancel(ctx))
 			return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
 		}
 		return &pgLease{s: s, ttl: ttl, info: lease.Holder{

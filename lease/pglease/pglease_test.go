@@ -601,3 +601,29 @@ func TestIdleSessionTimeout(t *testing.T) {
 		t.Fatalf("release after the server ended the idle session: %v", err)
 	}
 }
+
+// A sequence set past what tokens may reach (2^53) refuses the acquisition,
+// and leaves no row behind: the lease stays free, not blocked for the TTL.
+func TestSequencePastMaxLeavesNoRow(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	table := freshTable("lr_seqmax")
+	s := open(t, withTable(raw, table), pglease.Options{})
+	name := "seqmax-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Exec(ctxT(t), fmt.Sprintf("SELECT setval('%s_token', 9223372036854775806)", table)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute}); err == nil || !strings.Contains(err.Error(), "bad fencing token") {
+		t.Fatalf("acquire with the sequence at 2^63-2: %v; want it refused", err)
+	}
+	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
+		t.Fatalf("status after the refused acquisition: %+v, %v; want free", h, err)
+	}
+}
