@@ -51,12 +51,12 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if s.isClosed() {
 		return s.classify("wait "+name, errClosed)
 	}
-	if s.cfg.poll {
-		return s.waitPoll(ctx, name, held)
-	}
 	var wake <-chan struct{}
-	quiet := false
-	if l := s.listen(); l != nil {
+	// Under wait=poll there is no LISTEN to tell of a release: the expiry
+	// the caller's TryAcquire reported stands, and the store's connection
+	// is closed for the sleep, so a polling standby holds none.
+	quiet := s.cfg.poll
+	if l := s.listenUnlessPolling(); l != nil {
 		wake = l.register(name)
 		defer l.unregister(name)
 		l.await(ctx, s.callTimeout)
@@ -90,32 +90,6 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	return wakeup.Sleep(ctx, d, wake)
 }
 
-// waitPoll is Wait under wait=poll: no LISTEN, and the store's connection
-// is closed before the sleep, so a waiting standby holds no connection to
-// the server between its checks. It sleeps until the expiry the server
-// reported (with the caller's TryAcquire, or one status query).
-func (s *Store) waitPoll(ctx context.Context, name string, held *lease.HeldError) error {
-	d := time.Duration(0)
-	if held != nil && held.By.Remaining > 0 {
-		d = held.By.Remaining
-	} else {
-		h, err := s.Status(ctx, name)
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			d = wakeup.Poll(held, unknownPoll)
-		case h == nil:
-			return nil // free now
-		default:
-			d = h.Remaining
-		}
-	}
-	s.disconnect()
-	return wakeup.Sleep(ctx, d, nil)
-}
-
 // disconnect closes the store's connection, if any; the next call makes a
 // new one.
 func (s *Store) disconnect() {
@@ -129,6 +103,14 @@ func (s *Store) disconnect() {
 		closeNow(s.conn)
 		s.conn = nil
 	}
+}
+
+// listenUnlessPolling is listen, or nil under wait=poll.
+func (s *Store) listenUnlessPolling() *listener {
+	if s.cfg.poll {
+		return nil
+	}
+	return s.listen()
 }
 
 // listen returns the store's listener, starting it on first use; nil after
