@@ -140,7 +140,15 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
 		if live, err := cd.join(ctx, expiry); err == nil {
-			every, _ = cd.timing.HeartbeatEvery(live)
+			first := every
+			every, expiry = cd.timing.HeartbeatEvery(live)
+			if cd.timing.Heartbeat && every > first {
+				// A crowd is waiting: the first refresh comes only after
+				// every, later than the expiry asked for one candidate, so
+				// ask at once for the expiry of the interval we will use
+				// (else the registration lapsed before its first refresh).
+				_, _ = cd.join(ctx, expiry)
+			}
 		}
 		if cd.timing.Heartbeat {
 			cd.heartbeat(ctx, every)
