@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -64,7 +65,19 @@ func (t Timing) StopLead() time.Duration { return t.KillBound + t.Grace }
 // Resolve fills defaults and validates the result for a store with limits
 // lim. It returns an error wrapping ErrUnsafeTiming (or ErrConfig for values
 // the store cannot take) that says what would be safe.
+//
+// Every change it suggests ("use --renew-every ≤ 314ms or --ttl ≥ 1.2s") is
+// found by trying it with the same checks: applied alone, it is accepted.
 func (t Timing) Resolve(lim Limits) (Timing, error) {
+	r, err := t.resolve(lim)
+	if err != nil {
+		return r, t.advise(lim, r, err)
+	}
+	return r, nil
+}
+
+// resolve is Resolve without the advice: it says what is wrong.
+func (t Timing) resolve(lim Limits) (Timing, error) {
 	if t.TTL == 0 {
 		t.TTL = DefaultTTL
 	}
@@ -104,20 +117,20 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
 		if t.RenewEvery < MinRenewEvery {
-			return t, fmt.Errorf("%w: --ttl %v is too short: renewals every ttl/3 would come more often than every %v; use --ttl ≥ %v",
-				ErrUnsafeTiming, t.TTL, MinRenewEvery, 3*MinRenewEvery)
+			return t, fmt.Errorf("%w: --ttl %v is too short: renewals every ttl/3 would come more often than every %v",
+				ErrUnsafeTiming, t.TTL, MinRenewEvery)
 		}
 	}
 	if t.RenewEvery < MinRenewEvery {
-		return t, fmt.Errorf("%w: --renew-every %v is below the floor of %v (renewing more often only loads the store; safety comes from --ttl); use --renew-every ≥ %v",
-			ErrUnsafeTiming, t.RenewEvery, MinRenewEvery, MinRenewEvery)
+		return t, fmt.Errorf("%w: --renew-every %v is below the floor of %v (renewing more often only loads the store; safety comes from --ttl)",
+			ErrUnsafeTiming, t.RenewEvery, MinRenewEvery)
 	}
 	if !t.Explicit.CallTimeout {
 		t.CallTimeout = t.RenewEvery / 2
 	}
 	if t.CallTimeout < MinCallTimeout {
-		return t, fmt.Errorf("%w: --call-timeout %v is below the floor of %v (shorter calls time out on scheduling delays alone); use --call-timeout ≥ %v",
-			ErrUnsafeTiming, t.CallTimeout, MinCallTimeout, MinCallTimeout)
+		return t, fmt.Errorf("%w: --call-timeout %v is below the floor of %v (shorter calls time out on scheduling delays alone)",
+			ErrUnsafeTiming, t.CallTimeout, MinCallTimeout)
 	}
 	if !t.Explicit.Grace {
 		t.Grace = DefaultGrace
@@ -141,6 +154,12 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 
 func (t Timing) checkStoreTTL(lim Limits) error {
 	if lim.MinTTL > 0 && t.TTL < lim.MinTTL || lim.MaxTTL > 0 && t.TTL > lim.MaxTTL {
+		switch {
+		case lim.MaxTTL == 0:
+			return fmt.Errorf("%w: --ttl %v is shorter than this store accepts (at least %v)", ErrConfig, t.TTL, lim.MinTTL)
+		case lim.MinTTL == 0:
+			return fmt.Errorf("%w: --ttl %v is longer than this store accepts (at most %v)", ErrConfig, t.TTL, lim.MaxTTL)
+		}
 		return fmt.Errorf("%w: --ttl %v is outside what this store accepts (%v to %v)", ErrConfig, t.TTL, lim.MinTTL, lim.MaxTTL)
 	}
 	if lim.TTLUnit > 0 && t.TTL%lim.TTLUnit != 0 {
@@ -156,40 +175,6 @@ func (t Timing) unsafe(lim Limits) error {
 	msg := fmt.Sprintf("with --ttl %v the child must be stopped %v after each renewal is sent "+
 		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout + 50ms)",
 		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery.Round(time.Millisecond), t.CallTimeout.Round(time.Millisecond))
-	var fixes []string
-	if maxR := (stop - FirstRetry - 2*t.CallTimeout); t.Explicit.CallTimeout && maxR > 0 {
-		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", maxR.Truncate(time.Millisecond)))
-	} else if !t.Explicit.CallTimeout && stop-FirstRetry > 0 {
-		fixes = append(fixes, fmt.Sprintf("--renew-every ≤ %v", ((stop-FirstRetry)/2).Truncate(time.Millisecond)))
-	}
-	if maxG := v - t.KillBound - t.RenewEvery - 2*t.CallTimeout - FirstRetry; maxG >= 0 {
-		fixes = append(fixes, fmt.Sprintf("--grace ≤ %v", maxG.Truncate(time.Millisecond)))
-	}
-	// The TTL that would fit the other values as given. Values the user did
-	// not give scale with the TTL (renew-every = L/3, call timeout = R/2).
-	coef, fixed := 1-t.Rho, float64(lim.Epsilon+t.KillBound+t.Grace+FirstRetry)
-	switch {
-	case !t.Explicit.RenewEvery && !t.Explicit.CallTimeout:
-		coef -= 2.0 / 3
-	case !t.Explicit.RenewEvery:
-		coef -= 1.0 / 3
-		fixed += float64(2 * t.CallTimeout)
-	case !t.Explicit.CallTimeout:
-		fixed += float64(2 * t.RenewEvery)
-	default:
-		fixed += float64(t.RenewEvery + 2*t.CallTimeout)
-	}
-	need := time.Duration(fixed/coef) + 100*time.Millisecond
-	need = need.Truncate(100 * time.Millisecond)
-	if lim.TTLUnit > 0 {
-		need = (need + lim.TTLUnit - 1).Truncate(lim.TTLUnit)
-	}
-	if lim.MaxTTL == 0 || need <= lim.MaxTTL {
-		fixes = append(fixes, fmt.Sprintf("--ttl ≥ %v", need))
-	}
-	if len(fixes) > 0 {
-		msg += "; use " + joinOr(fixes)
-	}
 	return fmt.Errorf("%w: %s", ErrUnsafeTiming, msg)
 }
 
@@ -206,4 +191,127 @@ func joinOr(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// A knob is one flag advise may suggest changing, with the values it can
+// take: from lo to hi in steps of step.
+type knob struct {
+	flag         string
+	cur          time.Duration
+	lo, hi, step time.Duration
+	set          func(Timing, time.Duration) Timing
+}
+
+// advise appends to err the changes that, each applied alone, make t
+// acceptable: for each flag, the nearest value the same checks accept. The
+// accepted values of one flag, the others fixed, form one range (a longer
+// --ttl, a shorter --renew-every, --grace or --call-timeout leave more room,
+// down to the floors); its ends are found by bisection.
+//
+// r is t as far as resolve filled its defaults: a suggestion for a value
+// the user left out starts from the default it got (--renew-every ≤ X when
+// the default ttl/3 does not fit), and none is made for a default that was
+// not reached.
+func (t Timing) advise(lim Limits, r Timing, err error) error {
+	ttlStep := time.Millisecond
+	if lim.TTLUnit > 0 {
+		ttlStep = lim.TTLUnit
+	}
+	ttlHi := MaxTTL
+	if lim.MaxTTL > 0 {
+		ttlHi = min(ttlHi, lim.MaxTTL)
+	}
+	ttl := t.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	knobs := []knob{
+		{"--renew-every", r.RenewEvery, MinRenewEvery, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.RenewEvery, t.Explicit.RenewEvery = v, true
+			return t
+		}},
+		{"--grace", r.Grace, 0, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.Grace, t.Explicit.Grace = v, true
+			return t
+		}},
+		{"--call-timeout", r.CallTimeout, MinCallTimeout, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.CallTimeout, t.Explicit.CallTimeout = v, true
+			return t
+		}},
+		{"--ttl", ttl, max(lim.MinTTL, ttlStep), ttlHi, ttlStep, func(t Timing, v time.Duration) Timing {
+			t.TTL = v
+			return t
+		}},
+	}
+	var fixes []string
+	unset := map[string]bool{ // defaults resolve had not reached
+		"--renew-every":  !t.Explicit.RenewEvery && r.RenewEvery == 0,
+		"--grace":        !t.Explicit.Grace && r.Grace == 0,
+		"--call-timeout": !t.Explicit.CallTimeout && r.CallTimeout == 0,
+	}
+	for _, k := range knobs {
+		if unset[k.flag] {
+			continue
+		}
+		a, b, ok := k.accepted(t, lim)
+		switch {
+		case !ok:
+		case k.cur < a:
+			fixes = append(fixes, k.flag+" ≥ "+shortDuration(a))
+		case k.cur > b:
+			fixes = append(fixes, k.flag+" ≤ "+shortDuration(b))
+		}
+	}
+	if len(fixes) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; use %s", err, joinOr(fixes))
+}
+
+// accepted returns the range [a, b] of k's values that t accepts with every
+// other value as it is, in k's steps; ok is false when it found none.
+func (k knob) accepted(t Timing, lim Limits) (a, b time.Duration, ok bool) {
+	lo, hi := (k.lo+k.step-1)/k.step, k.hi/k.step // in steps
+	good := func(n time.Duration) bool {
+		_, err := k.set(t, n*k.step).resolve(lim)
+		return err == nil
+	}
+	switch {
+	case good(lo):
+		a = lo
+		l, h := lo, hi
+		for l < h { // the last accepted step
+			if m := l + (h-l+1)/2; good(m) {
+				l = m
+			} else {
+				h = m - 1
+			}
+		}
+		b = l
+	case good(hi):
+		l, h := lo, hi
+		for l < h { // the first accepted step
+			if m := l + (h-l)/2; good(m) {
+				h = m
+			} else {
+				l = m + 1
+			}
+		}
+		a, b = h, hi
+	default:
+		return 0, 0, false
+	}
+	return a * k.step, b * k.step, true
+}
+
+// shortDuration formats d without trailing zero units ("24h", not "24h0m0s").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -55,8 +55,12 @@ func TestTimingResolve(t *testing.T) {
 		{name: "nanosecond ttl says ttl", in: lease.Timing{TTL: time.Nanosecond}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"--ttl 1ns is too short"}},
 		{name: "zero renew-every refused", in: lease.Timing{RenewEvery: 0, Explicit: explicit{RenewEvery: true}}, lim: file, wantErr: lease.ErrUnsafeTiming},
 		// Floors (issue 13 item 10): refused on every store, saying what fits.
-		{name: "renew-every 1us refused", in: lease.Timing{RenewEvery: time.Microsecond, CallTimeout: time.Millisecond, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis,
+		{name: "renew-every 1us refused", in: lease.Timing{RenewEvery: time.Microsecond, Explicit: explicit{RenewEvery: true}}, lim: redis,
 			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every 1µs is below the floor of 10ms", "--renew-every ≥ 10ms"}},
+		// Two values under their floors: no single change fits, so none is
+		// suggested (each would be refused in turn); the floors are named.
+		{name: "two floors refused", in: lease.Timing{RenewEvery: time.Microsecond, CallTimeout: time.Millisecond, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every 1µs is below the floor of 10ms"}},
 		{name: "renew-every under floor refused on file", in: lease.Timing{RenewEvery: 9 * time.Millisecond, Explicit: explicit{RenewEvery: true}}, lim: file,
 			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every ≥ 10ms"}},
 		{name: "call-timeout 1ms refused", in: lease.Timing{TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond, CallTimeout: time.Millisecond, Explicit: explicit{RenewEvery: true, CallTimeout: true}}, lim: redis,
