@@ -203,7 +203,7 @@ func (k *Keeper) watchdog() {
 		// E may have moved while we slept; loop and re-read it.
 	}
 	ts := k.lastSent.Load()
-	k.cancel(fmt.Errorf("%w: no renewal confirmed in time (the last confirmed one was sent %v ago; ttl %v)",
+	k.cancel(fmt.Errorf("%w: no renewal confirmed in time: the last confirmed one was sent %v ago, with ttl %v",
 		ErrLost, (k.clock.Now() - time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL))
 	// E is final now: the renew loop no longer extends it.
 	if err := k.clock.SleepUntil(k.life, time.Duration(k.validUntil.Load())-k.cfg.Timing.KillBound); err != nil {
