@@ -34,11 +34,11 @@ type AcquireOptions struct {
 	// RemindEvery is the interval of WaitReminder events; 0 means none.
 	RemindEvery time.Duration
 	// Priority ranks this instance among the standbys of a store that is a
-	// CandidateRegistry: when the lease becomes free, a waiting Acquire with
-	// k live candidates of higher priority holds back k·δ before it tries,
-	// so the best live standby wins and a dead or slow one delays the next
-	// by at most its δ. Equal priorities (the zero value everywhere) race
-	// as if there were no registry. A holder is never pre-empted.
+	// CandidateRegistry: when the lease becomes free, the live candidates
+	// try in takeover order (higher priority first, then the longest
+	// waiting), so the best live standby wins and a dead or slow one delays
+	// the next by a bounded time (see the package doc, "Standbys and
+	// takeover order"). A holder is never pre-empted.
 	Priority int
 }
 
@@ -196,7 +196,7 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			}
 			waited = true
 			if cand == nil && reg != nil {
-				cand = joinCandidates(ctx, reg, req.Name, Candidate{ID: req.ID, Holder: req.Holder, Priority: o.Priority, Since: time.Now()}, o.CallTimeout, log)
+				cand = joinCandidates(ctx, reg, req.Name, Candidate{ID: req.ID, Holder: req.Holder, Priority: o.Priority, Since: time.Now()}, req.TTL, o.CallTimeout, log)
 			}
 			// A reminder bounds the store's wait: when it is due, Wait
 			// returns early and the loop tries again, which also refreshes
@@ -225,22 +225,19 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 			if cand == nil {
 				continue
 			}
-			// The lease may be free: candidates ranked above us go first.
-			// One listing tells both whether it still looks held (then wait
-			// again, at no more cost than the attempt it replaces) and how
-			// many live candidates outrank us.
-			d, h, ok := cand.holdBack(waitCtx)
-			if ok && h != nil {
-				seen = &HeldError{By: *h}
-				continue
-			}
-			if d > 0 {
-				if err := clock.SleepUntil(waitCtx, clock.Now()+d); err != nil {
-					if ctx.Err() != nil {
-						return nil, context.Cause(ctx)
-					}
-					return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
+			// The lease may be free: the front of the line goes first (see
+			// herdFront). One listing tells both whether it still looks
+			// held (then wait again, at no more cost than the attempt it
+			// replaces) and where we stand.
+			h, err := cand.takeTurn(waitCtx, clock)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, context.Cause(ctx)
 				}
+				return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
+			}
+			if h != nil {
+				seen = &HeldError{By: *h}
 			}
 		case errors.Is(err, ErrUnavailable):
 			lastErr = err

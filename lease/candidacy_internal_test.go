@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,7 +34,7 @@ func (r *crowdRegistry) CandidateTiming() CandidateTiming { return r.timing }
 func TestJoinCrowdAsksForTheRightExpiry(t *testing.T) {
 	timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: time.Second, Step: 200 * time.Millisecond}
 	r := &crowdRegistry{live: 30, expiry: make(chan time.Duration, 4), timing: timing, leftIDs: make(chan string, 1)}
-	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Second, slog.New(slog.DiscardHandler))
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, time.Second, slog.New(slog.DiscardHandler))
 	defer cd.leave(context.Background())
 	first := <-r.expiry
 	every, want := timing.HeartbeatEvery(r.live)
@@ -44,5 +45,45 @@ func TestJoinCrowdAsksForTheRightExpiry(t *testing.T) {
 		}
 	case <-time.After(every / 2): // the refresh itself comes only after every
 		t.Fatalf("after a first Join with expiry %v among %d candidates, no Join with a longer expiry before the first refresh in %v", first, r.live, every)
+	}
+}
+
+// A standby behind the front of the line waits at least the front's turn
+// (herdFront·δ) and at most that plus the time herdPerSecond looks take for
+// every live candidate, never more than the TTL on top.
+func TestSpreadIsBounded(t *testing.T) {
+	step := 100 * time.Millisecond
+	for _, tc := range []struct {
+		live int64
+		ttl  time.Duration
+	}{{10, time.Minute}, {1000, time.Minute}, {1000, 2 * time.Second}, {1, time.Millisecond}} {
+		cd := &candidacy{timing: CandidateTiming{Step: step}, ttl: tc.ttl}
+		cd.live.Store(tc.live)
+		window := min(time.Duration(tc.live)*time.Second/herdPerSecond, max(tc.ttl, step))
+		lo, hi := herdFront*step, herdFront*step+window
+		for range 1000 {
+			if d := cd.spread(); d < lo || d > hi {
+				t.Fatalf("live %d, ttl %v: spread %v outside [%v, %v]", tc.live, tc.ttl, d, lo, hi)
+			}
+		}
+	}
+}
+
+// A registration whose remaining time no heartbeat could have asked for is
+// dropped from the line; our own always stays.
+func TestPlausibleDropsFarFutureRegistrations(t *testing.T) {
+	timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: time.Second, Step: 200 * time.Millisecond}
+	_, real := timing.HeartbeatEvery(3)
+	cs := []Candidate{{ID: "fake", Remaining: 365 * 24 * time.Hour}, {ID: "real", Remaining: real}, {ID: "me", Remaining: 365 * 24 * time.Hour}, {ID: "unknown"}}
+	got := timing.plausible(cs, "me")
+	var ids []string
+	for _, c := range got {
+		ids = append(ids, c.ID)
+	}
+	if want := []string{"real", "me", "unknown"}; !slices.Equal(ids, want) {
+		t.Fatalf("kept %v, want %v", ids, want)
+	}
+	if got := (CandidateTiming{}).plausible(cs, "me"); len(got) != len(cs) {
+		t.Fatalf("a registry without heartbeats dropped registrations: %+v", got)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -109,6 +111,64 @@ func RankedAbove(cs []Candidate, id string, priority int) int {
 	return n
 }
 
+// The release herd. When a lease becomes free, every standby may wake at
+// once. Only the front of the line, the first herdFront candidates in
+// takeover order, looks and tries at once (position p after p·δ, so the
+// first in line is never slowed); a standby further back first waits
+// herdFront·δ and a random share of a spread, then looks again and tries only
+// if the lease is still free. The burst after a release is therefore about
+// herdFront tries plus herdPerSecond looks per second, whatever the number
+// of standbys, and a front made of dead or frozen candidates delays the
+// takeover by at most herdFront·δ plus the spread, which never exceeds the
+// lease's TTL.
+const (
+	// herdFront is how many candidates at the front of the line try at once.
+	herdFront = 3
+	// herdPerSecond is how many looks per second the standbys behind the
+	// front make together after a release.
+	herdPerSecond = 20
+)
+
+// plausible drops registrations no live standby could have made: one whose
+// remaining time exceeds the expiry a heartbeat asks for when twice as many
+// candidates are live (a registration written by hand, or by a buggy or
+// hostile client, to sit at the front of the line for ever). Stores that
+// cannot tell the remaining time (0) keep every registration; so does a
+// registry without heartbeats.
+func (t CandidateTiming) plausible(cs []Candidate, self string) []Candidate {
+	if !t.Heartbeat {
+		return cs
+	}
+	_, bound := t.HeartbeatEvery(2*len(cs) + 2)
+	bound += time.Second // the store's clock against ours, and a call in flight
+	out := cs[:0:0]
+	for _, c := range cs {
+		if c.ID == self || c.Remaining <= bound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// position returns how many candidates of cs come before id in takeover
+// order: the index of id in cs (which is in takeover order), or the number
+// of candidates before where c would sort when id is not listed (its
+// registration lapsed or was never made).
+func position(cs []Candidate, c Candidate) int {
+	for i, x := range cs {
+		if x.ID == c.ID {
+			return i
+		}
+	}
+	n := 0
+	for _, x := range cs {
+		if x.Priority > c.Priority || x.Priority == c.Priority && x.Since.Before(c.Since) {
+			n++
+		}
+	}
+	return n
+}
+
 // candidacy is one Acquire call's registration as a standby: Join, a
 // heartbeat goroutine while the registry needs one, and Leave at the end.
 type candidacy struct {
@@ -118,6 +178,13 @@ type candidacy struct {
 	timing  CandidateTiming
 	timeout time.Duration
 	log     *slog.Logger
+	// ttl bounds the spread of a standby behind the front of the line.
+	ttl time.Duration
+
+	// pos and live are the candidate's place in the line and the number of
+	// live candidates as last seen (a listing, or the count Join returned:
+	// a new candidate is at the back), -1 until known.
+	pos, live atomic.Int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -128,8 +195,10 @@ type candidacy struct {
 // wait at once: joining is not on the way to the lease); leave ends it. A
 // failed Join is logged and the heartbeat keeps trying: the registry only
 // orders takeovers.
-func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, timeout time.Duration, log *slog.Logger) *candidacy {
-	cd := &candidacy{reg: reg, name: name, c: c, timing: reg.CandidateTiming(), timeout: timeout, log: log, stop: make(chan struct{})}
+func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, ttl, timeout time.Duration, log *slog.Logger) *candidacy {
+	cd := &candidacy{reg: reg, name: name, c: c, timing: reg.CandidateTiming(), ttl: ttl, timeout: timeout, log: log, stop: make(chan struct{})}
+	cd.pos.Store(-1)
+	cd.live.Store(-1)
 	cd.wg.Add(1)
 	go func() {
 		defer cd.wg.Done()
@@ -140,6 +209,9 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
 		if live, err := cd.join(ctx, expiry); err == nil {
+			// Until a listing says otherwise, a newcomer is at the back.
+			cd.pos.CompareAndSwap(-1, int64(live-1))
+			cd.live.CompareAndSwap(-1, int64(live))
 			first := every
 			every, expiry = cd.timing.HeartbeatEvery(live)
 			if cd.timing.Heartbeat && every > first {
@@ -202,19 +274,47 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
 	}
 }
 
-// holdBack lists the candidates and returns how long this candidate lets
-// better-ranked ones go first, and the holder the listing saw (nil: the
-// lease looked free). ok is false when the registry could not be read: then
-// the caller simply tries, as if priorities were equal.
-func (cd *candidacy) holdBack(ctx context.Context) (d time.Duration, holder *Holder, ok bool) {
+// behind reports whether the candidate was behind the front of the line
+// when it last looked: it then waits its spread before it even lists, so
+// that a release does not make every standby read the registry at once.
+func (cd *candidacy) behind() bool { return cd.pos.Load() >= herdFront }
+
+// spread returns how long a standby behind the front waits before it looks:
+// herdFront·δ, for the front to take the lease, and a random share of the
+// time herdPerSecond looks take for all live candidates, at most the TTL.
+func (cd *candidacy) spread() time.Duration {
+	live := max(cd.live.Load(), 1)
+	window := min(time.Duration(live)*time.Second/herdPerSecond, max(cd.ttl, cd.timing.Step))
+	return herdFront*cd.timing.Step + rand.N(window+1)
+}
+
+// turn lists the candidates and says what this candidate does next: wait d
+// and then try (again false), or wait d and then look again (again true).
+// holder is the holder the listing saw (nil: the lease looked free); the
+// caller then waits for it instead. ok is false when the registry could not
+// be read: the caller then simply tries, as if priorities were equal. With
+// last (the candidate has already waited its spread) it never looks again.
+func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, again bool, holder *Holder, ok bool) {
 	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	cs, h, err := cd.reg.Candidates(cctx, cd.name)
 	if err != nil {
 		cd.log.Debug("reading the standbys failed; trying for the lease without holding back", "lease", cd.name, "err", err)
-		return 0, nil, false
+		return 0, false, nil, false
 	}
-	return time.Duration(RankedAbove(cs, cd.c.ID, cd.c.Priority)) * cd.timing.Step, h, true
+	cs = cd.timing.plausible(cs, cd.c.ID)
+	p := position(cs, cd.c)
+	cd.pos.Store(int64(p))
+	cd.live.Store(int64(len(cs)))
+	switch {
+	case h != nil:
+		return 0, false, h, true
+	case p < herdFront:
+		return time.Duration(p) * cd.timing.Step, false, nil, true
+	case last:
+		return 0, false, nil, true
+	}
+	return cd.spread(), true, nil, true
 }
 
 // leave stops the heartbeat and removes the registration, on a context of
@@ -251,4 +351,35 @@ type Changes interface {
 	Next(ctx context.Context, holder *Holder, cands []Candidate) error
 	// Close ends the watch and waits for whatever it started.
 	Close() error
+}
+
+// takeTurn waits, after a wake-up, until it is this candidate's turn to
+// try: at once for the first in line, p·δ for position p at the front, and
+// for a standby behind the front its spread, then a second look. It returns
+// the holder when a listing found the lease held (the caller waits again
+// without trying), nil when the caller should try now, and ctx's error
+// when the wait ran out.
+func (cd *candidacy) takeTurn(ctx context.Context, clock Clock) (*Holder, error) {
+	last := false
+	if cd.behind() {
+		if err := clock.SleepUntil(ctx, clock.Now()+cd.spread()); err != nil {
+			return nil, err
+		}
+		last = true
+	}
+	for {
+		d, again, h, ok := cd.turn(ctx, last)
+		if !ok || h != nil {
+			return h, nil
+		}
+		if d > 0 {
+			if err := clock.SleepUntil(ctx, clock.Now()+d); err != nil {
+				return nil, err
+			}
+		}
+		if !again {
+			return nil, nil
+		}
+		last = true
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +83,10 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A registered candidate that never tries: a frozen standby.
-	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "frozen", Holder: "frozen", Priority: 10, Since: time.Now()}, time.Hour); err != nil {
+	// A registered candidate that never tries: a frozen standby, registered
+	// for as long as a real heartbeat asks.
+	_, expiry := s.Timing.HeartbeatEvery(1)
+	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "frozen", Holder: "frozen", Priority: 10, Since: time.Now()}, expiry); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -110,5 +113,110 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	}
 	if took > 2*step+time.Second {
 		t.Fatalf("p5 took over %v after the release; want within about its δ (%v)", took, step)
+	}
+}
+
+// A registration no heartbeat could have made (another client wrote an
+// expiry a year ahead) does not hold a real standby back.
+func TestAcquireIgnoresFarFutureRegistration(t *testing.T) {
+	step := 2 * time.Second // long, so that a hold-back cannot go unnoticed
+	s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
+		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: step}}
+	ctx := context.Background()
+	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "squatter", Holder: "squatter", Priority: 1000, Since: time.Now()}, 365*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "real", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		if err == nil {
+			err = a.Lease.Release(ctx)
+		}
+		done <- err
+	}()
+	waitCandidates(t, s, "j", 2)
+	released := time.Now()
+	if err := first.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(released); took >= step {
+		t.Fatalf("the standby took over %v after the release: it held back for a registration expiring in a year", took)
+	}
+}
+
+// herdCounter counts what standbys do after a release.
+type herdCounter struct {
+	*leasetest.MemCandidates
+	tries, looks atomic.Int64
+	waits        chan struct{} // one value per Wait entered
+}
+
+func (h *herdCounter) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	h.tries.Add(1)
+	return h.MemCandidates.TryAcquire(ctx, req)
+}
+
+func (h *herdCounter) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
+	h.looks.Add(1)
+	return h.MemCandidates.Candidates(ctx, name)
+}
+
+func (h *herdCounter) Wait(ctx context.Context, name string, held *lease.HeldError) error {
+	h.waits <- struct{}{}
+	return h.MemCandidates.Wait(ctx, name, held)
+}
+
+// When the lease is released under many standbys of equal priority, only
+// the front of the line tries; the rest look once, see the new holder and
+// wait again. The longest waiting standby takes over.
+func TestReleaseHerdOnlyFrontTries(t *testing.T) {
+	const n = 20
+	h := &herdCounter{MemCandidates: &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
+		Timing: lease.CandidateTiming{Heartbeat: true, PerSecond: 100, MinInterval: time.Second, Step: 20 * time.Millisecond}},
+		waits: make(chan struct{}, 10*n)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan string, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: fmt.Sprint("s", i), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+			if err == nil {
+				won <- a.Lease.Info().Holder
+			}
+		}()
+		// One at a time, so that the line is s0, s1, …
+		waitCandidates(t, h, "j", i+1)
+		<-h.waits
+	}
+	h.tries.Store(0)
+	h.looks.Store(0)
+	if err := first.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-won; got != "s0" {
+		t.Fatalf("%s took over; want s0, the first in line", got)
+	}
+	for range n - 1 { // every other standby decided and waits again
+		<-h.waits
+	}
+	if tries, looks := h.tries.Load(), h.looks.Load(); tries > lease.HerdFront || looks > n {
+		t.Fatalf("after one release %d standbys made %d attempts and %d listings; want at most %d attempts (the front of the line) and one listing each",
+			n, tries, looks, lease.HerdFront)
 	}
 }

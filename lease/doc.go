@@ -93,14 +93,21 @@
 // returns, on a context of its own, so a waiter interrupted by a signal
 // leaves nothing behind. When Wait says the lease may be free, Acquire lists
 // the candidates (the same call reports whether the lease still looks held,
-// so it replaces the attempt it would otherwise make) and, with k live
-// candidates of higher priority than its own, holds back k·δ before it
-// tries (δ = CandidateTiming.Step: how long a better candidate may need to
-// notice and try). The best live candidate therefore wins without a round
-// of messages, and a dead, frozen or slow better candidate delays the next
-// by its δ, not forever: liveness comes first. Equal priorities never hold
-// back. A holder never consults the registry, so a running leader is never
-// pre-empted.
+// so it replaces the attempt it would otherwise make) and takes its place in
+// the line: higher priority first, then the longest waiting. The first in
+// line tries at once, position p of the front (the first three) after p·δ
+// (δ = CandidateTiming.Step: how long a better candidate may need to notice
+// and try). A standby further back does not even list at once: it waits 3·δ
+// and a random share of a spread (all such standbys together look about 20
+// times a second, and the spread never exceeds the TTL), looks again, and
+// tries only if the lease is still free. The best live candidate therefore
+// wins without a round of messages; a release costs the store about three
+// attempts and a bounded rate of listings, however many standbys wait; and a
+// dead, frozen or slow front delays the next by at most 3·δ plus the spread,
+// not forever: liveness comes first. A registration whose remaining time is
+// beyond what any heartbeat asks for (written by hand or by another client)
+// is ignored. A holder never consults the registry, so a running leader is
+// never pre-empted.
 //
 // The registry is never needed for safety: exclusion, tokens and every
 // deadline above rest on TryAcquire, Renew and Release alone. A candidate

@@ -59,7 +59,9 @@ func (s *MemCandidates) live(name string) []lease.Candidate {
 	now := s.clock().Now()
 	for _, mc := range s.cands[name] {
 		if mc.expires > now {
-			cs = append(cs, mc.c)
+			c := mc.c
+			c.Remaining = mc.expires - now
+			cs = append(cs, c)
 		}
 	}
 	lease.SortCandidates(cs)

@@ -1,0 +1,4 @@
+package lease
+
+// HerdFront exports herdFront to the external tests.
+const HerdFront = herdFront
