@@ -191,6 +191,15 @@ func TestStandbysInStatus(t *testing.T) {
 			if _, m := statusJSON(t, env, name); fmt.Sprint(standbysOf(t, m)) != "[p10/10 p0/0]" {
 				t.Fatalf("standbys after the SIGKILL: %v; want [p10/10 p0/0]", standbysOf(t, m))
 			}
+			// A standby that leaves cleanly (stopped while it waits) is
+			// gone from the list the moment it has exited: no lapse.
+			if err := sbs["p0"].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			<-sbs["p0"].done
+			if _, m := statusJSON(t, env, name); fmt.Sprint(standbysOf(t, m)) != "[p10/10]" {
+				t.Fatalf("standbys right after p0 exited on SIGTERM: %v; want [p10/10]", standbysOf(t, m))
+			}
 		})
 	}
 }
