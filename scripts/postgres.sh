@@ -3,8 +3,8 @@
 # tests. It listens on 127.0.0.1 only (and a unix socket in its own
 # directory), and is stopped by the PID it recorded (never by process name).
 #
-#   scripts/postgres.sh start DIR
-#       initdb a new cluster, start it on a free port, wait until it accepts
+#   scripts/postgres.sh start DIR [MAX_CONNECTIONS]
+#       initdb a new cluster (max_connections MAX_CONNECTIONS, default 200), start it on a free port, wait until it accepts
 #       connections, and write DIR/env:
 #         LEADERRUN_TEST_POSTGRES_URL=postgres://leaderrun:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable
 #         LEADERRUN_TEST_POSTGRES_PID=PID      (the postmaster)
@@ -97,20 +97,23 @@ kill_pid() {
 	stop_pid "$pid" INT 100 # SIGINT, fast shutdown: do not wait for clients
 }
 
-# pg_start RUN PORT: start the cluster in RUN on PORT; prints the PID.
+# pg_start RUN PORT: start the cluster in RUN on PORT, with the
+# max_connections in RUN/max_connections; prints the PID.
 pg_start() {
-	local run=$1 port=$2
+	local run=$1 port=$2 maxconn
+	maxconn=$(cat "$run/max_connections")
 	# fsync off: a throw-away cluster whose data nobody needs after a crash of
 	# the machine (a crash of the server alone loses nothing committed).
 	as_server "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
-		-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c max_connections=200" \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c max_connections=$maxconn" \
 		start >/dev/null 2>&1 || return 1
 	head -n 1 "$run/data/postmaster.pid"
 }
 
 cmd_start() {
-	[ $# -eq 1 ] || die "usage: postgres.sh start DIR"
-	local dir=$1 run port pid pw try
+	[ $# -eq 1 ] || [ $# -eq 2 ] || die "usage: postgres.sh start DIR [MAX_CONNECTIONS]"
+	local dir=$1 maxconn=${2:-200} run port pid pw try
+	case $maxconn in '' | *[!0-9]*) die "MAX_CONNECTIONS must be a number, not $maxconn" ;; esac
 	ensure_postgres
 	ensure_user
 	mkdir -p "$dir"
@@ -119,6 +122,7 @@ cmd_start() {
 	echo "$run" >"$dir/rundir"
 	pw=$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
 	printf '%s\n' "$pw" >"$run/pwfile"
+	echo "$maxconn" >"$run/max_connections"
 	if [ "$(id -u)" -eq 0 ]; then
 		chown -R "$pg_user:" "$run"
 	fi
