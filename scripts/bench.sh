@@ -9,7 +9,9 @@
 #   3. peak RSS of leaderrun while it supervises `sleep 5` on file and Redis
 #      (/usr/bin/time),
 #      and the guard process's private memory (smaps_rollup);
-#   4. what each containment mode costs `leaderrun -- true` (group, cgroup).
+#   4. what each containment mode costs `leaderrun -- true` (group, cgroup);
+#   5-7. each network store (scripts/bench-*.sh) and standby fleets of 10,
+#      100 and 1,000 on every store (e2e BenchmarkStandbyHerd).
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,3 +89,14 @@ if [ -x scripts/bench-azure.sh ]; then echo "== 5. Azure store (scripts/bench-az
 
 # PostgreSQL store (its own server, stopped by PID): scripts/bench-postgres.sh.
 if [ -x scripts/bench-postgres.sh ]; then echo "== 6. PostgreSQL store (scripts/bench-postgres.sh)"; scripts/bench-postgres.sh || echo "   scripts/bench-postgres.sh failed; the results above stand" >&2; fi
+
+# Standby fleets (issue 17): per store and fleet size, what waiting costs the
+# store, the burst after a release and the time to the next child, and the
+# memory of one standby (e2e BenchmarkStandbyHerd: servers of its own,
+# stopped by PID). LEADERRUN_BENCH_STANDBYS (default 10,100,1000) and
+# LEADERRUN_BENCH_STORES choose; Azure stops at 200 standbys.
+echo "== 7. standby fleets (BenchmarkStandbyHerd)"
+LEADERRUN_BENCH_STANDBYS=${LEADERRUN_BENCH_STANDBYS:-10,100,1000} \
+	go test -run '^$' -bench 'BenchmarkStandbyHerd' -benchtime 1x -timeout 3h ./e2e |
+	tee "$out/herd.txt" | grep -E 'N=[0-9]+: waiting' | sed 's/^ *bench_herd_test.go:[0-9]*: /   /' ||
+	echo "   BenchmarkStandbyHerd failed; see $out/herd.txt" >&2
