@@ -92,174 +92,233 @@ type Acquired struct {
 // it is not transient. Transient errors (ErrUnavailable) are retried with
 // jittered backoff for as long as the wait allows.
 func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acquired, error) {
-	clock := o.Clock
-	if clock == nil {
-		clock = BootClock{}
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if req.ID == "" {
-		req.ID = NewID()
-	}
-	waitCtx, cancel := ctx, context.CancelFunc(func() {})
-	if o.Wait >= 0 {
-		waitCtx, cancel = context.WithTimeout(ctx, o.Wait)
-	}
-	defer cancel()
-
-	onWait := o.OnWait
-	if onWait == nil {
-		onWait = func(ev WaitEvent) {
-			switch ev.Kind {
-			case WaitStarted, WaitHolderChanged:
-				log.Info((&HeldError{By: ev.By}).Error()+"; waiting", "lease", req.Name)
-			case WaitStoreUnavailable:
-				level := slog.LevelDebug
-				if ev.First {
-					level = slog.LevelWarn
-				}
-				log.Log(ctx, level, "store unavailable; retrying until it answers", "lease", req.Name, "err", ev.Err, "retry_in", ev.RetryIn.Round(time.Millisecond))
-			}
-		}
-	}
-	var (
-		lastHolder string
-		waited     bool
-		// nextReminder is when the next WaitReminder is due (clock reading).
-		nextReminder time.Duration
-		backoff      time.Duration
-		// firstUnknown is when the earliest attempt whose outcome we never
-		// learnt was sent: if it in fact succeeded, the store's TTL started
-		// then, so validity must count from there. -1: none since the last
-		// definite answer.
-		firstUnknown time.Duration = -1
-		waitedSince                = clock.Now()
-		lastErr      error
-		// cand is this call's registration as a standby, made when it
-		// starts to wait on a store that keeps a candidate registry.
-		cand *candidacy
-		// seen is the holder a candidate listing found after a Wait: the
-		// lease is still held, so the loop waits again without trying.
-		seen *HeldError
-	)
-	reg, _ := s.(CandidateRegistry)
-	defer func() {
-		if cand != nil {
-			cand.leave(ctx)
-		}
-	}()
+	a := newAcquisition(ctx, s, req, o)
+	defer a.end()
 	for {
-		sent := clock.Now()
-		var (
-			l   Lease
-			err error
-		)
-		if seen != nil {
-			err, seen = seen, nil
-		} else {
-			cctx, ccancel := ctx, context.CancelFunc(func() {})
-			if o.CallTimeout > 0 {
-				cctx, ccancel = context.WithTimeout(ctx, o.CallTimeout)
-			}
-			l, err = s.TryAcquire(cctx, req)
-			ccancel()
-		}
+		sent := a.clock.Now()
+		l, err := a.attempt()
 		var held *HeldError
 		switch {
 		case err == nil:
-			if firstUnknown >= 0 {
-				sent = min(sent, firstUnknown)
-			}
-			a := &Acquired{Lease: l, SentAt: sent}
-			if waited {
-				a.Waited = clock.Now() - waitedSince
-			}
-			return a, nil
+			return a.won(l, sent), nil
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case errors.As(err, &held):
-			firstUnknown = -1
-			backoff = 0
-			if o.Wait == 0 {
-				return nil, err
-			}
-			if who := held.By.Holder + "/" + fmt.Sprint(held.By.Token); who != lastHolder {
-				kind := WaitHolderChanged
-				if lastHolder == "" {
-					kind = WaitStarted
-					nextReminder = clock.Now() + o.RemindEvery
-				}
-				lastHolder = who
-				onWait(WaitEvent{Kind: kind, By: held.By, Waited: clock.Now() - waitedSince})
-			}
-			waited = true
-			if cand == nil && reg != nil {
-				cand = joinCandidates(ctx, reg, req.Name, Candidate{ID: req.ID, Holder: req.Holder, Priority: o.Priority, Since: time.Now()}, req.TTL, o.CallTimeout, log)
-			}
-			// A reminder bounds the store's wait: when it is due, Wait
-			// returns early and the loop tries again, which also refreshes
-			// the holder it reports.
-			remindCtx, remindCancel := waitCtx, context.CancelFunc(func() {})
-			if o.RemindEvery > 0 {
-				remindCtx, remindCancel = context.WithTimeout(waitCtx, max(nextReminder-clock.Now(), 0))
-			}
-			err := s.Wait(remindCtx, req.Name, held)
-			remindCancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, context.Cause(ctx)
-				}
-				if waitCtx.Err() != nil {
-					return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
-				}
-				if remindCtx.Err() == nil {
-					return nil, err
-				}
-			}
-			if o.RemindEvery > 0 && clock.Now() >= nextReminder {
-				nextReminder = clock.Now() + o.RemindEvery
-				onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: clock.Now() - waitedSince})
-			}
-			if cand == nil {
-				continue
-			}
-			// The lease may be free: the front of the line goes first (see
-			// herdFront). One listing tells both whether it still looks
-			// held (then wait again, at no more cost than the attempt it
-			// replaces) and where we stand.
-			h, err := cand.takeTurn(waitCtx, clock)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, context.Cause(ctx)
-				}
-				return nil, fmt.Errorf("gave up after waiting %v: %w", (clock.Now() - waitedSince).Round(time.Millisecond), held)
-			}
-			if h != nil {
-				seen = &HeldError{By: *h}
-			}
+			err = a.heldBy(held)
 		case errors.Is(err, ErrUnavailable):
-			lastErr = err
-			waited = true
-			if firstUnknown < 0 {
-				firstUnknown = sent
-			}
-			if o.Wait == 0 {
-				return nil, err
-			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			sleep := backoff/2 + rand.N(backoff/2+1)
-			onWait(WaitEvent{Kind: WaitStoreUnavailable, Err: err, RetryIn: sleep, Waited: clock.Now() - waitedSince,
-				First: backoff == 100*time.Millisecond}) // the first failure of a run of them
-			if err := clock.SleepUntil(waitCtx, clock.Now()+sleep); err != nil {
-				if ctx.Err() != nil {
-					return nil, context.Cause(ctx)
-				}
-				return nil, fmt.Errorf("%w (gave up after %v of retries)", lastErr, (clock.Now() - waitedSince).Round(time.Millisecond))
-			}
-		default:
+			err = a.unavailable(err, sent)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
+}
+
+// acquisition is one Acquire call: its options, and what it learnt so far
+// about the holder, the store's failures and its own place in the line.
+type acquisition struct {
+	ctx     context.Context
+	waitCtx context.Context // ctx bounded by AcquireOptions.Wait
+	cancel  context.CancelFunc
+	s       Store
+	req     Request
+	o       AcquireOptions
+	clock   Clock
+	onWait  func(WaitEvent)
+
+	// lastHolder identifies the holder last reported (label/token).
+	lastHolder string
+	// waited is true once an attempt found the lease held or the store down.
+	waited      bool
+	waitedSince time.Duration
+	// nextReminder is when the next WaitReminder is due (clock reading).
+	nextReminder time.Duration
+	backoff      time.Duration
+	// firstUnknown is when the earliest attempt whose outcome we never
+	// learnt was sent: if it in fact succeeded, the store's TTL started
+	// then, so validity must count from there. -1: none since the last
+	// definite answer.
+	firstUnknown time.Duration
+	lastErr      error
+	// reg is the store's candidate registry (nil: none); cand is this
+	// call's registration as a standby, made when it starts to wait.
+	reg  CandidateRegistry
+	cand *candidacy
+	// seen is the holder a candidate listing found after a Wait: the lease
+	// is still held, so the next attempt is skipped and we wait again.
+	seen *HeldError
+}
+
+func newAcquisition(ctx context.Context, s Store, req Request, o AcquireOptions) *acquisition {
+	a := &acquisition{ctx: ctx, waitCtx: ctx, cancel: func() {}, s: s, req: req, o: o, clock: o.Clock, onWait: o.OnWait, firstUnknown: -1}
+	if a.clock == nil {
+		a.clock = BootClock{}
+	}
+	if a.o.Log == nil {
+		a.o.Log = slog.New(slog.DiscardHandler)
+	}
+	if a.req.ID == "" {
+		a.req.ID = NewID()
+	}
+	if o.Wait >= 0 {
+		a.waitCtx, a.cancel = context.WithTimeout(ctx, o.Wait)
+	}
+	if a.onWait == nil {
+		a.onWait = a.logWait
+	}
+	a.waitedSince = a.clock.Now()
+	a.reg, _ = s.(CandidateRegistry)
+	return a
+}
+
+// logWait is the default OnWait: lines on the Log.
+func (a *acquisition) logWait(ev WaitEvent) {
+	switch ev.Kind {
+	case WaitStarted, WaitHolderChanged:
+		a.o.Log.Info((&HeldError{By: ev.By}).Error()+"; waiting", "lease", a.req.Name)
+	case WaitStoreUnavailable:
+		level := slog.LevelDebug
+		if ev.First {
+			level = slog.LevelWarn
+		}
+		a.o.Log.Log(a.ctx, level, "store unavailable; retrying until it answers", "lease", a.req.Name, "err", ev.Err, "retry_in", ev.RetryIn.Round(time.Millisecond))
+	}
+}
+
+// end leaves the standbys (on a context of its own: a cancelled Acquire
+// must not leave a registration behind) and releases the wait's timer.
+func (a *acquisition) end() {
+	if a.cand != nil {
+		a.cand.leave(a.ctx)
+	}
+	a.cancel()
+}
+
+// attempt makes one TryAcquire, bounded by the call timeout, unless a
+// listing has just seen the lease held: then it reports that holder.
+func (a *acquisition) attempt() (Lease, error) {
+	if a.seen != nil {
+		held := a.seen
+		a.seen = nil
+		return nil, held
+	}
+	cctx, cancel := a.ctx, context.CancelFunc(func() {})
+	if a.o.CallTimeout > 0 {
+		cctx, cancel = context.WithTimeout(a.ctx, a.o.CallTimeout)
+	}
+	defer cancel()
+	return a.s.TryAcquire(cctx, a.req)
+}
+
+// won builds the result: validity counts from the earliest attempt whose
+// answer was lost, if any (it may be the one the store granted).
+func (a *acquisition) won(l Lease, sent time.Duration) *Acquired {
+	if a.firstUnknown >= 0 {
+		sent = min(sent, a.firstUnknown)
+	}
+	r := &Acquired{Lease: l, SentAt: sent}
+	if a.waited {
+		r.Waited = a.clock.Now() - a.waitedSince
+	}
+	return r
+}
+
+// gaveUp is the error of a wait that ran out (or ctx's, when it ended).
+func (a *acquisition) gaveUp(held error) error {
+	if a.ctx.Err() != nil {
+		return context.Cause(a.ctx)
+	}
+	return fmt.Errorf("gave up after waiting %v: %w", (a.clock.Now() - a.waitedSince).Round(time.Millisecond), held)
+}
+
+// heldBy handles an attempt that found the lease held: it reports the
+// holder, registers as a standby, waits for the store to say the lease may
+// be free and then for this candidate's turn. It returns nil to try again,
+// or the error that ends Acquire.
+func (a *acquisition) heldBy(held *HeldError) error {
+	a.firstUnknown, a.backoff = -1, 0
+	if a.o.Wait == 0 {
+		return held
+	}
+	a.report(held)
+	a.waited = true
+	if a.cand == nil && a.reg != nil {
+		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Holder: a.req.Holder, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
+	}
+	// A reminder bounds the store's wait: when it is due, Wait returns
+	// early and the loop tries again, which also refreshes the holder it
+	// reports.
+	remindCtx, remindCancel := a.waitCtx, context.CancelFunc(func() {})
+	if a.o.RemindEvery > 0 {
+		remindCtx, remindCancel = context.WithTimeout(a.waitCtx, max(a.nextReminder-a.clock.Now(), 0))
+	}
+	err := a.s.Wait(remindCtx, a.req.Name, held)
+	remindCancel()
+	if err != nil {
+		if a.ctx.Err() != nil || a.waitCtx.Err() != nil {
+			return a.gaveUp(held)
+		}
+		if remindCtx.Err() == nil {
+			return err
+		}
+	}
+	if a.o.RemindEvery > 0 && a.clock.Now() >= a.nextReminder {
+		a.nextReminder = a.clock.Now() + a.o.RemindEvery
+		a.onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: a.clock.Now() - a.waitedSince})
+	}
+	if a.cand == nil {
+		return nil
+	}
+	// The lease may be free: the front of the line goes first (see
+	// herdFront). One listing tells both whether it still looks held (then
+	// wait again, at no more cost than the attempt it replaces) and where we
+	// stand.
+	h, err := a.cand.takeTurn(a.waitCtx, a.clock)
+	if err != nil {
+		return a.gaveUp(held)
+	}
+	if h != nil {
+		a.seen = &HeldError{By: *h}
+	}
+	return nil
+}
+
+// report tells OnWait when the wait starts and when the holder changes.
+func (a *acquisition) report(held *HeldError) {
+	who := held.By.Holder + "/" + fmt.Sprint(held.By.Token)
+	if who == a.lastHolder {
+		return
+	}
+	kind := WaitHolderChanged
+	if a.lastHolder == "" {
+		kind = WaitStarted
+		a.nextReminder = a.clock.Now() + a.o.RemindEvery
+	}
+	a.lastHolder = who
+	a.onWait(WaitEvent{Kind: kind, By: held.By, Waited: a.clock.Now() - a.waitedSince})
+}
+
+// unavailable handles a transient store failure of the attempt sent at
+// sent: it waits a jittered, growing backoff and returns nil to try again,
+// or the error that ends Acquire.
+func (a *acquisition) unavailable(err error, sent time.Duration) error {
+	a.lastErr = err
+	a.waited = true
+	if a.firstUnknown < 0 {
+		a.firstUnknown = sent
+	}
+	if a.o.Wait == 0 {
+		return err
+	}
+	a.backoff = min(max(2*a.backoff, 100*time.Millisecond), 5*time.Second)
+	sleep := a.backoff/2 + rand.N(a.backoff/2+1)
+	a.onWait(WaitEvent{Kind: WaitStoreUnavailable, Err: err, RetryIn: sleep, Waited: a.clock.Now() - a.waitedSince,
+		First: a.backoff == 100*time.Millisecond}) // the first failure of a run of them
+	if err := a.clock.SleepUntil(a.waitCtx, a.clock.Now()+sleep); err != nil {
+		if a.ctx.Err() != nil {
+			return context.Cause(a.ctx)
+		}
+		return fmt.Errorf("%w (gave up after %v of retries)", a.lastErr, (a.clock.Now() - a.waitedSince).Round(time.Millisecond))
+	}
+	return nil
 }
