@@ -169,3 +169,23 @@ func TestNoRunwayWaitsAgain(t *testing.T) {
 		t.Fatalf("no second acquisition (%d attempts) or no line saying it waits again: %q", s.acquires.Load(), errOut)
 	}
 }
+
+// A flag the store could not honour is refused, never silently ignored
+// (every store of this build has standbys and holds; a store without them
+// is modelled by the in-memory one).
+func TestFlagsTheStoreCannotHonour(t *testing.T) {
+	s := &leasetest.MemStore{}
+	if err := checkPriority(s, 5); err == nil || !strings.Contains(err.Error(), "--priority 5: this store keeps no list of standbys") {
+		t.Fatalf("checkPriority = %v", err)
+	}
+	if err := checkPriority(s, 0); err != nil {
+		t.Fatalf("checkPriority(0) = %v", err)
+	}
+	if err := checkHold(s, time.Minute, 15*time.Second); err == nil || !strings.Contains(err.Error(), "--hold-at-least: this store cannot keep a lease taken") {
+		t.Fatalf("checkHold = %v", err)
+	}
+	reg := &leasetest.MemCandidates{MemStore: s}
+	if err := checkPriority(reg, 5); err != nil {
+		t.Fatalf("checkPriority on a registry = %v", err)
+	}
+}

@@ -38,6 +38,7 @@ var healthStores = []healthStore{
 		return append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
 	}},
 	{"etcd", func(t *testing.T) []string { _, env := etcdE2EShared(t); return env }},
+	{"postgres", func(t *testing.T) []string { _, env := pgE2EShared(t); return env }},
 }
 
 // logTime is the time of the first JSON log line of p with event ev and,

@@ -85,8 +85,18 @@ func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 		}
 		return s
 	}
-	if a, b2 := columns(mine), columns(auto); a != b2 {
-		t.Fatalf("%s:%d: the documented table has columns %q; leaderrun creates %q", b.file, b.line, a, b2)
+	// A standby that waits a moment on the auto table makes its standbys'
+	// table.
+	env := []string{"LEADERRUN_STORE=" + raw + "&table=" + auto}
+	_, release := leaderUntilStdin(t, env, "readme", nil)
+	if code, stderr := runLR(t, env, "--name", "readme", "--wait", "1s", "--", "true"); code != 75 {
+		t.Fatalf("a standby on table %s: exit %d: %s", auto, code, stderr)
+	}
+	release()
+	for _, suffix := range []string{"", "_standbys"} {
+		if a, b2 := columns(mine+suffix), columns(auto+suffix); a != b2 || a == "" {
+			t.Fatalf("%s:%d: the documented table %s has columns %q; leaderrun creates %q", b.file, b.line, mine+suffix, a, b2)
+		}
 	}
 }
 
@@ -100,7 +110,6 @@ func TestPostgresNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, pg
 func TestPostgresCleanHandover(t *testing.T)          { testCleanHandover(t, pgStore) }
 func TestPostgresLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, pgStore) }
 func TestPostgresTokensIncrease(t *testing.T)         { testTokensIncrease(t, pgStore) }
-func TestPostgresPriorityRefused(t *testing.T)        { testPriorityRefused(t, pgStore) }
 
 // The server frozen (SIGSTOP to the postmaster and every backend) or killed
 // under a running leader: the child is dead before last_sent + TTL; exit

@@ -47,6 +47,13 @@ func standbyStores() []standbyStore {
 				_, env := etcdE2EShared(t)
 				return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
 			}},
+		// PostgreSQL: a killed standby's row lapses three heartbeats (5 s
+		// each) after its last one.
+		{name: "postgres", delta: 250 * time.Millisecond, lapse: 20 * time.Second,
+			setup: func(t *testing.T) ([]string, string, []string) {
+				_, env := pgE2EShared(t)
+				return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
+			}},
 		// Azurite polled every 200ms: δ = 1.5·poll + 500ms.
 		{name: "azure", delta: 800 * time.Millisecond, lapse: 60 * time.Second,
 			setup: func(t *testing.T) ([]string, string, []string) {

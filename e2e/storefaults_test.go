@@ -484,17 +484,3 @@ func benchFailover(b *testing.B, env []string) {
 	b.ReportMetric(ratios[len(ratios)-1], "failover-xTTL-max")
 }
 
-// testPriorityRefused: a store without a standby list refuses --priority
-// (it would have no effect) with one line and 125, before any child runs,
-// instead of silently ignoring it.
-func testPriorityRefused(t *testing.T, s faultStore) {
-	_, env := s.shared(t)
-	marker := filepath.Join(t.TempDir(), "ran")
-	code, stderr := runLR(t, env, "--name", e2eName(t, "prio"), "--priority", "5", "--", "touch", marker)
-	if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "--priority 5: this store keeps no list of standbys") {
-		t.Fatalf("exit %d, stderr %q; want one line refusing --priority, 125", code, stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the child ran")
-	}
-}

@@ -1,6 +1,7 @@
 // Package pglease keeps leaderrun's leases in a PostgreSQL table, through
-// pgx v5: one connection for the calls and, while an instance waits, a
-// second one that LISTENs for releases.
+// pgx v5: a holder keeps one connection for its calls; a waiting instance
+// keeps one that LISTENs for releases (none under wait=poll) and opens its
+// query connection only for a check or a heartbeat.
 //
 // # Data
 //
@@ -23,7 +24,12 @@
 //     expired (never re-creating a vanished row);
 //   - release: DELETE WHERE the ID matches, and pg_notify in the same
 //     statement, so the notification goes out exactly when the delete
-//     commits.
+//     commits;
+//   - release with a hold (lease.Holding): UPDATE WHERE the ID matches,
+//     clearing the ID and setting the expiry to the hold's end.
+//
+// The standbys (lease.CandidateRegistry) are rows of a second table,
+// TABLE_standbys (see candidates.go).
 //
 // # Time
 //
@@ -62,6 +68,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,6 +125,10 @@ type Store struct {
 	closed bool
 	lis    *listener
 	wg     sync.WaitGroup
+
+	// held counts the leases acquired and not yet released: while one is,
+	// the query connection stays open for its renewals.
+	held atomic.Int64
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -314,18 +325,19 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	ttl := storeopt.Millis(req.TTL)
 	var (
-		got    bool
-		ours   bool
-		holder string
-		token  int64
-		since  time.Time
-		ttlMs  int64
-		remMs  int64
+		got       bool
+		ours      bool
+		holder    string
+		token     int64
+		since     time.Time
+		ttlMs     int64
+		remMs     int64
+		heldUntil *time.Time
 	)
 	err := s.do(ctx, "acquire "+req.Name, true, func(ctx context.Context, c *pgx.Conn) error {
 		got = false
 		err := c.QueryRow(ctx, s.q.acquire, req.Name, req.Holder, req.ID, ttl, s.q.lockKey(req.Name)).
-			Scan(&ours, &holder, &token, &since, &ttlMs, &remMs)
+			Scan(&ours, &holder, &token, &since, &ttlMs, &remMs, &heldUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -342,9 +354,11 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 			// again at once (best effort), so the lease is not blocked for
 			// the TTL by an acquisition that never ran anything.
 			bad := &pgLease{s: s, ttl: ttl, info: lease.Holder{Name: req.Name, ID: req.ID}}
+			bad.done.Store(true) // never counted as held
 			_ = bad.Release(context.WithoutCancel(ctx))
 			return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
 		}
+		s.held.Add(1)
 		return &pgLease{s: s, ttl: ttl, info: lease.Holder{
 			Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
 			Since: since, TTL: time.Duration(ttl) * time.Millisecond,
@@ -358,10 +372,12 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		}
 		return nil, &lease.HeldError{By: *h}
 	}
-	return nil, &lease.HeldError{By: holderOf(req.Name, holder, token, since, ttlMs, remMs)}
+	return nil, &lease.HeldError{By: holderOf(req.Name, holder, token, since, ttlMs, remMs, heldUntil)}
 }
 
-func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs int64) lease.Holder {
+// holderOf builds a Holder from a row; heldUntil, when not nil, is the end
+// of a hold (ReleaseHeld) on the server's clock.
+func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs int64, heldUntil *time.Time) lease.Holder {
 	h := lease.Holder{Name: name, Holder: holder, Since: since}
 	if token > 0 && token <= maxToken {
 		h.Token = uint64(token)
@@ -371,6 +387,9 @@ func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs in
 	}
 	if remMs > 0 {
 		h.Remaining = time.Duration(remMs) * time.Millisecond
+	}
+	if heldUntil != nil {
+		h.HeldUntil = *heldUntil
 	}
 	return h
 }
@@ -390,15 +409,16 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 			token        int64
 			since        time.Time
 			ttlMs, remMs int64
+			heldUntil    *time.Time
 		)
-		err := c.QueryRow(ctx, s.q.status, name).Scan(&holder, &token, &since, &ttlMs, &remMs)
+		err := c.QueryRow(ctx, s.q.status, name).Scan(&holder, &token, &since, &ttlMs, &remMs, &heldUntil)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows), isCode(err, "42P01"):
 			return nil
 		case err != nil:
 			return err
 		}
-		v := holderOf(name, holder, token, since, ttlMs, remMs)
+		v := holderOf(name, holder, token, since, ttlMs, remMs, heldUntil)
 		h = &v
 		return nil
 	})
@@ -442,6 +462,14 @@ type pgLease struct {
 	s    *Store
 	ttl  int64
 	info lease.Holder
+	done atomic.Bool // released (or released with a hold)
+}
+
+// released counts the lease out of the store's held leases, once.
+func (l *pgLease) released() {
+	if l.done.CompareAndSwap(false, true) {
+		l.s.held.Add(-1)
+	}
 }
 
 func (l *pgLease) Info() lease.Holder { return l.info }
@@ -473,6 +501,7 @@ func (l *pgLease) Renew(ctx context.Context) error {
 // commits). It wraps lease.ErrNotHeld when the row is gone, another
 // holder's, or had already expired.
 func (l *pgLease) Release(ctx context.Context) error {
+	defer l.released()
 	found, live := false, false
 	err := l.s.do(ctx, "release "+l.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		var notified bool

@@ -627,3 +627,19 @@ func TestSequencePastMaxLeavesNoRow(t *testing.T) {
 		t.Fatalf("status after the refused acquisition: %+v, %v; want free", h, err)
 	}
 }
+
+// The standbys' registry passes the same checks as every other store's;
+// its table is created by the first Join.
+func TestConformanceCandidates(t *testing.T) {
+	raw := withTable(need(t), freshTable("lr_cand"))
+	leasetest.RunCandidates(t, leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := pglease.Open(ctxT(t), raw, pglease.Options{CallTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		},
+		TTL: 300 * time.Millisecond,
+	})
+}

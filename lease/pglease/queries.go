@@ -14,6 +14,11 @@ type queries struct {
 	createSeq, createTable  string
 	acquire, status         string
 	renew, release          string
+	releaseHeld             string
+
+	cands                              string // the standbys' table, sanitized
+	createCands                        string
+	join, leave, candidates, candsOnly string
 }
 
 func newQueries(table pgx.Identifier, tableS string) queries {
@@ -62,13 +67,15 @@ func newQueries(table pgx.Identifier, tableS string) queries {
 	WHERE l.expires <= clock_timestamp() OR l.id = EXCLUDED.id
 	RETURNING l.token, l.since
 )
-SELECT true, '', token, since, 0::bigint, 0::bigint FROM ins
+SELECT true, '', token, since, 0::bigint, 0::bigint, NULL::timestamptz FROM ins
 UNION ALL
 SELECT false, holder, token, since, ttl_ms,
-	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint
+	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint, CASE WHEN id = '' THEN expires END
 FROM {{T}} WHERE name = $1::text AND NOT EXISTS (SELECT 1 FROM ins)`)
+	// A row whose id is empty is a hold (releaseHeld): nobody's lease, kept
+	// until it expires; the last column is then its end, else NULL.
 	q.status = r.Replace(`SELECT holder, token, since, ttl_ms,
-	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint
+	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint, CASE WHEN id = '' THEN expires END
 FROM {{T}} WHERE name = $1::text AND expires > clock_timestamp()`)
 	// $1 name, $2 ID, $3 TTL in ms.
 	q.renew = r.Replace(`UPDATE {{T}} SET expires = clock_timestamp() + $3::bigint * interval '1 millisecond'
@@ -80,6 +87,55 @@ WHERE name = $1::text AND id = $2::text AND expires > clock_timestamp()`)
 	RETURNING expires > clock_timestamp() AS live
 )
 SELECT d.live, pg_notify($3::text, $1::text) IS NULL FROM d`)
+	// $1 name, $2 ID, $3 hold in ms. The row stays, without an ID (so
+	// nobody can renew or release it), until the hold's end on the
+	// server's clock; the acquisition's WHERE lets a new holder in then.
+	q.releaseHeld = r.Replace(`UPDATE {{T}} SET id = '', expires = clock_timestamp() + $3::bigint * interval '1 millisecond'
+WHERE name = $1::text AND id = $2::text AND expires > clock_timestamp()`)
+
+	// The standbys: one row per waiting instance, live while expires (on
+	// the server's clock) is ahead.
+	candID := append(pgx.Identifier{}, table...)
+	candID[len(candID)-1] += "_standbys"
+	rc := strings.NewReplacer("{{C}}", candID.Sanitize(), "{{T}}", t)
+	q.cands = candID.Sanitize()
+	q.createCands = rc.Replace(`CREATE TABLE IF NOT EXISTS {{C}} (
+	name     text NOT NULL,
+	id       text NOT NULL,
+	holder   text NOT NULL,
+	priority integer NOT NULL,
+	since    timestamptz NOT NULL,
+	expires  timestamptz NOT NULL,
+	PRIMARY KEY (name, id)
+)`)
+	// $1 name, $2 ID, $3 holder, $4 priority, $5 since, $6 expiry in ms.
+	// Returns the live standbys, this one included (the count runs on the
+	// statement's snapshot, before the upsert). The name's lapsed rows
+	// (their standbys died) go in the same statement, those no other
+	// transaction is touching: it never waits for a lock.
+	q.join = rc.Replace(`WITH gone AS (
+	DELETE FROM {{C}} WHERE ctid IN (
+		SELECT ctid FROM {{C}} WHERE name = $1::text AND expires <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+), up AS (
+	INSERT INTO {{C}} (name, id, holder, priority, since, expires)
+	VALUES ($1::text, $2::text, $3::text, $4::integer, $5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond')
+	ON CONFLICT (name, id) DO UPDATE SET holder = EXCLUDED.holder, priority = EXCLUDED.priority, expires = EXCLUDED.expires
+	RETURNING 1
+)
+SELECT count(*) + 1 FROM {{C}} WHERE name = $1::text AND id <> $2::text AND expires > clock_timestamp()`)
+	// $1 name, $2 ID.
+	q.leave = rc.Replace(`DELETE FROM {{C}} WHERE name = $1::text AND id = $2::text`)
+	// $1 name: the live standbys (kind false: ID, holder, priority, since,
+	// remaining ms) and the holder (kind true: '', holder, token, since,
+	// remaining ms, ttl ms, the end of a hold) in one statement.
+	q.candsOnly = rc.Replace(`SELECT false, id, holder, priority::bigint, since,
+	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint, 0::bigint, NULL::timestamptz
+FROM {{C}} WHERE name = $1::text AND expires > clock_timestamp()`)
+	q.candidates = q.candsOnly + rc.Replace(`
+UNION ALL
+SELECT true, '', holder, token, since,
+	greatest(0, ceil(extract(epoch FROM expires - clock_timestamp()) * 1000))::bigint, ttl_ms, CASE WHEN id = '' THEN expires END
+FROM {{T}} WHERE name = $1::text AND expires > clock_timestamp()`)
 	return q
 }
 
