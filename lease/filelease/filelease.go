@@ -68,6 +68,10 @@ var _ lease.Store = (*Store)(nil)
 // it tries again anyway (events are hints; this is the fallback).
 const PollInterval = time.Second
 
+// idlePollMax is the longest a waiter sleeps without an event while the
+// lease stays held: the fallback interval doubles up to it.
+const idlePollMax = 4 * time.Second
+
 // Store is a directory of lock files. Its methods are safe for concurrent use.
 type Store struct {
 	dir string
@@ -603,7 +607,9 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	defer s.notifyMu.Unlock()
 	in, err := s.watcher()
 	if err != nil {
-		return sleep(ctx, jitter(PollInterval))
+		// No inotify instance to be had: beyond fs.inotify.max_user_instances
+		// (128 by default) processes of one user, the rest poll.
+		return s.pollUntilFree(ctx, path)
 	}
 	// Events queued while nobody waited are stale: drop them. The check
 	// below covers a release that happened in the meantime.
@@ -626,19 +632,66 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	// for the next Wait: a spurious wake-up, never a missed one.
 	defer stop()
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	idle := PollInterval
 	for {
 		n, err := in.Read(buf)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			return nil // the fallback poll interval passed
+			// The fallback interval passed without an event. Look; if the
+			// lease is still held, sleep on without waking the caller: an
+			// idle standby costs one probe per interval, not a round of
+			// Acquire (which lists every other standby: with N standbys,
+			// N² work per interval).
+			free, holdEnd, err := s.looksFree(path)
+			if free || err != nil {
+				return nil
+			}
+			// The lease stays held: look less often, up to idlePollMax
+			// (a release by leaderrun wakes us at once by its event; only
+			// a holder that sends none, flock(1) or an old version, is
+			// noticed this late).
+			idle = min(2*idle, idlePollMax)
+			deadline := time.Now().Add(jitter(idle))
+			if !holdEnd.IsZero() && holdEnd.Before(deadline) {
+				deadline = holdEnd.Add(time.Millisecond)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			_ = in.SetReadDeadline(deadline)
+			if ctx.Err() != nil { // cancelled while re-arming: its past deadline may be overwritten
+				return ctx.Err()
+			}
+			continue
 		}
 		if eventFor(buf[:n], base) {
 			// A descriptor of the holder closed. The kernel may signal the
 			// close a moment before it drops the lock (a crashed holder), so
 			// look again briefly before going back to sleep.
 			return s.settle(ctx, path)
+		}
+	}
+}
+
+// pollUntilFree is Wait without inotify: it looks every PollInterval
+// (jittered) and returns only when the lease looks free, a hold has ended or
+// ctx is done. An idle standby then costs one probe per interval, and never
+// a round of Acquire, which lists every other standby (with N standbys, N²
+// work per interval).
+func (s *Store) pollUntilFree(ctx context.Context, path string) error {
+	for {
+		d := jitter(PollInterval)
+		free, holdEnd, err := s.looksFree(path)
+		if free || err != nil {
+			return nil
+		}
+		if !holdEnd.IsZero() && time.Until(holdEnd) < d {
+			d = time.Until(holdEnd) + time.Millisecond
+		}
+		if err := sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 }

@@ -411,3 +411,48 @@ func TestDeadCandidateIsNotListed(t *testing.T) {
 		t.Fatalf("the dead standby's file is still there: %v", err)
 	}
 }
+
+// An idle waiter sleeps through the fallback interval while the lease stays
+// held: Wait returns only when the lease may be free (or ctx ends), so an
+// idle standby never goes round Acquire's loop, which lists every other
+// standby (with N standbys, N² work per interval).
+func TestWaitSleepsThroughPollWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	holder, waiter := openT(t, dir), openT(t, dir)
+	l := acquireT(t, holder, "idle")
+	defer l.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*PollInterval+PollInterval/2)
+	defer cancel()
+	if err := waiter.Wait(ctx, "idle", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a held lease returned %v before its context ended; want it to sleep on", err)
+	}
+	// And it still wakes at once when the lease is released.
+	done := make(chan error, 1)
+	go func() { done <- waiter.Wait(context.Background(), "idle", nil) }()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait after the release: %v", err)
+	}
+}
+
+// Without an inotify instance (more waiting processes of one user than
+// fs.inotify.max_user_instances), a waiter polls inside Wait: it returns
+// only once the lease looks free, never on each poll.
+func TestPollingWaitReturnsOnlyWhenFree(t *testing.T) {
+	dir := t.TempDir()
+	holder, waiter := openT(t, dir), openT(t, dir)
+	l := acquireT(t, holder, "polled")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*PollInterval+PollInterval/2)
+	defer cancel()
+	if err := waiter.pollUntilFree(ctx, waiter.Path("polled")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("pollUntilFree on a held lease returned %v before its context ended", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiter.pollUntilFree(context.Background(), waiter.Path("polled")); err != nil {
+		t.Fatalf("pollUntilFree after the release: %v", err)
+	}
+}
