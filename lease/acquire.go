@@ -254,6 +254,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	}
 	err := a.s.Wait(remindCtx, a.req.Name, held)
 	remindCancel()
+	reminded := false
 	if err != nil {
 		if a.ctx.Err() != nil || a.waitCtx.Err() != nil {
 			return a.gaveUp(held)
@@ -261,12 +262,15 @@ func (a *acquisition) heldBy(held *HeldError) error {
 		if remindCtx.Err() == nil {
 			return err
 		}
+		reminded = true
 	}
 	if a.o.RemindEvery > 0 && a.clock.Now() >= a.nextReminder {
 		a.nextReminder = a.clock.Now() + a.o.RemindEvery
 		a.onWait(WaitEvent{Kind: WaitReminder, By: held.By, Waited: a.clock.Now() - a.waitedSince})
 	}
-	if a.cand == nil {
+	if a.cand == nil || reminded {
+		// A reminder, not a sign that the lease is free: one attempt
+		// refreshes the holder, without listing every standby.
 		return nil
 	}
 	// The lease may be free: the front of the line goes first (see

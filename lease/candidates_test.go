@@ -220,3 +220,40 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 			n, tries, looks, lease.HerdFront)
 	}
 }
+
+// A reminder is not a sign that the lease is free: the waiter makes one
+// attempt (which refreshes the holder it reports) and lists nobody, so an
+// idle crowd costs a registry without cheap listings (the file store reads
+// every standby's file) nothing per reminder.
+func TestReminderDoesNotList(t *testing.T) {
+	h := &herdCounter{MemCandidates: &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
+		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: 20 * time.Millisecond}},
+		waits: make(chan struct{}, 100)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Lease.Release(context.Background())
+	reminders := make(chan struct{}, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "standby", TTL: time.Minute}, lease.AcquireOptions{
+			Wait: lease.WaitForever, RemindEvery: 20 * time.Millisecond,
+			OnWait: func(ev lease.WaitEvent) {
+				if ev.Kind == lease.WaitReminder {
+					reminders <- struct{}{}
+				}
+			}})
+	}()
+	for range 3 {
+		<-reminders
+	}
+	cancel()
+	<-done
+	if n := h.looks.Load(); n != 0 {
+		t.Fatalf("a standby listed the standbys %d times on reminders while the lease stayed held; want none", n)
+	}
+}
