@@ -483,4 +483,3 @@ func benchFailover(b *testing.B, env []string) {
 	b.ReportMetric(ratios[len(ratios)/2], "failover-xTTL-p50")
 	b.ReportMetric(ratios[len(ratios)-1], "failover-xTTL-max")
 }
-
