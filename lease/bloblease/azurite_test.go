@@ -18,6 +18,7 @@ import (
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -428,4 +429,66 @@ func TestCandidates(t *testing.T) {
 		Open: func(t *testing.T) lease.Store { return openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second}) },
 		TTL:  15 * time.Second,
 	})
+}
+
+// A hold longer than any break period: the lease becomes infinite, so Azure
+// itself refuses every other acquisition; status and a refused attempt name
+// the hold's end; once that end has passed (set in the past here, so the
+// test need not wait), the next attempt breaks the hold and takes the lease
+// with a higher token. A break made on a stale read (If-Match on an ETag
+// from before a new holder wrote its record) fails and leaves the new
+// holder's lease alone.
+func TestLongHold(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	cont := freshContainer()
+	s := openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second})
+	other := openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second})
+	ctx := context.Background()
+	first, err := s.TryAcquire(ctx, req15("long", "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 10 * time.Minute
+	if err := s.ReleaseHeld(ctx, first, hold); err != nil {
+		t.Fatalf("ReleaseHeld(%v): %v", hold, err)
+	}
+	_, err = other.TryAcquire(ctx, req15("long", "beta"))
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.By.Holder != "alpha" || time.Until(he.By.HeldUntil) < hold-time.Minute {
+		t.Fatalf("TryAcquire during the hold: %v (%+v); want held by alpha until about %v from now", err, he, hold)
+	}
+	st, err := other.Status(ctx, "long")
+	if err != nil || st == nil || !st.HeldUntil.Equal(he.By.HeldUntil) {
+		t.Fatalf("Status during the hold: %+v, %v", st, err)
+	}
+	// The hold's end moves into the past (the holder's lease ID still
+	// owns the infinite lease).
+	bl := first.(*blobLease)
+	bc := s.blob("long")
+	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	if _, err := bc.SetMetadata(ctx, map[string]*string{metaHolder: to("alpha"), metaHoldUntil: &past}, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()}}}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := other.Status(ctx, "long"); err != nil || st != nil {
+		t.Fatalf("Status after the hold's end: %+v, %v; want free", st, err)
+	}
+	second, err := other.TryAcquire(ctx, req15("long", "beta"))
+	if err != nil {
+		t.Fatalf("TryAcquire after the hold's end: %v", err)
+	}
+	if second.Info().Token <= first.Info().Token {
+		t.Fatalf("token %d after the hold, not above %d", second.Info().Token, first.Info().Token)
+	}
+	if s.endHold(ctx, "long", bc, stale.ETag) {
+		t.Fatal("a break on a stale ETag succeeded: it broke the new holder's lease")
+	}
+	if err := second.Renew(ctx); err != nil {
+		t.Fatalf("the new holder's lease after a stale break: %v", err)
+	}
 }

@@ -295,7 +295,14 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		_, err = call(ctx, s, acquire)
 	}
 	if bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIsBreakingAndCannotBeAcquired) {
-		return nil, s.held(ctx, req.Name, bc)
+		he, ended := s.held(ctx, req.Name, bc)
+		if ended == nil || !s.endHold(ctx, req.Name, bc, ended) {
+			return nil, he
+		}
+		// The hold that kept the lease taken has ended: try once more.
+		if _, err = call(ctx, s, acquire); bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIsBreakingAndCannotBeAcquired) {
+			return nil, he
+		}
 	}
 	if err != nil {
 		return nil, s.classify(ctx, "acquire "+req.Name, err, nil)
@@ -334,16 +341,66 @@ func (s *Store) create(ctx context.Context, name string, bc *blockblob.Client, n
 	return nil
 }
 
-// held builds the HeldError, with the holder read from metadata when possible.
-func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) error {
-	he := &lease.HeldError{By: lease.Holder{Name: name}}
+// held builds the HeldError, with the holder read from metadata when
+// possible. ended is the ETag the properties were read at when they show a
+// long hold (ReleaseHeld) that has ended, nil otherwise.
+func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he *lease.HeldError, ended *azcore.ETag) {
+	he = &lease.HeldError{By: lease.Holder{Name: name}}
 	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-	if err == nil {
-		he.By = holderFrom(name, props.Metadata)
-	} else {
+	if err != nil {
 		s.log.Debug("azblob: reading the holder record", "name", name, "err", s.classify(ctx, "read holder", err, nil))
+		return he, nil
 	}
-	return he
+	he.By = holderFrom(name, props.Metadata)
+	if _, isHold, done := longHold(props); isHold && done {
+		return he, props.ETag
+	}
+	return he, nil
+}
+
+// longHold reports whether props show a long hold: an infinite lease (no
+// holder of leaderrun ever takes one) whose metadata names the hold's end;
+// ended says that end has passed by the service's clock (the response's
+// Date).
+func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended bool) {
+	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeLeased ||
+		props.LeaseDuration == nil || *props.LeaseDuration != azlease.DurationTypeInfinite {
+		return time.Time{}, false, false
+	}
+	v, ok := metaGet(props.Metadata, metaHoldUntil)
+	if !ok {
+		return time.Time{}, false, false
+	}
+	until, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false, false
+	}
+	now := time.Now()
+	if props.Date != nil {
+		now = *props.Date
+	}
+	return until, true, !now.Before(until)
+}
+
+// endHold breaks a long hold that has ended, at once, on condition that
+// the blob is still as it was read (If-Match etag). It is never a holder's
+// lease that breaks: every acquisition rewrites the metadata, which changes
+// the ETag, and an acquisition whose lease were broken between its acquire
+// and its metadata write would fail that write (it is conditional on its
+// lease ID) and never run. It reports whether the hold is gone.
+func (s *Store) endHold(ctx context.Context, name string, bc *blockblob.Client, etag *azcore.ETag) bool {
+	lc, err := azlease.NewBlobClient(bc, nil)
+	if err != nil {
+		return false
+	}
+	_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
+		return lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(int32(0)), ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: etag}})
+	})
+	if err != nil {
+		s.log.Debug("azblob: ending a finished hold", "name", name, "err", s.classify(ctx, "end hold", err, nil))
+		return false
+	}
+	return true
 }
 
 // Wait polls the blob's lease state every poll interval plus jitter and
@@ -369,6 +426,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		if err != nil || free(props.LeaseState) {
 			return nil
 		}
+		if _, isHold, ended := longHold(props); isHold && ended {
+			return nil // TryAcquire ends the hold
+		}
 	}
 }
 
@@ -391,6 +451,12 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 		return nil, nil
 	}
 	h := holderFrom(name, props.Metadata)
+	if _, isHold, ended := longHold(props); isHold {
+		if ended {
+			return nil, nil // the next acquisition ends it
+		}
+		return &h, nil
+	}
 	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeBreaking {
 		h.HeldUntil, h.Remaining = time.Time{}, 0
 	}
@@ -574,14 +640,17 @@ func (l *blobLease) Release(ctx context.Context) error {
 
 var _ lease.Holding = (*Store)(nil)
 
-// ReleaseHeld gives up l with a hold by breaking its lease with a break
-// period of hold (rounded up to whole seconds): Azure refuses every new
-// lease until the period ends, then the lease is broken, which waiters see
-// as free. The end of the hold is written into the metadata first, for
-// status. Azure uses a break period only when it is shorter than the
-// lease's remaining time, so the lease is renewed first; a hold is therefore
-// at most the lease's TTL (MaxHold). It wraps lease.ErrNotHeld when Azure
-// says the lease is not ours.
+// ReleaseHeld gives up l with a hold. The end of the hold is written into
+// the metadata first, for status and for the waiters. A hold that fits in
+// a break period (at most the lease's TTL: Azure uses a break period only
+// when it is shorter than the lease's remaining time, so the lease is
+// renewed first) breaks the lease with that period: Azure refuses every new
+// lease until it ends, then the lease is broken, which waiters see as free.
+// A longer hold turns the lease into an infinite one (acquiring it again
+// with our own ID): Azure refuses every other acquisition until the first
+// acquirer after the hold's end, by the service's clock, breaks it
+// (endHold). It wraps lease.ErrNotHeld when Azure says the lease is not
+// ours.
 func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
 	bl, ok := l.(*blobLease)
 	if !ok || bl.s != s {
@@ -590,9 +659,6 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	secs := int32((hold + time.Second - 1) / time.Second)
 	if hold <= 0 {
 		return bl.Release(ctx)
-	}
-	if m := s.MaxHold(bl.info.TTL); time.Duration(secs)*time.Second > m {
-		return storeerr.Config("a hold of %v is longer than the lease's TTL %v, the longest break period Azure honours for it", hold, bl.info.TTL)
 	}
 	op := "release " + bl.info.Name
 	meta := map[string]*string{
@@ -611,6 +677,15 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	if err != nil {
 		return s.classify(ctx, op, err, lease.ErrNotHeld)
 	}
+	if time.Duration(secs)*time.Second > maxBreak(bl.info.TTL) {
+		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobAcquireResponse, error) {
+			return bl.lc.AcquireLease(ctx, -1, nil)
+		})
+		if err != nil {
+			return s.classify(ctx, op, err, lease.ErrNotHeld)
+		}
+		return nil
+	}
 	if err := bl.Renew(ctx); err != nil {
 		return err
 	}
@@ -623,9 +698,14 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	return nil
 }
 
-// MaxHold is the lease's TTL: Azure honours a break period only up to the
-// lease's remaining time (and 60s).
-func (s *Store) MaxHold(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
+// maxBreak is the longest hold a break period keeps for a lease acquired
+// with TTL ttl: Azure honours a break period only up to the lease's
+// remaining time (and 60s).
+func maxBreak(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
+
+// MaxHold: a hold longer than a break period is an infinite lease, kept
+// for as long as asked.
+func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
 
 // holderFrom reads the holder record from blob metadata. Azure may change
 // the case of metadata keys, so lookups ignore case.
