@@ -114,17 +114,10 @@ func (g *healthGate) end() {
 }
 
 // checkHold refuses --hold-at-least before anything is taken when the store
-// cannot keep a hold, or not that long.
-func checkHold(store lease.Store, hold, ttl time.Duration) error {
-	if hold == 0 {
-		return nil
-	}
-	h, ok := store.(lease.Holding)
-	if !ok {
+// cannot keep a hold.
+func checkHold(store lease.Store, hold time.Duration) error {
+	if _, ok := store.(lease.Holding); hold != 0 && !ok {
 		return usagef("--hold-at-least: this store cannot keep a lease taken after leaderrun exits")
-	}
-	if m := h.MaxHold(ttl); m > 0 && hold > m {
-		return usagef("--hold-at-least %v: this store keeps a hold for at most %v with --ttl %v; use --hold-at-least %v or less", hold, m, ttl, m)
 	}
 	return nil
 }

@@ -197,7 +197,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return classify(err)
 	}
 	defer store.Close()
-	if err := checkHold(store, rc.hold, rc.timing.TTL); err != nil {
+	if err := checkHold(store, rc.hold); err != nil {
 		return classify(err)
 	}
 	if err := checkPriority(store, rc.priority); err != nil {

@@ -181,7 +181,7 @@ func TestFlagsTheStoreCannotHonour(t *testing.T) {
 	if err := checkPriority(s, 0); err != nil {
 		t.Fatalf("checkPriority(0) = %v", err)
 	}
-	if err := checkHold(s, time.Minute, 15*time.Second); err == nil || !strings.Contains(err.Error(), "--hold-at-least: this store cannot keep a lease taken") {
+	if err := checkHold(s, time.Minute); err == nil || !strings.Contains(err.Error(), "--hold-at-least: this store cannot keep a lease taken") {
 		t.Fatalf("checkHold = %v", err)
 	}
 	reg := &leasetest.MemCandidates{MemStore: s}

@@ -18,11 +18,9 @@ import (
 type Holding interface {
 	// ReleaseHeld gives up l, which must come from this store, so that the
 	// lease stays taken for hold from now and then becomes free by itself;
-	// waiters wake when it does. hold must be positive and at most MaxHold.
+	// waiters wake when it does. hold must be positive; every store keeps
+	// a hold of any length (callers bound it: leaderrun at 31 days).
 	// Like Lease.Release it returns an error wrapping ErrNotHeld (or
 	// ErrLost) when the lease was no longer ours.
 	ReleaseHeld(ctx context.Context, l Lease, hold time.Duration) error
-	// MaxHold is the longest hold the store can keep for a lease acquired
-	// with TTL ttl; 0 means no bound.
-	MaxHold(ttl time.Duration) time.Duration
 }

@@ -703,10 +703,6 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 // remaining time (and 60s).
 func maxBreak(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
 
-// MaxHold: a hold longer than a break period is an infinite lease, kept
-// for as long as asked.
-func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
-
 // holderFrom reads the holder record from blob metadata. Azure may change
 // the case of metadata keys, so lookups ignore case.
 func holderFrom(name string, md map[string]*string) lease.Holder {

@@ -629,6 +629,3 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	}
 	return nil
 }
-
-// MaxHold: etcd keeps a lease of any length.
-func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }

@@ -214,9 +214,6 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	return fl.release(hold)
 }
 
-// MaxHold: the record keeps a hold of any length.
-func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
-
 // release releases the lease; a positive hold keeps it taken for that long
 // from now.
 func (l *fileLease) release(hold time.Duration) error {

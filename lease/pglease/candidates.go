@@ -200,6 +200,3 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	}
 	return nil
 }
-
-// MaxHold: the server keeps a hold of any length.
-func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }

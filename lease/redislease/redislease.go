@@ -453,9 +453,6 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	return nil
 }
 
-// MaxHold: a key may expire at any time.
-func (s *Store) MaxHold(time.Duration) time.Duration { return 0 }
-
 // publishRelease tells waiters on the release channel. It is a hint: any
 // failure is logged at debug level, and after a NOPERM (the user may not use
 // the channel) the store stops trying.
