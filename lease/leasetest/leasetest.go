@@ -1,6 +1,7 @@
 // Package leasetest is the conformance suite every lease.Store must pass:
-// the file, Redis and Azure stores, and the scripted fake used by the
-// keeper's timing tests. A store is correct for leaderrun exactly when this
+// the file, Redis, PostgreSQL, etcd and Azure Blob stores, and the scripted
+// fake used by the keeper's timing tests (RunCandidates does the same for
+// the standby registries). A store is correct for leaderrun exactly when this
 // suite passes against a real server.
 package leasetest
 
