@@ -209,9 +209,11 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
 		if live, err := cd.join(ctx, expiry); err == nil {
-			// Until a listing says otherwise, a newcomer is at the back.
-			cd.pos.CompareAndSwap(-1, int64(live-1))
-			cd.live.CompareAndSwap(-1, int64(live))
+			// Where we stand: one listing now, while the lease is held,
+			// so that the release finds every standby knowing whether it
+			// is at the front of the line (a crowd that started together
+			// cannot tell from the count alone).
+			cd.place(ctx)
 			first := every
 			every, expiry = cd.timing.HeartbeatEvery(live)
 			if cd.timing.Heartbeat && every > first {
@@ -271,6 +273,22 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
 			}
 			every = next
 		}
+	}
+}
+
+// place lists the candidates and records where this one stands, unless a
+// listing after a wake-up already did; a failed listing leaves it unknown
+// (the front: it looks at once when woken).
+func (cd *candidacy) place(ctx context.Context) {
+	cctx, cancel := cd.callCtx(ctx)
+	defer cancel()
+	cs, _, err := cd.reg.Candidates(cctx, cd.name)
+	if err != nil {
+		return
+	}
+	cs = cd.timing.plausible(cs, cd.c.ID)
+	if cd.live.CompareAndSwap(-1, int64(len(cs))) {
+		cd.pos.Store(int64(position(cs, cd.c)))
 	}
 }
 

@@ -156,6 +156,7 @@ type herdCounter struct {
 	*leasetest.MemCandidates
 	tries, looks atomic.Int64
 	waits        chan struct{} // one value per Wait entered
+	listed       chan struct{} // one value per listing
 }
 
 func (h *herdCounter) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
@@ -165,6 +166,7 @@ func (h *herdCounter) TryAcquire(ctx context.Context, req lease.Request) (lease.
 
 func (h *herdCounter) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
 	h.looks.Add(1)
+	defer func() { h.listed <- struct{}{} }()
 	return h.MemCandidates.Candidates(ctx, name)
 }
 
@@ -180,7 +182,7 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 	const n = 20
 	h := &herdCounter{MemCandidates: &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
 		Timing: lease.CandidateTiming{Heartbeat: true, PerSecond: 100, MinInterval: time.Second, Step: 20 * time.Millisecond}},
-		waits: make(chan struct{}, 10*n)}
+		waits: make(chan struct{}, 10*n), listed: make(chan struct{}, 10*n)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
@@ -200,9 +202,11 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 				won <- a.Lease.Info().Holder
 			}
 		}()
-		// One at a time, so that the line is s0, s1, …
-		waitCandidates(t, h, "j", i+1)
+		// One at a time, so that the line is s0, s1, …; each has
+		// waited and found its place (one listing) before the next.
+		waitCandidates(t, h.MemCandidates, "j", i+1)
 		<-h.waits
+		<-h.listed
 	}
 	h.tries.Store(0)
 	h.looks.Store(0)
@@ -228,7 +232,7 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 func TestReminderDoesNotList(t *testing.T) {
 	h := &herdCounter{MemCandidates: &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
 		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: 20 * time.Millisecond}},
-		waits: make(chan struct{}, 100)}
+		waits: make(chan struct{}, 100), listed: make(chan struct{}, 100)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
@@ -248,6 +252,8 @@ func TestReminderDoesNotList(t *testing.T) {
 				}
 			}})
 	}()
+	<-h.listed // the standby found its place in the line
+	h.looks.Store(0)
 	for range 3 {
 		<-reminders
 	}
