@@ -180,6 +180,11 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	opts.WriteTimeout = o.CallTimeout
 	opts.PoolTimeout = o.CallTimeout
 	opts.PoolSize = 8
+	// One connection stays open for the calls (and the subscription one
+	// for a waiter): a connection opened for a rare overlap (a standby's
+	// heartbeat during its check) is closed again, so a fleet of standbys
+	// costs the server two connections each, not three.
+	opts.MaxIdleConns = 1
 	life, stop := context.WithCancel(context.Background())
 	s := &Store{
 		client:      redis.NewUniversalClient(&opts),
