@@ -1,0 +1,170 @@
+package filelease
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Run history (lease.History): beside a lease's lock file NAME.lock lives
+//
+//	NAME.runs       the last runs, one JSON lease.Run a line, newest first
+//	NAME.runs-lock  taken with flock(2) by writers, never unlinked
+//
+// A writer locks NAME.runs-lock, reads NAME.runs, puts its record in,
+// drops the oldest beyond the cap and renames a new file over the old one,
+// so a reader (who takes no lock) always sees a whole file. Neither name ends
+// in ".lock", so no lease name can map to them.
+
+var _ lease.History = (*Store)(nil)
+
+// maxRunsFile bounds what Runs reads: MaxHistoryKeep records of well under
+// 1 KiB each.
+const maxRunsFile = lease.MaxHistoryKeep << 10
+
+// runsPath returns the history file of a lease name.
+func (s *Store) runsPath(name string) string {
+	return strings.TrimSuffix(s.Path(name), ".lock") + ".runs"
+}
+
+// RecordRun writes r into the history of r.Name (see lease.History),
+// creating the directory and the files if needed.
+func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
+	if err := lease.ValidateName(r.Name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d, err := s.dirInfo(true)
+	if err != nil {
+		return err
+	}
+	path := s.runsPath(r.Name)
+	lk, err := openLock(path+"-lock", unix.O_RDWR, d, true)
+	if err != nil {
+		return err
+	}
+	defer lk.Close() // drops the flock
+	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
+		return classified(err, "cannot lock "+lk.Name())
+	}
+	runs, err := readRuns(path)
+	if err != nil {
+		return err
+	}
+	runs = slices.DeleteFunc(runs, func(o lease.Run) bool { return o.Token == r.Token })
+	runs = append(runs, r)
+	slices.SortFunc(runs, func(a, b lease.Run) int { return compareDesc(a.Token, b.Token) })
+	runs = runs[:min(len(runs), lease.HistoryKeep(keep))]
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, run := range runs {
+		if err := enc.Encode(run); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"-"+lease.NewID()[:12])
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
+	if err != nil {
+		return classified(err, "cannot create "+tmp)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	fail := func(err error) error {
+		f.Close()
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := adopt(fd, d); err != nil {
+		return fail(classified(err, "cannot set the permissions of "+tmp))
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return fail(classified(err, "cannot write "+tmp))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(classified(err, "cannot write "+tmp))
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(tmp)
+		return classified(err, "cannot write "+tmp)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return classified(err, "cannot replace "+path)
+	}
+	return nil
+}
+
+// Runs returns up to limit runs of name, newest first (see lease.History).
+func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	runs, err := readRuns(s.runsPath(name))
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(runs) > limit {
+		runs = runs[:limit]
+	}
+	return runs, nil
+}
+
+// readRuns reads a history file; a missing one is an empty history, and a
+// line that does not parse (a hand edit) is skipped.
+func readRuns(path string) ([]lease.Run, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return []lease.Run{}, nil
+	}
+	if err != nil {
+		return nil, classified(err, "cannot open "+path)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, classified(err, "cannot read "+path)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, newError(lease.ErrConfig, nil, path+" is "+fileKind(st.Mode)+", not a regular file: remove it")
+	}
+	runs := []lease.Run{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), maxRunsFile)
+	for sc.Scan() {
+		var r lease.Run
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Token != 0 {
+			runs = append(runs, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, classified(err, "cannot read "+path)
+	}
+	slices.SortFunc(runs, func(a, b lease.Run) int { return compareDesc(a.Token, b.Token) })
+	return runs, nil
+}
+
+// compareDesc orders tokens from the highest down.
+func compareDesc(a, b uint64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
