@@ -22,8 +22,8 @@ const (
 	// OutcomeSteppedDown: the health check failed and the leader stepped
 	// down (exit 123).
 	OutcomeSteppedDown Outcome = "stepped-down"
-	// OutcomeStopped: leaderrun was asked to stop (INT, TERM, HUP or QUIT)
-	// and passed the signal on to the child.
+	// OutcomeStopped: leaderrun was asked to stop (INT or TERM) while the
+	// child ran, and passed the signal on to it.
 	OutcomeStopped Outcome = "stopped"
 	// OutcomeNotStarted: the lease was acquired but the child never started.
 	OutcomeNotStarted Outcome = "not-started"
