@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -84,7 +85,13 @@ func (r *runRecord) write(run lease.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	if err := r.h.RecordRun(ctx, run, r.keep); err != nil {
-		r.log.Warn("run history of lease "+run.Name+" not written: "+readable(err), "event", "history_not_written")
+		// A store that refuses it (a Redis ACL without the sorted set
+		// commands, a read-only SAS) refuses it every run: said at -v only.
+		level := slog.LevelWarn
+		if errors.Is(err, lease.ErrConfig) {
+			level = slog.LevelDebug
+		}
+		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written (--history-keep 0 turns it off): "+readable(err), "event", "history_not_written")
 	}
 }
 

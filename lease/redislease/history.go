@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed" // Lua script
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,7 @@ import (
 //	leaderrun:{NAME}:runs  sorted set: member = a run's JSON record, score = its token
 //
 // A write is one script (history.lua): replace the run's record, drop the
-// oldest beyond the cap. A read is one ZREVRANGE.
+// oldest beyond the cap. A read is one ZRANGE.
 
 var (
 	//go:embed history.lua
@@ -55,14 +56,17 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	stop := int64(-1)
+	// The highest scores are the last ranks: ZRANGE with negative ranks
+	// (ZREVRANGE would need one more ACL grant, ZRANGE REV Redis 6.2).
+	first := int64(0)
 	if limit > 0 {
-		stop = int64(limit) - 1
+		first = -int64(limit)
 	}
-	raw, err := s.client.ZRevRange(cctx, runsKey(name), 0, stop).Result()
+	raw, err := s.client.ZRange(cctx, runsKey(name), first, -1).Result()
 	if err != nil {
 		return nil, s.classify("read the run history of "+name, err)
 	}
+	slices.Reverse(raw)
 	runs := make([]lease.Run, 0, len(raw))
 	for _, m := range raw {
 		var r lease.Run
