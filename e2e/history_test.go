@@ -279,3 +279,10 @@ func TestRedisRunHistory(t *testing.T) {
 		redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
 	})
 }
+
+func TestPostgresRunHistory(t *testing.T) {
+	raw, env := pgE2EShared(t)
+	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
+		pgE2EExec(t, raw, "DELETE FROM leaderrun_leases WHERE name = $1", name)
+	})
+}
