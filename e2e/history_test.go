@@ -150,7 +150,7 @@ func testRunHistory(t *testing.T, env []string, name string, breakLease func(nam
 	// SIGKILL of leaderrun: the start stays, without an end.
 	// Until the lease expires (at once on the file store) the run shows
 	// as running; then as a start without an end.
-	p, killed := holdWithToken(t, env, name, "--holder", "host-killed", "--ttl", "1s")
+	p, killed := holdWithToken(t, env, name, "--holder", "host-killed", "--ttl", "2s")
 	waitRunning(t, env, name, killed)
 	_ = p.cmd.Process.Kill()
 	p.wait()
@@ -284,5 +284,14 @@ func TestPostgresRunHistory(t *testing.T) {
 	raw, env := pgE2EShared(t)
 	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
 		pgE2EExec(t, raw, "DELETE FROM leaderrun_leases WHERE name = $1", name)
+	})
+}
+
+func TestEtcdRunHistory(t *testing.T) {
+	url, env := etcdE2EShared(t)
+	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
+		if out := etcdctl(t, url, "del", "leaderrun/"+name); out != "1" {
+			t.Fatalf("etcdctl del said %q; want 1", out)
+		}
 	})
 }
