@@ -94,8 +94,10 @@ func waitRunning(t *testing.T, env []string, name string, token uint64) {
 
 // testRunHistory runs one of each outcome on the store env selects and
 // checks history, status and check in text and JSON. breakLease, when not
-// nil, takes the lease away behind the holder's back (the run is lost).
-func testRunHistory(t *testing.T, env []string, name string, breakLease func(name string)) {
+// nil, takes the lease away behind the holder's back (the run is lost);
+// killTTL is the --ttl of the leader that is SIGKILLed (the shortest the
+// store takes: the test waits for it to expire).
+func testRunHistory(t *testing.T, env []string, name, killTTL string, breakLease func(name string)) {
 	if code, out, _ := leaderOut(t, env, "history", name); code != 0 || out != name+": no runs recorded\n" {
 		t.Fatalf("history of a new name: exit %d, %q", code, out)
 	}
@@ -150,7 +152,7 @@ func testRunHistory(t *testing.T, env []string, name string, breakLease func(nam
 	// SIGKILL of leaderrun: the start stays, without an end.
 	// Until the lease expires (at once on the file store) the run shows
 	// as running; then as a start without an end.
-	p, killed := holdWithToken(t, env, name, "--holder", "host-killed", "--ttl", "2s")
+	p, killed := holdWithToken(t, env, name, "--holder", "host-killed", "--ttl", killTTL)
 	waitRunning(t, env, name, killed)
 	_ = p.cmd.Process.Kill()
 	p.wait()
@@ -261,7 +263,7 @@ func testRunHistory(t *testing.T, env []string, name string, breakLease func(nam
 
 func TestFileRunHistory(t *testing.T) {
 	dir := t.TempDir()
-	testRunHistory(t, []string{"LEADERRUN_STORE=file://" + dir}, "hist", func(name string) {
+	testRunHistory(t, []string{"LEADERRUN_STORE=file://" + dir}, "hist", "2s", func(name string) {
 		// Replace the lock file: the holder's inotify watch sees it.
 		path := filepath.Join(dir, name+".lock")
 		if err := os.WriteFile(path+".new", nil, 0o600); err != nil {
@@ -275,23 +277,31 @@ func TestFileRunHistory(t *testing.T) {
 
 func TestRedisRunHistory(t *testing.T) {
 	addr, env := redisE2EShared(t)
-	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
+	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
 	})
 }
 
 func TestPostgresRunHistory(t *testing.T) {
 	raw, env := pgE2EShared(t)
-	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
+	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		pgE2EExec(t, raw, "DELETE FROM leaderrun_leases WHERE name = $1", name)
 	})
 }
 
 func TestEtcdRunHistory(t *testing.T) {
 	url, env := etcdE2EShared(t)
-	testRunHistory(t, env, e2eName(t, "hist"), func(name string) {
+	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		if out := etcdctl(t, url, "del", "leaderrun/"+name); out != "1" {
 			t.Fatalf("etcdctl del said %q; want 1", out)
 		}
 	})
+}
+
+func TestAzureRunHistory(t *testing.T) {
+	t.Parallel()
+	ep, store := azShared(t, "poll=200ms")
+	container := store[strings.LastIndex(store, "/")+1 : strings.Index(store, "?")]
+	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
+	testRunHistory(t, env, "hist", "15s", func(name string) { azBreak(t, ep, container, name) })
 }
