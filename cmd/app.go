@@ -66,6 +66,9 @@ Examples:
    # who holds it?
    leaderrun status --store redis://redis.internal:6379 billing-worker
 
+   # did last night's job succeed on any host? (exit 2 if not: alert)
+   leaderrun check --store redis://redis.internal:6379 --ran-within 25h --succeeded nightly
+
 Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
 and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
 (usage, configuration, store); 126 not executable; 127 not found.`

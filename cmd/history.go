@@ -318,7 +318,8 @@ func runLine(r lease.Run, running bool, now time.Time) string {
 }
 
 // runSpan is a run's start and end: "02:00:03–02:04:41 UTC", with the
-// date when not today, or "02:00:03 UTC–" without an end.
+// start's date when not today and the end's when not the start's, or
+// "02:00:03 UTC–" without an end.
 func runSpan(r lease.Run, now time.Time) string {
 	start := r.Start.In(now.Location())
 	zone := start.Format("MST")
@@ -326,9 +327,9 @@ func runSpan(r lease.Run, now time.Time) string {
 		return FormatTime(start, now) + " " + zone + "–"
 	}
 	end := r.End.In(now.Location())
-	endText := FormatTime(end, now)
-	if sameDay(start, end) {
-		endText = end.Format(time.TimeOnly)
+	endText := end.Format(time.TimeOnly)
+	if !sameDay(start, end) {
+		endText = end.Format(time.DateTime) // across midnight: both dates
 	}
 	return FormatTime(start, now) + "–" + endText + " " + zone
 }
