@@ -305,3 +305,20 @@ func TestAzureRunHistory(t *testing.T) {
 	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
 	testRunHistory(t, env, "hist", "15s", func(name string) { azBreak(t, ep, container, name) })
 }
+
+// A --hold-at-least slot that other hosts skip (75) and a waiter that
+// gives up (75) are not runs: only the holder's run is recorded.
+func TestFileHoldSkipsAreNotRuns(t *testing.T) {
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	if code, stderr := runLR(t, env, "--name", "slot", "--hold-at-least", "1h", "--", "true"); code != 0 {
+		t.Fatalf("holder: exit %d (%s)", code, stderr)
+	}
+	for _, wait := range []string{"0", "100ms"} {
+		if code, stderr := runLR(t, env, "--name", "slot", "--wait", wait, "--", "true"); code != 75 {
+			t.Fatalf("--wait %s during the hold: exit %d; want 75 (%s)", wait, code, stderr)
+		}
+	}
+	if runs := history(t, env, "slot", "--limit", "0"); len(runs) != 1 || runs[0].Outcome != "ok" {
+		t.Fatalf("history: %+v; want the holder's run alone", runs)
+	}
+}
