@@ -1,11 +1,15 @@
 package cmd
 
 import (
+	"context"
+	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/filelease"
 )
 
 // How a run reads in history, status and check: the span carries the date
@@ -84,5 +88,46 @@ func TestHistoryFlagsRefused(t *testing.T) {
 		if code != ExitFailure || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "usage: ") && !strings.Contains(errOut, "bad name") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 125 and one line", args, code, out, errOut)
 		}
+	}
+}
+
+// A run record on a real (file) store: the start is written while the
+// child starts, the end replaces it; a not-started run is written whole;
+// --history-keep 0 writes nothing.
+func TestRunRecord(t *testing.T) {
+	store, err := filelease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	info := lease.Holder{Name: "job", Holder: "host-a:1", Token: 41, Since: time.Now()}
+	rec := newRunRecord(store, 5, info, time.Second, log)
+	rec.start()
+	<-rec.started
+	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) != 1 || runs[0].Ended() || runs[0].Version != version() {
+		t.Fatalf("after the start: %+v, %v; want one run without an end", runs, err)
+	}
+	rec.end(lease.OutcomeStopped, 143, syscall.SIGTERM)
+	runs, err := store.Runs(ctx, "job", 0)
+	if err != nil || len(runs) != 1 || runs[0].Outcome != lease.OutcomeStopped || runs[0].ExitCode != 143 || runs[0].Signal != "SIGTERM" || !runs[0].Ended() {
+		t.Fatalf("after the end: %+v, %v", runs, err)
+	}
+	info.Token = 42
+	o := notStarted(newRunRecord(store, 5, info, time.Second, log), done(130, slog.LevelWarn, "interrupted"))
+	if o.code != 130 {
+		t.Fatalf("notStarted changed the outcome: %d", o.code)
+	}
+	runs, err = store.Runs(ctx, "job", 0)
+	if err != nil || len(runs) != 2 || runs[0].Token != 42 || runs[0].Outcome != lease.OutcomeNotStarted || runs[0].ExitCode != 130 {
+		t.Fatalf("after a not-started run: %+v, %v", runs, err)
+	}
+	info.Token = 43
+	off := newRunRecord(store, 0, info, time.Second, log)
+	off.start()
+	off.end(lease.OutcomeOK, 0, 0)
+	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) != 2 {
+		t.Fatalf("--history-keep 0 wrote: %+v, %v", runs, err)
 	}
 }
