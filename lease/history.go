@@ -74,7 +74,9 @@ type History interface {
 	// RecordRun writes r, replacing any record with the same Name and
 	// Token, and then drops the runs of r.Name beyond the keep newest (by
 	// token); keep <= 0 means DefaultHistoryKeep, and keep is capped at
-	// MaxHistoryKeep. It is one store round trip.
+	// MaxHistoryKeep. A store whose server has a clock may record its
+	// reading at the write as the end, in place of r.End, when r has one.
+	// A run's end record costs one store round trip.
 	RecordRun(ctx context.Context, r Run, keep int) error
 	// Runs returns up to limit runs of name, newest (highest token) first;
 	// limit <= 0 means all the store keeps. A name without history gives

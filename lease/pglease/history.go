@@ -22,7 +22,10 @@ import (
 //	outcome text, exit_code integer, signal text, version text
 //
 // A write is one statement: it upserts the run and deletes the runs of the
-// name beyond the cap in the same statement (retention). A run older than
+// name beyond the cap in the same statement (retention). The end of a run is
+// the server's clock when its end record is written, like the start (the
+// lease's since, which the server set), so a run's span never mixes two
+// hosts' clocks. A run older than
 // every kept one, with the history full, is not inserted at all.
 
 var _ lease.History = (*Store)(nil)
@@ -50,7 +53,8 @@ func (s *Store) historyQueries() historyQueries {
 	version   text NOT NULL DEFAULT '',
 	PRIMARY KEY (name, token)
 )`),
-		// $1 name, $2 token, $3 holder, $4 started, $5 ended (NULL: none),
+		// $1 name, $2 token, $3 holder, $4 started, $5 whether it ended
+		// (the end is the server's clock, as the start, the lease's since),
 		// $6 outcome, $7 exit code, $8 signal, $9 version, $10 runs to keep.
 		// cut is the lowest token kept, counting this run: the DELETE sees
 		// the table as before the INSERT, so the new token is counted in by
@@ -60,7 +64,7 @@ func (s *Store) historyQueries() historyQueries {
 		UNION ALL SELECT $2::bigint) k ORDER BY t DESC OFFSET $10::integer - 1 LIMIT 1), 0) AS t
 ), ins AS (
 	INSERT INTO {{R}} (name, token, holder, started, ended, outcome, exit_code, signal, version)
-	SELECT $1::text, $2::bigint, $3::text, $4::timestamptz, $5::timestamptz, $6::text, $7::integer, $8::text, $9::text
+	SELECT $1::text, $2::bigint, $3::text, $4::timestamptz, CASE WHEN $5::boolean THEN clock_timestamp() END, $6::text, $7::integer, $8::text, $9::text
 	FROM cut WHERE $2::bigint >= cut.t
 	ON CONFLICT (name, token) DO UPDATE SET holder = EXCLUDED.holder, started = EXCLUDED.started,
 		ended = EXCLUDED.ended, outcome = EXCLUDED.outcome, exit_code = EXCLUDED.exit_code,
@@ -81,13 +85,9 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 		return err
 	}
 	q := s.historyQueries()
-	var ended *time.Time
-	if r.Ended() {
-		ended = &r.End
-	}
 	return s.do(ctx, "record run of "+r.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		exec := func() error {
-			_, err := c.Exec(ctx, q.record, r.Name, int64(r.Token), r.Holder, r.Start, ended,
+			_, err := c.Exec(ctx, q.record, r.Name, int64(r.Token), r.Holder, r.Start, r.Ended(),
 				string(r.Outcome), r.ExitCode, r.Signal, r.Version, lease.HistoryKeep(keep))
 			return err
 		}
