@@ -322,3 +322,36 @@ func TestFileHoldSkipsAreNotRuns(t *testing.T) {
 		t.Fatalf("history: %+v; want the holder's run alone", runs)
 	}
 }
+
+// Users taking turns in a shared store directory (sticky 1777, or group
+// 2775) each leave their run in the one history.
+func TestFileSharedDirectoryHistory(t *testing.T) {
+	requireRootE2E(t)
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		gid  int
+	}{
+		{"1777", os.ModeSticky | 0o777, 0},
+		{"2775", os.ModeSetgid | 0o775, e2eGroup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
+			users := []asUser{e2eNobody, e2eNoPw, e2eRoot, e2eNobody}
+			for i, u := range users {
+				if code, stderr := runAs(t, u, env, "-v", "--holder", "user-"+strconv.Itoa(i), "--name", "nightly", "--", "true"); code != 0 || strings.Contains(stderr, "history") {
+					t.Fatalf("as uid %d: exit %d: %s", u.uid, code, stderr)
+				}
+			}
+			runs := history(t, env, "nightly", "--limit", "0")
+			if len(runs) != len(users) {
+				t.Fatalf("history: %+v; want %d runs", runs, len(users))
+			}
+			for i, r := range runs {
+				if want := "user-" + strconv.Itoa(len(users)-1-i); r.Holder != want || r.Outcome != "ok" {
+					t.Errorf("run %d = %+v; want %s, ok", i, r, want)
+				}
+			}
+		})
+	}
+}

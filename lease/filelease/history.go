@@ -6,8 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -19,12 +19,16 @@ import (
 // Run history (lease.History): beside a lease's lock file NAME.lock lives
 //
 //	NAME.runs       the last runs, one JSON lease.Run a line, newest first
-//	NAME.runs-lock  taken with flock(2) by writers, never unlinked
+//	NAME.runs-lock  flock(2)ed by writers (exclusive) and readers (shared), never unlinked
 //
-// A writer locks NAME.runs-lock, reads NAME.runs, puts its record in,
-// drops the oldest beyond the cap and renames a new file over the old one,
-// so a reader (who takes no lock) always sees a whole file. Neither name ends
-// in ".lock", so no lease name can map to them.
+// A writer locks NAME.runs-lock, reads NAME.runs, puts its record in, drops
+// the oldest beyond the cap and rewrites the file in place (then fsyncs it);
+// a reader holds the shared lock while it reads, so it always sees a whole
+// file. In place, not renamed over: in a shared sticky directory (1777) a
+// user may not rename over another user's file, but both may write it (the
+// files get the lock files' mode, see perm.go). Neither name ends in ".lock",
+// so no lease name can map to them. A crash in the middle of a rewrite can
+// cut the file; lines that do not parse are skipped.
 
 var _ lease.History = (*Store)(nil)
 
@@ -59,7 +63,12 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
 		return classified(err, "cannot lock "+lk.Name())
 	}
-	runs, err := readRuns(path)
+	f, err := openLock(path, unix.O_RDWR, d, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runs, err := parseRuns(f)
 	if err != nil {
 		return err
 	}
@@ -74,33 +83,14 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 			return err
 		}
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"-"+lease.NewID()[:12])
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
-	if err != nil {
-		return classified(err, "cannot create "+tmp)
+	if _, err := f.WriteAt(buf.Bytes(), 0); err != nil {
+		return classified(err, "cannot write "+path)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	fail := func(err error) error {
-		f.Close()
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := adopt(fd, d); err != nil {
-		return fail(classified(err, "cannot set the permissions of "+tmp))
-	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		return fail(classified(err, "cannot write "+tmp))
+	if err := f.Truncate(int64(buf.Len())); err != nil {
+		return classified(err, "cannot write "+path)
 	}
 	if err := f.Sync(); err != nil {
-		return fail(classified(err, "cannot write "+tmp))
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return classified(err, "cannot write "+tmp)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return classified(err, "cannot replace "+path)
+		return classified(err, "cannot write "+path)
 	}
 	return nil
 }
@@ -123,9 +113,20 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	return runs, nil
 }
 
-// readRuns reads a history file; a missing one is an empty history, and a
-// line that does not parse (a hand edit) is skipped.
+// readRuns reads a history file under the shared lock; a missing one is
+// an empty history.
 func readRuns(path string) ([]lease.Run, error) {
+	lfd, err := unix.Open(path+"-lock", unix.O_RDONLY|openFlags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return []lease.Run{}, nil // never written
+	}
+	if err != nil {
+		return nil, classified(err, "cannot open "+path+"-lock")
+	}
+	defer unix.Close(lfd)
+	if err := unix.Flock(lfd, unix.LOCK_SH); err != nil {
+		return nil, classified(err, "cannot lock "+path+"-lock")
+	}
 	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return []lease.Run{}, nil
@@ -135,15 +136,21 @@ func readRuns(path string) ([]lease.Run, error) {
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
+	return parseRuns(f)
+}
+
+// parseRuns reads the runs of a history file from its start, newest
+// first; a line that does not parse (a hand edit, a cut write) is skipped.
+func parseRuns(f *os.File) ([]lease.Run, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, classified(err, "cannot read "+path)
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, classified(err, "cannot read "+f.Name())
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, newError(lease.ErrConfig, nil, path+" is "+fileKind(st.Mode)+", not a regular file: remove it")
+		return nil, newError(lease.ErrConfig, nil, f.Name()+" is "+fileKind(st.Mode)+", not a regular file: remove it")
 	}
 	runs := []lease.Run{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.NewSectionReader(f, 0, maxRunsFile))
 	sc.Buffer(make([]byte, 0, 4096), maxRunsFile)
 	for sc.Scan() {
 		var r lease.Run
@@ -152,7 +159,7 @@ func readRuns(path string) ([]lease.Run, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, classified(err, "cannot read "+path)
+		return nil, classified(err, "cannot read "+f.Name())
 	}
 	slices.SortFunc(runs, func(a, b lease.Run) int { return compareDesc(a.Token, b.Token) })
 	return runs, nil
