@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
 
@@ -37,7 +38,9 @@ type env struct {
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
 leaderrun status [flags] NAME
-leaderrun watch [flags] NAME`
+leaderrun watch [flags] NAME
+leaderrun history [flags] NAME
+leaderrun check --ran-within DURATION [flags] NAME`
 
 const description = `Runs COMMAND while holding the lease NAME in a store, so that of many hosts or
 jobs exactly one runs it at a time; the others wait (or give up at once with
@@ -62,6 +65,9 @@ Examples:
 
    # who holds it?
    leaderrun status --store redis://redis.internal:6379 billing-worker
+
+   # did last night's job succeed on any host? (exit 2 if not: alert)
+   leaderrun check --store redis://redis.internal:6379 --ran-within 25h --succeeded nightly
 
 Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
 and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
@@ -158,6 +164,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "health-retries", Value: 3, EnvVars: []string{"LEADERRUN_HEALTH_RETRIES"}, Usage: "failed checks in a row (`N`) that make the leader step down"},
 		&cli.DurationFlag{Name: "health-start-period", EnvVars: []string{"LEADERRUN_HEALTH_START_PERIOD"}, DefaultText: "none", Usage: "`DURATION` after the child's start during which failed checks do not count (until one passes)"},
 		&cli.DurationFlag{Name: "hold-at-least", EnvVars: []string{"LEADERRUN_HOLD_AT_LEAST"}, DefaultText: "none", Usage: "keep the lease taken until this `DURATION` after the acquisition even when the child finishes sooner, kept by the store (cron on many hosts: one run per slot)"},
+		&cli.IntFlag{Name: "history-keep", Value: lease.DefaultHistoryKeep, EnvVars: []string{"LEADERRUN_HISTORY_KEEP"}, Usage: "keep the last `N` runs of the lease in the store's run history (leaderrun history, check); 0 records nothing"},
 		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, DefaultText: "hostname:pid", Usage: "human `LABEL` for this instance, shown by status (printable text)"},
 		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
 		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
@@ -185,10 +192,13 @@ for it (standbys) in the order they would take over:
 
    NAME: held by HOLDER since TIME ZONE (AGE ago), token N[, expires in D unless renewed]
    NAME: free
+     last run: HOLDER, START–END ZONE, exit N
      standby 1: HOLDER, priority P, waiting since TIME (AGE ago)
 
-(TIME carries a date when it is not today.) --json prints
-{"name","held","holder","token","since","remaining_ms","standbys":[{"holder","priority","since"}]}
+(TIME carries a date when it is not today.) The last run is the newest in the
+store's run history (see leaderrun history) other than the current holder's.
+--json prints
+{"name","held","holder","token","since","remaining_ms","standbys":[{"holder","priority","since"}],"last_run":{...}}
 instead.
 Exit codes: 0 held, 3 free, 125 error (usage, configuration, store).
 Flags may come before or after NAME, and before "status".`
@@ -238,10 +248,13 @@ func run(ctx context.Context, args []string, e env) int {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
 	rFlags, sFlags, wFlags := takeEnv(runFlags()), takeEnv(statusFlags()), takeEnv(watchFlags())
+	hFlags, cFlags := takeEnv(historyFlags()), takeEnv(checkFlags())
 	scopes := []scope{
 		newScope("", slices.Concat(rFlags, []cli.Flag{cli.HelpFlag, cli.VersionFlag})),
 		newScope("status", slices.Concat(sFlags, []cli.Flag{cli.HelpFlag})),
 		newScope("watch", slices.Concat(wFlags, []cli.Flag{cli.HelpFlag})),
+		newScope("history", slices.Concat(hFlags, []cli.Flag{cli.HelpFlag})),
+		newScope("check", slices.Concat(cFlags, []cli.Flag{cli.HelpFlag})),
 	}
 
 	var result *outcome
@@ -337,7 +350,7 @@ func run(ctx context.Context, args []string, e env) int {
 				return cli.ShowAppHelp(parent)
 			}
 			if err := cli.ShowCommandHelp(parent, c.Args().First()); err != nil {
-				return usagef("no help for %q: leaderrun help [status|watch]", c.Args().First())
+				return usagef("no help for %q: leaderrun help [status|watch|history|check]", c.Args().First())
 			}
 			return nil
 		},
@@ -368,6 +381,8 @@ func run(ctx context.Context, args []string, e env) int {
 		Commands: []*cli.Command{
 			nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", statusDescription, sFlags, statusCommand),
 			nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, wFlags, watchCommand),
+			nameCommand("history", "print the last runs of a lease, from any host (newest first)", historyDescription, hFlags, historyCommand),
+			nameCommand("check", "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did", checkDescription, cFlags, checkCommand),
 			help,
 		},
 	}

@@ -47,6 +47,8 @@ func TestHelpGolden(t *testing.T) {
 		{[]string{"--help"}, "help.golden"},
 		{[]string{"help", "status"}, "help-status.golden"},
 		{[]string{"help", "watch"}, "help-watch.golden"},
+		{[]string{"help", "history"}, "help-history.golden"},
+		{[]string{"help", "check"}, "help-check.golden"},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			code, out, errOut := runCapture(t, tc.args...)

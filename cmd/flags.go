@@ -163,7 +163,7 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 	sub := ""
 	if i < len(args) {
 		switch args[i] {
-		case "status", "watch", "help":
+		case "status", "watch", "history", "check", "help":
 			sub = args[i]
 			for _, s := range scopes {
 				if s.name == sub {
@@ -515,7 +515,7 @@ func guessLogFormat(args []string, hasDash bool, scopes []scope, getenv func(str
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if len(a) < 2 || a[0] != '-' {
-			if !hasDash && !sub && a != "status" && a != "watch" {
+			if !hasDash && !sub && !isSubcommand(a) {
 				break // the run form's command
 			}
 			sub = true
@@ -605,4 +605,14 @@ func misspeltVars(environ []string) []string {
 		}
 	}
 	return out
+}
+
+// isSubcommand reports whether a word names a subcommand that takes a lease
+// NAME.
+func isSubcommand(a string) bool {
+	switch a {
+	case "status", "watch", "history", "check":
+		return true
+	}
+	return false
 }

@@ -35,6 +35,7 @@ type runConfig struct {
 	passEnv      map[string]bool
 	health       healthConfig
 	hold         time.Duration // --hold-at-least; 0 means none
+	historyKeep  int           // --history-keep; 0 records nothing
 	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
 }
 
@@ -104,6 +105,9 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	}
 	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 || rc.hold > MaxHold {
 		return rc, usagef("--hold-at-least %v: want a duration from 0 to %s (31 days: a monthly schedule's slot)", rc.hold, humanDuration(MaxHold))
+	}
+	if rc.historyKeep = c.Int("history-keep"); rc.historyKeep < 0 || rc.historyKeep > lease.MaxHistoryKeep {
+		return rc, usagef("--history-keep %d: want 0 (record nothing) to %d runs", rc.historyKeep, lease.MaxHistoryKeep)
 	}
 	return rc, nil
 }
@@ -254,7 +258,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		if err != nil {
 			watch.stop()
 			releaseLease(l, timing, logger)
-			return classify(err)
+			return notStarted(newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger), classify(err))
 		}
 		keeper, err = lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
 		if err != nil && !watch.signalled() && keepRetriable(err) && (rc.wait == lease.WaitForever || time.Since(began) < rc.wait) {
@@ -274,10 +278,11 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		if err != nil || watch.signalled() {
 			releaseLease(l, timing, logger)
 			prot.finish(true, logger)
+			rec := newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger)
 			if watch.signalled() {
-				return acquireOutcome(context.Cause(watch.ctx), rc)
+				return notStarted(rec, acquireOutcome(context.Cause(watch.ctx), rc))
 			}
-			return classify(err)
+			return notStarted(rec, classify(err))
 		}
 		break
 	}
@@ -291,6 +296,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	runCtx, unwatch := prot.watch(keeper.Context())
 	runCtx, stepDown := context.WithCancelCause(runCtx)
 	defer stepDown(nil)
+	rec := newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger)
+	rec.start()
+	tap := tapSignals(sigs)
 	var health *healthGate
 	if rc.health.cmd != "" {
 		health = &healthGate{cfg: rc.health, env: childEnv, log: logger, notify: notify, stop: stepDown, cg: prot.cg}
@@ -300,7 +308,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Env:        childEnv,
 		StopSignal: rc.stopSignal,
 		Grace:      timing.Grace,
-		Signals:    sigs,
+		Signals:    tap.out,
 		KillNow:    keeper.KillC(),
 		Stdin:      e.stdio.In,
 		Stdout:     e.stdio.Out,
@@ -317,6 +325,7 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		Exited: health.end, // before the sweep: a running check is no leftover
 	})
 	health.end()
+	tap.close()
 	cause := context.Cause(runCtx)
 	unwatch()
 	// Leadership must have been held for the child's whole run: a stop point
@@ -339,8 +348,14 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		cause = fmt.Errorf("%w: the lease was no longer ours when the child had finished (%v)", lease.ErrLost, err)
 	}
 	prot.finish(treeGone, logger)
+	// The run's end goes to the history after the release: it never
+	// delays the next holder, and a failed write changes no exit code.
+	ended := func(o *outcome, ro lease.Outcome) *outcome {
+		rec.end(ro, o.code, res.Signal)
+		return o
+	}
 	if runErr != nil {
-		return classify(runErr)
+		return ended(classify(runErr), lease.OutcomeNotStarted)
 	}
 	var hc healthCause
 	if errors.As(cause, &hc) {
@@ -352,9 +367,9 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		if !res.Stopped { // it ended by itself just as the check gave up
 			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
 		}
-		return done(ExitUnhealthy, slog.LevelError,
+		return ended(done(ExitUnhealthy, slog.LevelError,
 			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
-			"event", "unhealthy", "lease", rc.name)
+			"event", "unhealthy", "lease", rc.name), lease.OutcomeSteppedDown)
 	}
 	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
 		how := ""
@@ -372,11 +387,11 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		} else if !res.Stopped {
 			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
-		return done(ExitLost, slog.LevelError,
+		return ended(done(ExitLost, slog.LevelError,
 			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
-			"event", "lost", "lease", rc.name)
+			"event", "lost", "lease", rc.name), lease.OutcomeLost)
 	}
-	return childOutcome(args[0], res)
+	return ended(childOutcome(args[0], res), childRunOutcome(resultView{code: res.Code, signal: res.Signal}, tap.stopped.Load()))
 }
 
 // keepRetriable reports whether Keep failed for a reason a new acquisition

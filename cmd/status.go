@@ -26,6 +26,10 @@ type statusJSON struct {
 	// Standbys are the live waiting instances in takeover order; absent
 	// from the output of watch.
 	Standbys []standbyJSON `json:"standbys,omitempty"`
+	// LastRun is the newest run in the store's history other than the
+	// current holder's; absent from the output of watch, and when the store
+	// keeps no history.
+	LastRun *lease.Run `json:"last_run,omitempty"`
 }
 
 // standbyJSON is one waiting instance.
@@ -78,6 +82,11 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	}
 	h := v.holder
 	out := statusJSON{Name: name}
+	var current uint64
+	if h != nil && h.HeldUntil.IsZero() {
+		current = h.Token // running: its start record is not the last run
+	}
+	out.LastRun = lastRun(sctx, store, name, current)
 	if h != nil {
 		out.Held, out.Holder, out.Token, out.RemainingMS = true, h.Holder, h.Token, h.Remaining.Milliseconds()
 		if !h.Since.IsZero() {
@@ -118,6 +127,9 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 				line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
 			}
 			fmt.Fprintln(e.stdio.Out, line)
+		}
+		if out.LastRun != nil {
+			fmt.Fprintf(e.stdio.Out, "  %s\n", lastRunText(*out.LastRun, now))
 		}
 		for i, s := range v.standbys {
 			fmt.Fprintf(e.stdio.Out, "  standby %d: %s\n", i+1, standbyText(s, now))

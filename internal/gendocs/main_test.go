@@ -26,7 +26,7 @@ func TestDocsCoverHelp(t *testing.T) {
 		return string(b)
 	}
 	flagRE := regexp.MustCompile(`(?m)^ {3}--([a-z-]+)`)
-	for _, golden := range []string{"help.golden", "help-status.golden", "help-watch.golden"} {
+	for _, golden := range []string{"help.golden", "help-status.golden", "help-watch.golden", "help-history.golden", "help-check.golden"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", golden))
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestDocsCoverHelp(t *testing.T) {
 			t.Errorf("leaderrun.1's ENVIRONMENT lacks %s", v)
 		}
 	}
-	for _, sub := range []string{"status", "watch"} {
+	for _, sub := range []string{"status", "watch", "history", "check"} {
 		for _, name := range []string{"leaderrun.1", "leaderrun.bash", "_leaderrun", "leaderrun.fish"} {
 			if !strings.Contains(read(name), sub) {
 				t.Errorf("%s lacks the %s command", name, sub)

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"Status", testStatus},
 		{"WaitReturnsAfterRelease", testWaitAfterRelease},
 		{"ReleaseHeldKeepsTaken", testReleaseHeld},
+		{"History", testHistory},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -116,6 +116,16 @@ func TestACLUser(t *testing.T) {
 			if err := lb.Release(ctxT(t)); err != nil {
 				t.Fatalf("second Release: %v", err)
 			}
+			// The run history, capped, with the same ACL.
+			for i := range 3 {
+				run := lease.Run{Name: name, Holder: "a", Token: la.Info().Token + uint64(i), Start: time.Now()}
+				if err := a.RecordRun(ctxT(t), run, 2); err != nil {
+					t.Fatalf("RecordRun: %v", err)
+				}
+			}
+			if runs, err := b.Runs(ctxT(t), name, 0); err != nil || len(runs) != 2 {
+				t.Fatalf("Runs: %d runs, %v; want 2", len(runs), err)
+			}
 			if tc.channels {
 				entries, err := raw.ACLLog(ctxT(t), 50).Result()
 				if err != nil || len(entries) != 0 {

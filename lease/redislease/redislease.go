@@ -8,6 +8,10 @@
 //	leaderrun:{NAME}        JSON holder record {holder, id, token, since, ttl_ms}, with a PX TTL
 //	leaderrun:{NAME}:token  fencing counter, never expires
 //
+// and, in the same slot, the capped run history (history.go):
+//
+//	leaderrun:{NAME}:runs   sorted set of JSON run records, scored by token
+//
 // Every change is one Lua script (embedded .lua files, run by EVALSHA with an
 // EVAL fallback): acquire = "if free: mint the next token into the counter,
 // SET the record PX" (or, when the record already carries our acquisition ID,

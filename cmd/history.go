@@ -1,0 +1,470 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// ExitCheckMissed is check's code when no run (no successful run, with
+// --succeeded) started within --ran-within: 2, "critical" in the
+// convention of monitoring plugins (Nagios, Icinga, Sensu), which read 0 as
+// OK; it is not status's 3 ("free", "unknown" to a monitoring system) nor
+// 125 (check itself failed).
+const ExitCheckMissed = 2
+
+// runRecord writes the run history of one acquisition, best effort: the
+// start while the child starts, the end once the lease is released. A
+// failed write is a warning; it never changes the run's exit code.
+type runRecord struct {
+	h       lease.History // nil: the store keeps no history, or --history-keep 0
+	run     lease.Run
+	keep    int
+	timeout time.Duration
+	log     *slog.Logger
+	started chan struct{} // closed when the start write is done; nil if none began
+}
+
+// newRunRecord prepares the record of the acquisition info.
+func newRunRecord(store lease.Store, keep int, info lease.Holder, timeout time.Duration, log *slog.Logger) *runRecord {
+	h, _ := store.(lease.History)
+	if keep == 0 {
+		h = nil
+	}
+	start := info.Since
+	if start.IsZero() {
+		start = time.Now()
+	}
+	return &runRecord{h: h, keep: keep, timeout: timeout, log: log,
+		run: lease.Run{Name: info.Name, Holder: info.Holder, Token: info.Token, Start: start.UTC(), Version: version()}}
+}
+
+// start writes the start record (no end: what a SIGKILLed leaderrun leaves)
+// in the background, so the child does not wait for it; end waits for it.
+func (r *runRecord) start() {
+	if r.h == nil {
+		return
+	}
+	r.started = make(chan struct{})
+	go func() {
+		defer close(r.started)
+		r.write(r.run)
+	}()
+}
+
+// end writes the run's end, replacing its start record: one store round
+// trip, after the release.
+func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
+	if r.h == nil {
+		return
+	}
+	if r.started != nil {
+		<-r.started
+	}
+	run := r.run
+	run.End, run.Outcome, run.ExitCode = time.Now().UTC(), o, code
+	if sig != 0 {
+		run.Signal = unix.SignalName(sig)
+	}
+	r.write(run)
+}
+
+func (r *runRecord) write(run lease.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	if err := r.h.RecordRun(ctx, run, r.keep); err != nil {
+		// A store that refuses it (a Redis ACL without the sorted set
+		// commands, a read-only SAS) refuses it every run: said at -v only.
+		level := slog.LevelWarn
+		if errors.Is(err, lease.ErrConfig) {
+			level = slog.LevelDebug
+		}
+		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written (--history-keep 0 turns it off): "+readable(err), "event", "history_not_written")
+	}
+}
+
+// notStarted records a run whose lease was taken but whose child never
+// started, and returns o.
+func notStarted(rec *runRecord, o *outcome) *outcome {
+	rec.end(lease.OutcomeNotStarted, o.code, 0)
+	return o
+}
+
+// signalTap passes the signals leaderrun catches on to the runner and
+// remembers whether one asked leaderrun to stop (INT or TERM; HUP often
+// means "reload"): the run then ends "stopped" rather than "failed" or "ok".
+type signalTap struct {
+	out     chan os.Signal
+	quit    chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
+}
+
+func tapSignals(in <-chan os.Signal) *signalTap {
+	t := &signalTap{out: make(chan os.Signal, cap(in)), quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		for {
+			select {
+			case <-t.quit:
+				return
+			case s := <-in:
+				switch s {
+				case syscall.SIGINT, syscall.SIGTERM:
+					t.stopped.Store(true)
+				}
+				select {
+				case t.out <- s:
+				default: // the runner is gone or far behind, as with a full channel before
+				}
+			}
+		}
+	}()
+	return t
+}
+
+// close ends the tap's goroutine and waits for it.
+func (t *signalTap) close() {
+	close(t.quit)
+	<-t.done
+}
+
+// childRunOutcome is the history outcome of a child that ended by itself
+// (or by a forwarded signal).
+func childRunOutcome(res resultView, stopped bool) lease.Outcome {
+	switch {
+	case stopped:
+		return lease.OutcomeStopped
+	case res.code == 0 && res.signal == 0:
+		return lease.OutcomeOK
+	default:
+		return lease.OutcomeFailed
+	}
+}
+
+// resultView is what the history needs of a runner.Result.
+type resultView struct {
+	code   int
+	signal syscall.Signal
+}
+
+// historyFlags are history's flags.
+func historyFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON array of runs"},
+		&cli.IntFlag{Name: "limit", Value: 20, Usage: "show at most `N` runs (0: all the store keeps)"},
+		&cli.DurationFlag{Name: "since", DefaultText: "no bound", Usage: "show only runs started within this `DURATION` before now"},
+	}, commonFlags()...)
+}
+
+// checkFlags are check's flags.
+func checkFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.DurationFlag{Name: "ran-within", DefaultText: "none: required", Usage: "a run must have started within this `DURATION` before now (a daily job: 25h)"},
+		&cli.BoolFlag{Name: "succeeded", DisableDefaultText: true, Usage: "count only runs that ended with exit 0"},
+		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON object"},
+	}, commonFlags()...)
+}
+
+const historyDescription = `Prints the last runs of the lease NAME, newest first, as the store recorded
+them (every leaderrun that held the lease, on any host):
+
+   START–END ZONE  HOLDER  OUTCOME (exit N[, SIGNAL])  token T
+
+OUTCOME is ok, failed, lost (124), stepped-down (123), stopped (leaderrun
+was sent INT or TERM while the command ran), not-started (the lease was taken
+but the command never started), running, or "no end recorded": leaderrun died
+(SIGKILL, a crash, a power cut) before it could write the end. --json prints
+an array of {"name","holder","token","start","end","outcome","exit_code",
+"signal","version","running"} instead. The store keeps the last 100 runs per
+name (--history-keep of the run changes it).
+Exit codes: 0, 125 error (usage, configuration, store, a store that keeps no
+history).
+Flags may come before or after NAME, and before "history".`
+
+const checkDescription = `Says whether a run of the lease NAME started within --ran-within, on any
+host: exit 0 when one did (one that ended with exit 0, with --succeeded), 2
+when none did, with one line on what was last seen; for a monitoring
+system's command check, or a timer that alerts:
+
+   leaderrun check --store URL --ran-within 25h --succeeded nightly-backup
+
+A run that is still going counts for --ran-within, not for --succeeded; a run
+whose lease was taken but whose command never started does not count, and
+neither do instances that found the lease taken (75) or a --hold-at-least
+slot already used. --json prints {"name","ok","ran_within_ms","succeeded",
+"match","last_run"} instead.
+Exit codes: 0 a run was found, 2 none was, 125 error (usage, configuration,
+store, a store that keeps no history).
+Flags may come before or after NAME, and before "check".`
+
+// openHistory opens the store of a history or check command and returns
+// its history.
+func openHistory(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) (lease.Store, lease.History, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, nil, usageError{err}
+	}
+	if err := dispatch(c.String("store")); err != nil {
+		return nil, nil, err
+	}
+	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	h, ok := store.(lease.History)
+	if !ok {
+		store.Close()
+		return nil, nil, fmt.Errorf("%w: this store keeps no run history", lease.ErrConfig)
+	}
+	return store, h, nil
+}
+
+// runJSON is a run in history's --json output.
+type runJSON struct {
+	lease.Run
+	// Running is true for the current holder's run.
+	Running bool `json:"running,omitempty"`
+}
+
+// readRuns reads up to limit runs and the token of the current holder (0
+// when free or unreadable: only "running" depends on it).
+func readRuns(ctx context.Context, store lease.Store, h lease.History, name string, limit int) ([]lease.Run, uint64, error) {
+	var (
+		runs    []lease.Run
+		current uint64
+		wg      sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if st, err := store.Status(ctx, name); err == nil && st != nil && st.HeldUntil.IsZero() {
+			current = st.Token
+		}
+	}()
+	runs, err := h.Runs(ctx, name, limit)
+	wg.Wait()
+	if err != nil {
+		return nil, 0, fmt.Errorf("run history of lease %s: %w", name, err)
+	}
+	return runs, current, nil
+}
+
+// historyCommand prints the last runs of name.
+func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
+	limit := c.Int("limit")
+	if limit < 0 {
+		return classify(usagef("--limit %d: want 0 (all) or more", limit))
+	}
+	since := c.Duration("since")
+	if since < 0 {
+		return classify(usagef("--since %v: want a positive duration such as 24h", since))
+	}
+	store, h, err := openHistory(ctx, c, name, e, log)
+	if err != nil {
+		return classify(err)
+	}
+	defer store.Close()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fetch := limit
+	if since > 0 {
+		fetch = 0 // the window, not the count, decides
+	}
+	runs, current, err := readRuns(sctx, store, h, name, fetch)
+	if err != nil {
+		return classify(err)
+	}
+	now := time.Now()
+	out := []runJSON{}
+	for _, r := range runs {
+		if since > 0 && r.Start.Before(now.Add(-since)) {
+			break // newest first: the rest are older still
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		out = append(out, runJSON{Run: r, Running: !r.Ended() && r.Token == current})
+	}
+	if c.Bool("json") {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(e.stdio.Out, string(b))
+	} else if len(out) == 0 && since > 0 && len(runs) > 0 {
+		fmt.Fprintf(e.stdio.Out, "%s: no runs started within %s\n", name, humanDuration(since))
+	} else if len(out) == 0 {
+		fmt.Fprintf(e.stdio.Out, "%s: no runs recorded\n", name)
+	} else {
+		for _, r := range out {
+			fmt.Fprintln(e.stdio.Out, runLine(r.Run, r.Running, now))
+		}
+	}
+	return &outcome{code: 0, level: slog.LevelDebug, msg: fmt.Sprintf("%d runs of lease %s", len(out), name)}
+}
+
+// runLine is one run in history's text output.
+func runLine(r lease.Run, running bool, now time.Time) string {
+	return fmt.Sprintf("%s  %s  %s  token %d", runSpan(r, now), printable(r.Holder), runResult(r, running), r.Token)
+}
+
+// runSpan is a run's start and end: "02:00:03–02:04:41 UTC", with the
+// start's date when not today and the end's when not the start's, or
+// "02:00:03 UTC–" without an end.
+func runSpan(r lease.Run, now time.Time) string {
+	start := r.Start.In(now.Location())
+	zone := start.Format("MST")
+	if !r.Ended() {
+		return FormatTime(start, now) + " " + zone + "–"
+	}
+	end := r.End.In(now.Location())
+	endText := end.Format(time.TimeOnly)
+	if !sameDay(start, end) {
+		endText = end.Format(time.DateTime) // across midnight: both dates
+	}
+	return FormatTime(start, now) + "–" + endText + " " + zone
+}
+
+// runResult is how a run ended: "ok (exit 0)", "failed (exit 137,
+// SIGKILL)", "running", "no end recorded".
+func runResult(r lease.Run, running bool) string {
+	switch {
+	case running:
+		return "running"
+	case !r.Ended():
+		return "no end recorded (leaderrun was killed, or is still running)"
+	}
+	s := fmt.Sprintf("%s (exit %d", r.Outcome, r.ExitCode)
+	if r.Signal != "" {
+		s += ", " + r.Signal
+	}
+	return s + ")"
+}
+
+// lastRunText is status's "last run:" line: the holder, the span, and the
+// exit code or what is known instead.
+func lastRunText(r lease.Run, now time.Time) string {
+	s := fmt.Sprintf("last run: %s, %s", printable(r.Holder), runSpan(r, now))
+	switch {
+	case !r.Ended():
+		return s + ", no end recorded"
+	case r.Outcome == lease.OutcomeOK:
+		return s + fmt.Sprintf(", exit %d", r.ExitCode)
+	default:
+		return s + ", " + runResult(r, false)
+	}
+}
+
+// lastRun returns the newest run of name that is not the current holder's
+// (token current), or nil; best effort, as status's other parts.
+func lastRun(ctx context.Context, store lease.Store, name string, current uint64) *lease.Run {
+	h, ok := store.(lease.History)
+	if !ok {
+		return nil
+	}
+	runs, err := h.Runs(ctx, name, 2)
+	if err != nil {
+		return nil
+	}
+	for _, r := range runs {
+		if r.Token != current {
+			return &r
+		}
+	}
+	return nil
+}
+
+// checkJSON is check's --json output.
+type checkJSON struct {
+	Name        string     `json:"name"`
+	OK          bool       `json:"ok"`
+	RanWithinMS int64      `json:"ran_within_ms"`
+	Succeeded   bool       `json:"succeeded"`
+	Match       *lease.Run `json:"match,omitempty"`
+	LastRun     *lease.Run `json:"last_run,omitempty"`
+}
+
+// checkCommand exits 0 when a run (a successful one, with --succeeded) of
+// name started within --ran-within, else ExitCheckMissed.
+func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
+	within := c.Duration("ran-within")
+	if !c.IsSet("ran-within") || within <= 0 {
+		return classify(usagef("check needs --ran-within DURATION, such as 25h for a daily job"))
+	}
+	succeeded := c.Bool("succeeded")
+	store, h, err := openHistory(ctx, c, name, e, log)
+	if err != nil {
+		return classify(err)
+	}
+	defer store.Close()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	runs, current, err := readRuns(sctx, store, h, name, 0)
+	if err != nil {
+		return classify(err)
+	}
+	now := time.Now()
+	out := checkJSON{Name: name, RanWithinMS: within.Milliseconds(), Succeeded: succeeded}
+	var last *lease.Run
+	for i, r := range runs {
+		if r.Outcome == lease.OutcomeNotStarted {
+			continue
+		}
+		if last == nil {
+			last = &runs[i]
+		}
+		if r.Start.Before(now.Add(-within)) {
+			break
+		}
+		if !succeeded || r.Outcome == lease.OutcomeOK {
+			out.Match = &runs[i]
+			break
+		}
+	}
+	out.LastRun, out.OK = last, out.Match != nil
+	what := "run"
+	if succeeded {
+		what = "successful run"
+	}
+	var line string
+	switch {
+	case out.OK:
+		line = fmt.Sprintf("OK: %s: a %s started %s ago: %s", name, what, humanAgo(now.Sub(out.Match.Start)), checkRunText(*out.Match, current, now))
+	case last == nil:
+		line = fmt.Sprintf("MISSED: %s: no %s within %s; no run recorded", name, what, humanDuration(within))
+	default:
+		line = fmt.Sprintf("MISSED: %s: no %s within %s; last run started %s ago: %s", name, what, humanDuration(within), humanAgo(now.Sub(last.Start)), checkRunText(*last, current, now))
+	}
+	if c.Bool("json") {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(e.stdio.Out, string(b))
+	} else {
+		fmt.Fprintln(e.stdio.Out, line)
+	}
+	if !out.OK {
+		return &outcome{code: ExitCheckMissed, level: slog.LevelDebug, msg: line}
+	}
+	return &outcome{code: 0, level: slog.LevelDebug, msg: line}
+}
+
+// checkRunText describes a run on check's line.
+func checkRunText(r lease.Run, current uint64, now time.Time) string {
+	return fmt.Sprintf("%s, %s, %s", printable(r.Holder), runSpan(r, now), runResult(r, !r.Ended() && r.Token == current))
+}
+
+// humanAgo rounds an age for check's line: whole minutes from an hour up.
+func humanAgo(d time.Duration) string {
+	if d >= time.Hour {
+		d = d.Round(time.Minute)
+	}
+	return humanDuration(max(d, 0))
+}

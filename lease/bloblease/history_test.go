@@ -1,0 +1,56 @@
+package bloblease
+
+import (
+	"bufio"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// TestRunHistoryCompacted: many runs with a small keep: readers see exactly
+// the newest keep runs, each with its end, and the blob is compacted so it
+// never holds more than about twice keep runs' lines.
+func TestRunHistoryCompacted(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: 5 * time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	const keep, runs = 5, 40
+	start := time.Now().UTC()
+	maxLines := 0
+	for i := 1; i <= runs; i++ {
+		r := lease.Run{Name: "compact", Holder: "h", Token: uint64(i), Start: start.Add(time.Duration(i) * time.Second)}
+		if err := s.RecordRun(ctx, r, keep); err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		r.End, r.Outcome = r.Start.Add(time.Second), lease.OutcomeOK
+		if err := s.RecordRun(ctx, r, keep); err != nil {
+			t.Fatalf("end %d: %v", i, err)
+		}
+		dl, err := s.cc.NewBlobClient(runsBlobName("compact")).DownloadStream(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := 0
+		for sc := bufio.NewScanner(dl.Body); sc.Scan(); {
+			lines++
+		}
+		dl.Body.Close()
+		maxLines = max(maxLines, lines)
+	}
+	if bound := 2*(keep+slack(keep)) + keep + 1; maxLines > bound {
+		t.Fatalf("the blob grew to %d lines; compaction should keep it at most %d", maxLines, bound)
+	}
+	got, err := s.Runs(ctx, "compact", 0)
+	if err != nil || len(got) != keep {
+		t.Fatalf("Runs = %d runs, %v; want the newest %d", len(got), err, keep)
+	}
+	for i, r := range got {
+		if want := uint64(runs - i); r.Token != want || !r.Ended() {
+			t.Fatalf("run %d = %+v; want token %d with its end", i, r, want)
+		}
+	}
+}
