@@ -183,8 +183,11 @@ type candidacy struct {
 
 	// pos and live are the candidate's place in the line and the number of
 	// live candidates as last seen (a listing, or the count Join returned:
-	// a new candidate is at the back), -1 until known.
+	// a new candidate is at the back), -1 until known; placed is true once
+	// a listing told them. mu orders the writers.
 	pos, live atomic.Int64
+	placed    atomic.Bool
+	mu        sync.Mutex
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -209,11 +212,8 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
 		if live, err := cd.join(ctx, expiry); err == nil {
-			// Where we stand: one listing now, while the lease is held,
-			// so that the release finds every standby knowing whether it
-			// is at the front of the line (a crowd that started together
-			// cannot tell from the count alone).
-			cd.place(ctx)
+			// Until a listing says otherwise, a newcomer is at the back.
+			cd.estimate(live)
 			first := every
 			every, expiry = cd.timing.HeartbeatEvery(live)
 			if cd.timing.Heartbeat && every > first {
@@ -223,6 +223,17 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 				// (else the registration lapsed before its first refresh).
 				_, _ = cd.join(ctx, expiry)
 			}
+			// Where we stand: one listing, while the lease is held, so that
+			// the release finds every standby knowing whether it is at the
+			// front of the line (a crowd that started together, or a
+			// standby of higher priority than those before it, cannot tell
+			// from the count). A crowd spreads these listings at
+			// herdPerSecond, so that starting a thousand standbys does not
+			// make the store read a million registrations at once.
+			if !cd.sleep(ctx, rand.N(time.Duration(live)*time.Second/herdPerSecond+1)) {
+				return
+			}
+			cd.place(ctx)
 		}
 		if cd.timing.Heartbeat {
 			cd.heartbeat(ctx, every)
@@ -280,6 +291,9 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
 // listing after a wake-up already did; a failed listing leaves it unknown
 // (the front: it looks at once when woken).
 func (cd *candidacy) place(ctx context.Context) {
+	if cd.placed.Load() {
+		return
+	}
 	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	cs, _, err := cd.reg.Candidates(cctx, cd.name)
@@ -287,8 +301,42 @@ func (cd *candidacy) place(ctx context.Context) {
 		return
 	}
 	cs = cd.timing.plausible(cs, cd.c.ID)
-	if cd.live.CompareAndSwap(-1, int64(len(cs))) {
-		cd.pos.Store(int64(position(cs, cd.c)))
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	if !cd.placed.Load() {
+		cd.record(position(cs, cd.c), len(cs))
+	}
+}
+
+// estimate records the place Join's count suggests (the back of the line)
+// unless a listing has already told the real one.
+func (cd *candidacy) estimate(live int) {
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	if !cd.placed.Load() {
+		cd.pos.Store(int64(live - 1))
+		cd.live.Store(int64(live))
+	}
+}
+
+// record stores a place a listing told; cd.mu is held.
+func (cd *candidacy) record(pos, live int) {
+	cd.pos.Store(int64(pos))
+	cd.live.Store(int64(live))
+	cd.placed.Store(true)
+}
+
+// sleep waits d, and reports false when the candidacy ended first.
+func (cd *candidacy) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-cd.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -322,8 +370,9 @@ func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, agai
 	}
 	cs = cd.timing.plausible(cs, cd.c.ID)
 	p := position(cs, cd.c)
-	cd.pos.Store(int64(p))
-	cd.live.Store(int64(len(cs)))
+	cd.mu.Lock()
+	cd.record(p, len(cs))
+	cd.mu.Unlock()
 	switch {
 	case h != nil:
 		return 0, false, h, true
