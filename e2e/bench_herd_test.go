@@ -263,7 +263,8 @@ func benchHerd(b *testing.B, store string, n int, window time.Duration) {
 			_ = p.Wait()
 		}
 	})
-	leader := startLR("", "-q", "--holder", "leader", "--", "sh", "-c", "touch "+dir+"/leader; exec sleep 100000")
+	leaderErr := filepath.Join(dir, "leader.err")
+	leader := startLR(leaderErr, "--holder", "leader", "--", "sh", "-c", "touch "+dir+"/leader; exec sleep 100000")
 	awaitFile(b, filepath.Join(dir, "leader"), 30*time.Second)
 	started := time.Now()
 	var standbys []*exec.Cmd
@@ -306,7 +307,8 @@ func benchHerd(b *testing.B, store string, n int, window time.Duration) {
 	}
 	slices.Sort(rss)
 	if early, _ := filepath.Glob(filepath.Join(dir, "taken.*")); len(early) > 0 {
-		b.Fatalf("%s N=%d: a standby's child ran before the release: the leader lost the lease", store, n)
+		raw, _ := os.ReadFile(leaderErr)
+		b.Fatalf("%s N=%d: a standby's child ran before the release: the leader lost the lease:\n%s", store, n, raw)
 	}
 	before = work()
 	released := time.Now()

@@ -93,7 +93,7 @@ func readmePgTable(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 		t.Fatalf("a standby on table %s: exit %d: %s", auto, code, stderr)
 	}
 	release()
-	for _, suffix := range []string{"", "_standbys"} {
+	for _, suffix := range []string{"", "_standbys", "_runs"} {
 		if a, b2 := columns(mine+suffix), columns(auto+suffix); a != b2 || a == "" {
 			t.Fatalf("%s:%d: the documented table %s has columns %q; leaderrun creates %q", b.file, b.line, mine+suffix, a, b2)
 		}

@@ -52,6 +52,7 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 	"ci":         readmeCI,
 	"demo":       readmeDemo,
 	"script":     readmeScript,
+	"history":    readmeHistory,
 }
 
 // readmeExitRE is the marker of a shell block that needs no check of its
@@ -1084,5 +1085,31 @@ func readmeScript(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	if code, _, _ := shOut(t, env, fx.work, cmd); code == 0 || runs() != 2 {
 		t.Fatalf("%s:%d: a failing job: exit %d, %d runs; want a failure and a second run", b.file, c.line, code, runs())
+	}
+}
+
+// readmeHistory: the history block's check says MISSED (exit 2) before any
+// run; after one run of the job under that name on the same store, history
+// shows it and check says OK (exit 0).
+func readmeHistory(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.shellEnv()
+	hist := b.take(t, "leaderrun history ")
+	check := b.take(t, "leaderrun check ")
+	hw, cw := strings.Fields(fx.subst(t, hist.text)), strings.Fields(fx.subst(t, check.text))
+	name, store := hw[len(hw)-1], flagValue(t, hw, "--store")
+	if cw[len(cw)-1] != name || flagValue(t, cw, "--store") != store {
+		t.Fatalf("%s:%d: history and check ask about different leases or stores", b.file, check.line)
+	}
+	if code, out, stderr := shOut(t, env, fx.work, fx.subst(t, check.text)); code != 2 || !strings.HasPrefix(out, "MISSED: "+name) {
+		t.Fatalf("%s:%d: before any run: exit %d, %q (%s); want 2 and MISSED", b.file, check.line, code, out, stderr)
+	}
+	if code, _, stderr := shOut(t, env, fx.work, "leaderrun -q --store "+store+" --name "+name+" -- true"); code != 0 {
+		t.Fatalf("the job: exit %d: %s", code, stderr)
+	}
+	if code, out, stderr := shOut(t, env, fx.work, fx.subst(t, hist.text)); code != 0 || !strings.Contains(out, "ok (exit 0)") {
+		t.Fatalf("%s:%d: after a run: exit %d, %q (%s); want the run, ok (exit 0)", b.file, hist.line, code, out, stderr)
+	}
+	if code, out, stderr := shOut(t, env, fx.work, fx.subst(t, check.text)); code != 0 || !strings.HasPrefix(out, "OK: "+name) {
+		t.Fatalf("%s:%d: after a run: exit %d, %q (%s); want 0 and OK", b.file, check.line, code, out, stderr)
 	}
 }
