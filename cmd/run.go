@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -166,232 +165,22 @@ type signalCause struct{ sig syscall.Signal }
 
 func (s signalCause) Error() string { return "got " + unix.SignalName(s.sig) }
 
-// runCommand acquires the lease, runs the child under a keeper and returns
-// how it ended.
+// runCommand runs COMMAND under the lease, in four phases a reader can
+// hold one at a time: prepare (flags, store, timing: nothing taken yet),
+// lead (acquire, protect, keep: the lease is ours and enforced), supervise
+// the child, and finish (release once the tree is gone, history, the
+// outcome and its final line).
 func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) *outcome {
-	rc, err := parseRun(c, args, e.getenv)
-	if err != nil {
-		return classify(err)
-	}
-	// Before anything starts: a store served by another program gets the
-	// whole run (this process is replaced).
-	if err := dispatch(rc.storeURL); err != nil {
-		return classify(err)
-	}
-	keepStderrFromKilling()
-	// A command that cannot run is refused before any lease is taken.
-	if _, err := runner.Resolve(args[0]); err != nil {
-		return classify(err)
-	}
-	if err := checkContain(rc.contain); err != nil {
-		return classify(err)
-	}
-	// Catch the forwarded signals for the whole run: while waiting, INT, TERM
-	// and HUP end the wait; once the child runs, the runner forwards them.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, runner.ForwardedSignals...)
-	defer signal.Stop(sigs)
-
-	pre := startGuardAsync()
-	defer func() { pre.drop() }() // the current one: a retry below starts another
-
-	reads := newEnvReads(e.getenv) // what the store consumed stays out of the child's environment
-	store, err := openStoreFor(ctx, rc.storeURL, StoreOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: reads.get, Log: log})
-	if err != nil {
-		return classify(err)
-	}
-	defer store.Close()
-	if err := checkHold(store, rc.hold); err != nil {
-		return classify(err)
-	}
-	if err := checkPriority(store, rc.priority); err != nil {
-		return classify(err)
-	}
-	notify := newNotifier(reads.get, log)
-	defer notify.close()
-	// Timing is validated as for an expiring store even when this one does
-	// not expire (file): a command line that works here must not be refused
-	// when the same job moves to Redis or Azure.
-	vlim := store.Limits()
-	if !vlim.Expires {
-		vlim = lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
-	}
-	timing, err := rc.timing.Resolve(vlim)
-	if err != nil {
-		return classify(err)
-	}
-	log.Debug("timing", "ttl", timing.TTL, "renew_every", timing.RenewEvery, "grace", timing.Grace, "call_timeout", timing.CallTimeout)
-	reportShrunkGrace(log, rc.timing, timing)
-
-	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
-	watch := watchSignals(ctx, sigs)
-	defer watch.cancel(nil)
-	var (
-		l      lease.Lease
-		info   lease.Holder
-		prot   *protection
-		keeper *lease.Keeper
-		logger = log
-		sentAt time.Duration // when the granted acquisition request was sent
-	)
-	began := time.Now()
-	for {
-		wait := rc.wait
-		if wait != lease.WaitForever {
-			wait = max(rc.wait-time.Since(began), 0)
-		}
-		acq, err := lease.Acquire(watch.ctx, store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
-			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
-				OnWait:      refuseOwnAncestor(e.getenv, rc, watch.cancel, notifyWaiting(notify, rc.name, waitReporter(log, rc.name, wait))),
-				RemindEvery: remindEvery, Priority: rc.priority})
-		if err != nil {
-			watch.stop()
-			return acquireOutcome(err, rc)
-		}
-		l, sentAt = acq.Lease, acq.SentAt
-		info = l.Info()
-		logger.Info(acquiredText(rc.name, acq.Waited), "token", info.Token, "holder", rc.holder)
-
-		// The guard (and the child's cgroup) come before the child: from here on
-		// the child's tree is enforced even if leaderrun dies or freezes.
-		prot, err = protect(l, pre, rc.contain, rc.stopSignal, timing, logger)
-		if err != nil {
-			watch.stop()
-			releaseLease(l, timing, logger)
-			return notStarted(newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger), classify(err))
-		}
-		keeper, err = lease.Keep(watch.ctx, l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: store.Limits(), Log: logger, OnExtend: prot.guard.Until})
-		if err != nil && !watch.signalled() && keepRetriable(err) && (rc.wait == lease.WaitForever || time.Since(began) < rc.wait) {
-			// Granted too late, or its first renewal went unanswered (the
-			// store froze just after granting it): a standby does not give
-			// up on a transient fault; it lets go and waits again.
-			logger.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", rc.name, args[0]), "err", err)
-			releaseLease(l, timing, logger)
-			prot.finish(true, logger)
-			pre = startGuardAsync()
-			continue
-		}
-		watch.stop()
-		if err == nil && watch.signalled() {
-			keeper.Stop()
-		}
-		if err != nil || watch.signalled() {
-			releaseLease(l, timing, logger)
-			prot.finish(true, logger)
-			rec := newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger)
-			if watch.signalled() {
-				return notStarted(rec, acquireOutcome(context.Cause(watch.ctx), rc))
-			}
-			return notStarted(rec, classify(err))
-		}
-		break
-	}
-	if e, ok := keeper.ValidUntil(); ok {
-		prot.guard.Until(e)
-	}
-	childEnv := childEnviron(os.Environ(), reads, rc.passEnv, rc.name, rc.holder, info.Token)
-	if !rc.passEnv[notifyVar] {
-		childEnv = withoutNotifySocket(notify, childEnv)
-	}
-	runCtx, unwatch := prot.watch(keeper.Context())
-	runCtx, stepDown := context.WithCancelCause(runCtx)
-	defer stepDown(nil)
-	rec := newRunRecord(store, rc.historyKeep, info, timing.CallTimeout, logger)
-	rec.start()
-	tap := tapSignals(sigs)
-	var health *healthGate
-	if rc.health.cmd != "" {
-		health = &healthGate{cfg: rc.health, env: childEnv, log: logger, notify: notify, stop: stepDown, cg: prot.cg}
-	}
-	res, runErr := runner.Run(runCtx, runner.Config{
-		Args:       args,
-		Env:        childEnv,
-		StopSignal: rc.stopSignal,
-		Grace:      timing.Grace,
-		Signals:    tap.out,
-		KillNow:    keeper.KillC(),
-		Stdin:      e.stdio.In,
-		Stdout:     e.stdio.Out,
-		Stderr:     e.stdio.Err,
-		Log:        logger,
-		Cgroup:     prot.cg,
-		Guard:      prot.guard,
-		Started: func(int) {
-			if notify != nil { // the status reads the time zone: only under systemd
-				notify.send("READY=1", "STATUS="+leadingStatus(rc.name, info, time.Now()))
-			}
-			health.start(runCtx)
-		},
-		Exited: health.end, // before the sweep: a running check is no leftover
-	})
-	health.end()
-	tap.close()
-	cause := context.Cause(runCtx)
-	unwatch()
-	// Leadership must have been held for the child's whole run: a stop point
-	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
-	// even if the child then ended by itself.
-	if cause == nil && keeper.PastStopPoint() {
-		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
-	}
-	keeper.Stop()
-
-	// docs/design.md, safety rule 8: release only once the whole tree is confirmed gone.
-	treeGone := res.PID == 0 || res.GroupGone
-	if !treeGone {
-		logger.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
-	} else if err := releaseHeld(store, l, holdLeft(rc.hold, sentAt, cause), timing, logger); err != nil && cause == nil && res.PID != 0 {
-		// Not ours at release, and the keeper never noticed: the store lost
-		// or gave away the lease between two renewals (a deleted key, a
-		// restart without persistence). Leadership was not held for the
-		// whole run, whatever the child's code says.
-		cause = fmt.Errorf("%w: the lease was no longer ours when the child had finished (%v)", lease.ErrLost, err)
-	}
-	prot.finish(treeGone, logger)
-	// The run's end goes to the history after the release: it never
-	// delays the next holder, and a failed write changes no exit code.
-	ended := func(o *outcome, ro lease.Outcome) *outcome {
-		rec.end(ro, o.code, res.Signal)
+	r, o := prepareRun(ctx, c, args, e, log)
+	if o != nil {
 		return o
 	}
-	if runErr != nil {
-		return ended(classify(runErr), lease.OutcomeNotStarted)
+	defer r.close()
+	ld, o := r.lead(ctx)
+	if o != nil {
+		return o
 	}
-	var hc healthCause
-	if errors.As(cause, &hc) {
-		released := "released"
-		if !treeGone {
-			released = "left to expire"
-		}
-		how := stopText(args[0], rc.stopSignal, res)
-		if !res.Stopped { // it ended by itself just as the check gave up
-			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
-		}
-		return ended(done(ExitUnhealthy, slog.LevelError,
-			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
-			"event", "unhealthy", "lease", rc.name), lease.OutcomeSteppedDown)
-	}
-	if lost := errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied); lost {
-		how := ""
-		switch {
-		case res.Stopped:
-			how = stopText(args[0], rc.stopSignal, res)
-		case res.Signal != 0:
-			how = fmt.Sprintf("%s was killed by %s", args[0], unix.SignalName(res.Signal))
-		default:
-			how = fmt.Sprintf("%s exited with code %d", args[0], res.Code)
-		}
-		what := "leadership of lease " + rc.name + " lost"
-		if errors.Is(cause, runner.ErrGuardDied) {
-			what = "lease " + rc.name + " given up"
-		} else if !res.Stopped {
-			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
-		}
-		return ended(done(ExitLost, slog.LevelError,
-			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
-			"event", "lost", "lease", rc.name), lease.OutcomeLost)
-	}
-	return ended(childOutcome(args[0], res), childRunOutcome(resultView{code: res.Code, signal: res.Signal}, tap.stopped.Load()))
+	return r.finish(ld, r.supervise(ld))
 }
 
 // keepRetriable reports whether Keep failed for a reason a new acquisition

@@ -1,0 +1,321 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
+)
+
+// The phases of a run (runCommand): prepareRun, lead, supervise, finish.
+
+// runState is what a run prepared: its flags, the opened store and the
+// resolved timing, and the signal watch that holds INT, TERM, HUP and QUIT
+// until the child starts. close undoes what prepareRun set up.
+type runState struct {
+	rc     runConfig
+	args   []string
+	e      env
+	log    *slog.Logger
+	sigs   chan os.Signal
+	pre    *guardStart // the guard started ahead; a retry starts another
+	reads  *envReads   // what the store consumed stays out of the child's environment
+	store  lease.Store
+	notify *notifier
+	timing lease.Timing
+	watch  *signalWatch
+	undo   []func()
+}
+
+// close undoes prepareRun, last first.
+func (r *runState) close() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
+}
+
+// prepareRun checks everything that can be checked before a lease is
+// taken, opens the store and resolves the timing. On a non-nil outcome
+// nothing is left to close.
+func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) (_ *runState, o *outcome) {
+	rc, err := parseRun(c, args, e.getenv)
+	if err != nil {
+		return nil, classify(err)
+	}
+	// Before anything starts: a store served by another program gets the
+	// whole run (this process is replaced).
+	if err := dispatch(rc.storeURL); err != nil {
+		return nil, classify(err)
+	}
+	keepStderrFromKilling()
+	// A command that cannot run is refused before any lease is taken.
+	if _, err := runner.Resolve(args[0]); err != nil {
+		return nil, classify(err)
+	}
+	if err := checkContain(rc.contain); err != nil {
+		return nil, classify(err)
+	}
+	r := &runState{rc: rc, args: args, e: e, log: log}
+	defer func() {
+		if o != nil {
+			r.close()
+		}
+	}()
+	// Catch the forwarded signals for the whole run: while waiting, INT,
+	// TERM and HUP end the wait; once the child runs, the runner forwards
+	// them.
+	r.sigs = make(chan os.Signal, 16)
+	signal.Notify(r.sigs, runner.ForwardedSignals...)
+	r.undo = append(r.undo, func() { signal.Stop(r.sigs) })
+	r.pre = startGuardAsync()
+	r.undo = append(r.undo, func() { r.pre.drop() }) // the current one
+	r.reads = newEnvReads(e.getenv)
+	r.store, err = openStoreFor(ctx, rc.storeURL, StoreOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
+	if err != nil {
+		return nil, classify(err)
+	}
+	r.undo = append(r.undo, func() { _ = r.store.Close() })
+	if err := checkHold(r.store, rc.hold); err != nil {
+		return nil, classify(err)
+	}
+	if err := checkPriority(r.store, rc.priority); err != nil {
+		return nil, classify(err)
+	}
+	r.notify = newNotifier(r.reads.get, log)
+	r.undo = append(r.undo, r.notify.close)
+	// Timing is validated as for an expiring store even when this one does
+	// not expire (file): a command line that works here must not be refused
+	// when the same job moves to Redis or Azure.
+	vlim := r.store.Limits()
+	if !vlim.Expires {
+		vlim = lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
+	}
+	if r.timing, err = rc.timing.Resolve(vlim); err != nil {
+		return nil, classify(err)
+	}
+	log.Debug("timing", "ttl", r.timing.TTL, "renew_every", r.timing.RenewEvery, "grace", r.timing.Grace, "call_timeout", r.timing.CallTimeout)
+	reportShrunkGrace(log, rc.timing, r.timing)
+	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
+	r.watch = watchSignals(ctx, r.sigs)
+	r.undo = append(r.undo, func() { r.watch.cancel(nil) })
+	return r, nil
+}
+
+// leadership is a lease taken, enforced by the guard (and the child's
+// cgroup) and kept by a keeper: from here on the child's tree is enforced
+// even if leaderrun dies or freezes.
+type leadership struct {
+	l      lease.Lease
+	info   lease.Holder
+	prot   *protection
+	keeper *lease.Keeper
+	// sentAt is when the granted acquisition request was sent.
+	sentAt time.Duration
+}
+
+// lead acquires the lease, starts its protection and its keeper. A lease
+// granted too late to keep, or whose first renewal went unanswered, is let
+// go and waited for again while --wait allows. A non-nil outcome ends the
+// run: the lease, if it was taken, is released.
+func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
+	rc, timing, log := r.rc, r.timing, r.log
+	began := time.Now()
+	for {
+		wait := rc.wait
+		if wait != lease.WaitForever {
+			wait = max(rc.wait-time.Since(began), 0)
+		}
+		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
+			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
+				OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
+				RemindEvery: remindEvery, Priority: rc.priority})
+		if err != nil {
+			r.watch.stop()
+			return nil, acquireOutcome(err, rc)
+		}
+		ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt}
+		log.Info(acquiredText(rc.name, acq.Waited), "token", ld.info.Token, "holder", rc.holder)
+
+		// The guard (and the child's cgroup) come before the child.
+		ld.prot, err = protect(ld.l, r.pre, rc.contain, rc.stopSignal, timing, log)
+		if err != nil {
+			r.watch.stop()
+			releaseLease(ld.l, timing, log)
+			return nil, notStarted(r.record(ld), classify(err))
+		}
+		ld.keeper, err = lease.Keep(r.watch.ctx, ld.l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: r.store.Limits(), Log: log, OnExtend: ld.prot.guard.Until})
+		if err != nil && !r.watch.signalled() && keepRetriable(err) && (rc.wait == lease.WaitForever || time.Since(began) < rc.wait) {
+			// Granted too late, or its first renewal went unanswered (the
+			// store froze just after granting it): a standby does not give
+			// up on a transient fault; it lets go and waits again.
+			log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", rc.name, r.args[0]), "err", err)
+			releaseLease(ld.l, timing, log)
+			ld.prot.finish(true, log)
+			r.pre = startGuardAsync()
+			continue
+		}
+		r.watch.stop()
+		if err == nil && r.watch.signalled() {
+			ld.keeper.Stop()
+		}
+		if err != nil || r.watch.signalled() {
+			releaseLease(ld.l, timing, log)
+			ld.prot.finish(true, log)
+			if r.watch.signalled() {
+				return nil, notStarted(r.record(ld), acquireOutcome(context.Cause(r.watch.ctx), rc))
+			}
+			return nil, notStarted(r.record(ld), classify(err))
+		}
+		if e, ok := ld.keeper.ValidUntil(); ok {
+			ld.prot.guard.Until(e)
+		}
+		return ld, nil
+	}
+}
+
+// record is the run's history record.
+func (r *runState) record(ld *leadership) *runRecord {
+	return newRunRecord(r.store, r.rc.historyKeep, ld.info, r.timing.CallTimeout, r.log)
+}
+
+// childRun is how the child's run ended.
+type childRun struct {
+	res    runner.Result
+	runErr error // the child could not be started
+	// cause is why leadership ended under the child: lost, stepped down
+	// for its health, the guard gone; nil when it ended by itself.
+	cause error
+	rec   *runRecord
+	// stoppedBySignal: leaderrun was sent INT or TERM while the child ran.
+	stoppedBySignal bool
+}
+
+// supervise runs the child under the keeper, with its health checks and
+// the forwarded signals, and records the run's start.
+func (r *runState) supervise(ld *leadership) childRun {
+	rc, log := r.rc, r.log
+	childEnv := childEnviron(os.Environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	if !rc.passEnv[notifyVar] {
+		childEnv = withoutNotifySocket(r.notify, childEnv)
+	}
+	runCtx, unwatch := ld.prot.watch(ld.keeper.Context())
+	runCtx, stepDown := context.WithCancelCause(runCtx)
+	defer stepDown(nil)
+	rec := r.record(ld)
+	rec.start()
+	tap := tapSignals(r.sigs)
+	var health *healthGate
+	if rc.health.cmd != "" {
+		health = &healthGate{cfg: rc.health, env: childEnv, log: log, notify: r.notify, stop: stepDown, cg: ld.prot.cg}
+	}
+	res, runErr := runner.Run(runCtx, runner.Config{
+		Args:       r.args,
+		Env:        childEnv,
+		StopSignal: rc.stopSignal,
+		Grace:      r.timing.Grace,
+		Signals:    tap.out,
+		KillNow:    ld.keeper.KillC(),
+		Stdin:      r.e.stdio.In,
+		Stdout:     r.e.stdio.Out,
+		Stderr:     r.e.stdio.Err,
+		Log:        log,
+		Cgroup:     ld.prot.cg,
+		Guard:      ld.prot.guard,
+		Started: func(int) {
+			if r.notify != nil { // the status reads the time zone: only under systemd
+				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))
+			}
+			health.start(runCtx)
+		},
+		Exited: health.end, // before the sweep: a running check is no leftover
+	})
+	health.end()
+	tap.close()
+	cause := context.Cause(runCtx)
+	unwatch()
+	// Leadership must have been held for the child's whole run: a stop point
+	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
+	// even if the child then ended by itself.
+	if cause == nil && ld.keeper.PastStopPoint() {
+		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
+	}
+	ld.keeper.Stop()
+	return childRun{res: res, runErr: runErr, cause: cause, rec: rec, stoppedBySignal: tap.stopped.Load()}
+}
+
+// finish releases the lease once the child's whole tree is gone (with the
+// rest of --hold-at-least), writes the run's end to the history and
+// returns the outcome.
+func (r *runState) finish(ld *leadership, ch childRun) *outcome {
+	rc, log, res, cause := r.rc, r.log, ch.res, ch.cause
+	// docs/design.md, safety rule 8: release only once the whole tree is confirmed gone.
+	treeGone := res.PID == 0 || res.GroupGone
+	if !treeGone {
+		log.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
+	} else if err := releaseHeld(r.store, ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {
+		// Not ours at release, and the keeper never noticed: the store lost
+		// or gave away the lease between two renewals (a deleted key, a
+		// restart without persistence). Leadership was not held for the
+		// whole run, whatever the child's code says.
+		cause = fmt.Errorf("%w: the lease was no longer ours when the child had finished (%v)", lease.ErrLost, err)
+	}
+	ld.prot.finish(treeGone, log)
+	// The run's end goes to the history after the release: it never
+	// delays the next holder, and a failed write changes no exit code.
+	o, ro := r.outcome(res, ch, cause, treeGone)
+	ch.rec.end(ro, o.code, res.Signal)
+	return o
+}
+
+// outcome says how the run ended, for the exit code and the final line
+// (o) and for the history (ro).
+func (r *runState) outcome(res runner.Result, ch childRun, cause error, treeGone bool) (o *outcome, ro lease.Outcome) {
+	rc, name := r.rc, r.args[0]
+	if ch.runErr != nil {
+		return classify(ch.runErr), lease.OutcomeNotStarted
+	}
+	var hc healthCause
+	if errors.As(cause, &hc) {
+		released := "released"
+		if !treeGone {
+			released = "left to expire"
+		}
+		how := stopText(name, rc.stopSignal, res)
+		if !res.Stopped { // it ended by itself just as the check gave up
+			how = fmt.Sprintf("%s exited with code %d", name, res.Code)
+		}
+		return done(ExitUnhealthy, slog.LevelError,
+			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
+			"event", "unhealthy", "lease", rc.name), lease.OutcomeSteppedDown
+	}
+	if errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied) {
+		how := ""
+		switch {
+		case res.Stopped:
+			how = stopText(name, rc.stopSignal, res)
+		case res.Signal != 0:
+			how = fmt.Sprintf("%s was killed by %s", name, unix.SignalName(res.Signal))
+		default:
+			how = fmt.Sprintf("%s exited with code %d", name, res.Code)
+		}
+		what := "leadership of lease " + rc.name + " lost"
+		if errors.Is(cause, runner.ErrGuardDied) {
+			what = "lease " + rc.name + " given up"
+		} else if !res.Stopped {
+			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
+		}
+		return done(ExitLost, slog.LevelError,
+			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
+			"event", "lost", "lease", rc.name), lease.OutcomeLost
+	}
+	return childOutcome(name, res), childRunOutcome(resultView{code: res.Code, signal: res.Signal}, ch.stoppedBySignal)
+}
