@@ -122,27 +122,6 @@ func TestRedisFleetMaxClients(t *testing.T) {
 	t.Logf("%d of %d standbys were refused a connection at first; all ran", refused, fleetSize)
 }
 
-// waitStderrAny waits until leaderrun's stderr contains one of ss.
-func waitStderrAny(t *testing.T, p *lr, ss []string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		for _, s := range ss {
-			if strings.Contains(p.stderr.String(), s) {
-				return
-			}
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("leaderrun exited before saying any of %q: %s", ss, p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaderrun said none of %q in %v: %s", ss, within, p.stderr.String())
-		}
-		time.Sleep(2 * time.Millisecond) // polling stderr: there is no event for it
-	}
-}
 
 // readLines returns the lines of a file the test's children appended to.
 func readLines(t *testing.T, path string) []string {

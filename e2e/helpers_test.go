@@ -286,15 +286,26 @@ func deathWatch(pid int) <-chan time.Time {
 // waitStderr waits until leaderrun's stderr contains s.
 func waitStderr(t *testing.T, p *lr, s string, within time.Duration) {
 	t.Helper()
+	waitStderrAny(t, p, []string{s}, within)
+}
+
+// waitStderrAny waits until leaderrun's stderr contains one of ss.
+func waitStderrAny(t *testing.T, p *lr, ss []string, within time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(within)
-	for !strings.Contains(p.stderr.String(), s) {
+	for {
+		for _, s := range ss {
+			if strings.Contains(p.stderr.String(), s) {
+				return
+			}
+		}
 		select {
 		case <-p.done:
-			t.Fatalf("leaderrun exited before saying %q: %s", s, p.stderr.String())
+			t.Fatalf("leaderrun exited before saying any of %q: %s", ss, p.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("leaderrun did not say %q in %v: %s", s, within, p.stderr.String())
+			t.Fatalf("leaderrun said none of %q in %v: %s", ss, within, p.stderr.String())
 		}
 		time.Sleep(2 * time.Millisecond) // polling stderr: there is no event for it
 	}
