@@ -122,7 +122,6 @@ func TestRedisFleetMaxClients(t *testing.T) {
 	t.Logf("%d of %d standbys were refused a connection at first; all ran", refused, fleetSize)
 }
 
-
 // readLines returns the lines of a file the test's children appended to.
 func readLines(t *testing.T, path string) []string {
 	t.Helper()
