@@ -462,6 +462,9 @@ func TestLongHold(t *testing.T) {
 	if err != nil || st == nil || !st.HeldUntil.Equal(he.By.HeldUntil) {
 		t.Fatalf("Status during the hold: %+v, %v", st, err)
 	}
+	if _, h, err := other.Candidates(ctx, "long"); err != nil || h == nil || h.Holder != "alpha" {
+		t.Fatalf("Candidates during the hold: holder %+v, %v; want alpha", h, err)
+	}
 	// The hold's end moves into the past (the holder's lease ID still
 	// owns the infinite lease).
 	bl := first.(*blobLease)
@@ -478,6 +481,11 @@ func TestLongHold(t *testing.T) {
 	if st, err := other.Status(ctx, "long"); err != nil || st != nil {
 		t.Fatalf("Status after the hold's end: %+v, %v; want free", st, err)
 	}
+	// A standby's listing agrees, or the standby would wait for a holder
+	// that is gone instead of trying (and ending the hold).
+	if _, h, err := other.Candidates(ctx, "long"); err != nil || h != nil {
+		t.Fatalf("Candidates after the hold's end: holder %+v, %v; want none", h, err)
+	}
 	second, err := other.TryAcquire(ctx, req15("long", "beta"))
 	if err != nil {
 		t.Fatalf("TryAcquire after the hold's end: %v", err)
@@ -490,5 +498,63 @@ func TestLongHold(t *testing.T) {
 	}
 	if err := second.Renew(ctx); err != nil {
 		t.Fatalf("the new holder's lease after a stale break: %v", err)
+	}
+}
+
+// Ending a hold can race with a new acquisition: the breaker read the
+// hold's ETag, then another client acquired the lease (acquiring does not
+// rewrite the metadata, so the ETag may still match) and the break lands
+// before that client wrote its record. The break then ends the new lease,
+// and the new holder's record write, conditional on its lease ID, fails:
+// TryAcquire fails and the child never runs, so the break never leaves two
+// holders.
+func TestHoldBreakBeforeRecord(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: 5 * time.Second})
+	ctx := context.Background()
+	// The blob exists with a past hold's record and no lease.
+	first, err := s.TryAcquire(ctx, req15("race", "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req := req15("race", "beta")
+	leaseID, err := guid(req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := s.blob("race")
+	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// beta's acquire step of TryAcquire, then a breaker's read and break.
+	if _, err := lc.AcquireLease(ctx, int32(req.TTL/time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.endHold(ctx, "race", bc, props.ETag) {
+		t.Fatal("the break with a current ETag failed")
+	}
+	l := &blobLease{s: s, lc: lc}
+	err = l.record(ctx, bc, req)
+	if err == nil {
+		t.Fatal("the record write of a broken lease succeeded: its holder would run")
+	}
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Errorf("record after a break: %v; want an error wrapping ErrUnavailable (try again)", err)
+	}
+	after, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holderFrom("race", after.Metadata); h.Holder != "alpha" {
+		t.Errorf("the broken lease's holder wrote its record: holder %q", h.Holder)
 	}
 }

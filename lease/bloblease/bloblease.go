@@ -363,11 +363,16 @@ func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he
 // ended says that end has passed by the service's clock (the response's
 // Date).
 func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended bool) {
-	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeLeased ||
-		props.LeaseDuration == nil || *props.LeaseDuration != azlease.DurationTypeInfinite {
+	return holdState(props.LeaseState, props.LeaseDuration, props.Metadata, props.Date)
+}
+
+// holdState is longHold for a blob's lease state and duration, metadata
+// and the Date of the response that read them (a listing's, too).
+func holdState(st *azlease.StateType, d *azlease.DurationType, md map[string]*string, date *time.Time) (until time.Time, isHold, ended bool) {
+	if st == nil || *st != azlease.StateTypeLeased || d == nil || *d != azlease.DurationTypeInfinite {
 		return time.Time{}, false, false
 	}
-	v, ok := metaGet(props.Metadata, metaHoldUntil)
+	v, ok := metaGet(md, metaHoldUntil)
 	if !ok {
 		return time.Time{}, false, false
 	}
@@ -376,8 +381,8 @@ func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended 
 		return time.Time{}, false, false
 	}
 	now := time.Now()
-	if props.Date != nil {
-		now = *props.Date
+	if date != nil {
+		now = *date
 	}
 	return until, true, !now.Before(until)
 }
