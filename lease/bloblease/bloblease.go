@@ -67,6 +67,34 @@
 // per-try timeout of half the call timeout. Wait polls the blob's lease state
 // every PollInterval on average, jittered ±25% so waiters spread out.
 //
+// # Holds
+//
+// ReleaseHeld (leaderrun --hold-at-least) keeps the lease taken after the
+// holder is done. A hold no longer than the lease's TTL is a break period:
+// Azure keeps the lease for it, then breaks it. A longer one, up to any
+// length (leaderrun bounds it at 31 days), writes its end into the metadata
+// (leaderrun_hold_until, on Azure's clock), conditional on the holder's lease
+// ID, then makes the lease infinite by acquiring it again with the same ID,
+// which Azure allows for an active lease. Azure then refuses every other
+// acquisition, and no process of the holder stays alive. The first
+// TryAcquire that finds such a lease with its end passed, by the Date of
+// Azure's response, breaks it at once, on condition (If-Match) that the blob
+// still has the ETag it read, and tries once more; Wait, Status and the
+// standby listing count it as free.
+//
+// Breaking never ends a running holder's lease, so exclusion never depends
+// on the hold. Only a holder that has finished makes its lease infinite; a
+// running holder's lease has the TTL. Every acquisition writes its record
+// into the metadata before its holder runs, which changes the ETag, so a
+// break made on an earlier read fails once the record is written. A break
+// that lands between another client's acquire and its record write (an
+// acquire alone may leave the ETag as it was) makes that write fail, because
+// it is conditional on that client's lease ID, and a failed record write
+// fails TryAcquire: that client never runs. A hold ends later than asked
+// only by the poll interval and the Date's whole second; a hold cut short
+// would need someone to edit the metadata, which only loosens the schedule,
+// never exclusion.
+//
 // # What is not guaranteed
 //
 // Holder details in a HeldError or from Status are read from metadata and can
@@ -645,35 +673,49 @@ func (l *blobLease) Release(ctx context.Context) error {
 
 var _ lease.Holding = (*Store)(nil)
 
-// ReleaseHeld gives up l with a hold. The end of the hold is written into
-// the metadata first, for status and for the waiters. A hold that fits in
-// a break period (at most the lease's TTL: Azure uses a break period only
-// when it is shorter than the lease's remaining time, so the lease is
-// renewed first) breaks the lease with that period: Azure refuses every new
-// lease until it ends, then the lease is broken, which waiters see as free.
-// A longer hold turns the lease into an infinite one (acquiring it again
-// with our own ID): Azure refuses every other acquisition until the first
-// acquirer after the hold's end, by the service's clock, breaks it
-// (endHold). It wraps lease.ErrNotHeld when Azure says the lease is not
-// ours.
+// ReleaseHeld gives up l with a hold (see Holds in the package doc). The
+// end of the hold is written into the metadata first, conditional on our
+// lease ID, for status and for the waiters. A hold that fits in a break
+// period (at most the lease's TTL: Azure uses a break period only when it
+// is shorter than the lease's remaining time, so the lease is renewed
+// first) breaks the lease with that period: Azure refuses every new lease
+// until it ends, then the lease is broken, which waiters see as free. A
+// longer hold ends at a time on Azure's clock (the Date of a response read
+// just before, plus the hold, plus the second the Date truncates) and turns
+// the lease into an infinite one (acquiring it again with our own ID):
+// Azure refuses every other acquisition until the first acquirer after
+// that end, by Azure's clock, breaks it (endHold). It wraps
+// lease.ErrNotHeld when Azure says the lease is not ours.
 func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
 	bl, ok := l.(*blobLease)
 	if !ok || bl.s != s {
 		return errors.New("bloblease: ReleaseHeld: the lease is not from this store")
 	}
-	secs := int32((hold + time.Second - 1) / time.Second)
 	if hold <= 0 {
 		return bl.Release(ctx)
 	}
+	secs := int32((hold + time.Second - 1) / time.Second)
+	long := time.Duration(secs)*time.Second > maxBreak(bl.info.TTL)
 	op := "release " + bl.info.Name
+	bc := s.blob(bl.info.Name)
+	until := time.Now().Add(time.Duration(secs) * time.Second)
+	if long {
+		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+		if err != nil {
+			return s.classify(ctx, op, err, nil)
+		}
+		if props.Date != nil {
+			// Date is whole seconds, up to one behind Azure's clock.
+			until = props.Date.Add(time.Duration(secs)*time.Second + time.Second)
+		}
+	}
 	meta := map[string]*string{
 		metaHolder:    to(escapeMeta(bl.info.Holder)),
 		metaToken:     to(strconv.FormatUint(bl.info.Token, 10)),
 		metaSince:     to(bl.info.Since.Format(time.RFC3339Nano)),
 		metaTTL:       to(strconv.Itoa(int(bl.info.TTL / time.Second))),
-		metaHoldUntil: to(time.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339Nano)),
+		metaHoldUntil: to(until.UTC().Format(time.RFC3339Nano)),
 	}
-	bc := s.blob(bl.info.Name)
 	_, err := call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
 		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()},
@@ -682,7 +724,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	if err != nil {
 		return s.classify(ctx, op, err, lease.ErrNotHeld)
 	}
-	if time.Duration(secs)*time.Second > maxBreak(bl.info.TTL) {
+	if long {
 		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobAcquireResponse, error) {
 			return bl.lc.AcquireLease(ctx, -1, nil)
 		})
