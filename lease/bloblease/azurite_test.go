@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
@@ -476,16 +477,15 @@ func TestLongHold(t *testing.T) {
 	}
 	// The hold's end moves into the past (the holder's lease ID still
 	// owns the infinite lease).
-	bl := first.(*blobLease)
 	bc := s.blob("long")
-	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	if _, err := bc.SetMetadata(ctx, map[string]*string{metaHolder: to("alpha"), metaHoldUntil: &past}, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()}}}); err != nil {
-		t.Fatal(err)
-	}
+	endHoldNow(t, bc, first.(*blobLease))
 	stale, err := bc.GetProperties(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	holdID, _ := metaGet(stale.Metadata, metaHoldLease)
+	if want := *first.(*blobLease).lc.LeaseID(); holdID != want {
+		t.Fatalf("the hold's lease ID in the metadata is %q, want %q", holdID, want)
 	}
 	if st, err := other.Status(ctx, "long"); err != nil || st != nil {
 		t.Fatalf("Status after the hold's end: %+v, %v; want free", st, err)
@@ -502,15 +502,86 @@ func TestLongHold(t *testing.T) {
 	if second.Info().Token <= first.Info().Token {
 		t.Fatalf("token %d after the hold, not above %d", second.Info().Token, first.Info().Token)
 	}
-	if s.endHold(ctx, "long", bc, stale.ETag) {
-		t.Fatal("a break on a stale ETag succeeded: it broke the new holder's lease")
+	// A standby that read the ended hold before the new holder took over
+	// tries to end it: refused, whether or not the ETag still matches (an
+	// acquire alone may leave it unchanged), and by both ways of ending.
+	cur, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []endedHold{{stale.ETag, holdID}, {cur.ETag, holdID}, {stale.ETag, ""}} {
+		if s.endHold(ctx, "long", bc, h) {
+			t.Fatalf("ending the hold (ETag current: %v, by lease ID: %v) after a new holder took over succeeded", h.etag == cur.ETag, h.leaseID != "")
+		}
 	}
 	if err := second.Renew(ctx); err != nil {
-		t.Fatalf("the new holder's lease after a stale break: %v", err)
+		t.Fatalf("the new holder's lease after stale attempts to end the hold: %v", err)
 	}
 }
 
-// Ending a hold can race with a new acquisition: the breaker read the
+// endHoldNow moves a long hold's end into the past, keeping the rest of its
+// metadata (the hold's lease ID still owns the infinite lease).
+func endHoldNow(t *testing.T, bc *blockblob.Client, l *blobLease) {
+	t.Helper()
+	ctx := context.Background()
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[string]*string{}
+	for k, v := range props.Metadata {
+		if !strings.EqualFold(k, metaHoldUntil) {
+			md[k] = v
+		}
+	}
+	md[metaHoldUntil] = to(time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
+	if _, err := bc.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: l.lc.LeaseID()}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An ended hold is released with its own lease ID (the blob's lease becomes
+// available, not broken), and only while the blob is as it was read.
+func TestEndHoldReleases(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: 5 * time.Second})
+	ctx := context.Background()
+	first, err := s.TryAcquire(ctx, req15("rel", "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseHeld(ctx, first, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	bc := s.blob("rel")
+	endHoldNow(t, bc, first.(*blobLease))
+	he, ended := s.held(ctx, "rel", bc)
+	if ended == nil || ended.leaseID != *first.(*blobLease).lc.LeaseID() {
+		t.Fatalf("held: %v, %+v; want an ended hold with alpha's lease ID", he, ended)
+	}
+	// The metadata changes after the read (as a new hold's would): the
+	// release on the old ETag is refused.
+	endHoldNow(t, bc, first.(*blobLease))
+	if s.endHold(ctx, "rel", bc, *ended) {
+		t.Fatal("ending the hold on a stale ETag succeeded")
+	}
+	_, ended = s.held(ctx, "rel", bc)
+	if ended == nil || !s.endHold(ctx, "rel", bc, *ended) {
+		t.Fatalf("ending the hold failed (%+v)", ended)
+	}
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeAvailable {
+		t.Fatalf("lease state after ending the hold: %v; want available (released)", props.LeaseState)
+	}
+}
+
+// A hold whose metadata lacks its lease ID (edited by hand) is ended by a
+// break, which can race with a new acquisition: the breaker read the
 // hold's ETag, then another client acquired the lease (acquiring does not
 // rewrite the metadata, so the ETag may still match) and the break lands
 // before that client wrote its record. The break then ends the new lease,
@@ -548,7 +619,7 @@ func TestHoldBreakBeforeRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.endHold(ctx, "race", bc, props.ETag) {
+	if !s.endHold(ctx, "race", bc, endedHold{etag: props.ETag}) {
 		t.Fatal("the break with a current ETag failed")
 	}
 	l := &blobLease{s: s, lc: lc}
