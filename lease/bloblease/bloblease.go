@@ -710,8 +710,8 @@ var _ lease.Holding = (*Store)(nil)
 // the lease into an infinite one (acquiring it again with our own ID):
 // Azure refuses every other acquisition until the first acquirer after
 // that end, by Azure's clock, releases it with its lease ID, kept in the
-// metadata for that (endHold). It wraps
-// lease.ErrNotHeld when Azure says the lease is not ours.
+// metadata for that (endHold). It wraps lease.ErrNotHeld when Azure says
+// the lease is not ours.
 func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
 	bl, ok := l.(*blobLease)
 	if !ok || bl.s != s {
