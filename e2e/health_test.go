@@ -389,29 +389,70 @@ func TestHoldWaiterWakesAtEnd(t *testing.T) {
 	}
 }
 
-// A hold longer than the TTL on Azure (longer than any break period):
-// leaderrun exits 0, status shows the hold, and another run finds the lease
-// taken (its end is tested in lease/bloblease, TestLongHold, without
-// waiting for it).
+// A hold longer than the TTL on Azure (longer than any break period, which
+// Azure honours only up to the lease's remaining time): leaderrun exits 0,
+// status shows the hold, and a --wait 0 run during the hold finds the lease
+// taken. After the hold's end, by the service's clock, a --wait 0 run takes
+// it (breaking the held lease), and a standby waiting through the hold starts
+// its child soon after the end, never before.
 func TestHoldLongerThanTTLAzure(t *testing.T) {
-	env := healthStores[2].env(t)
-	name := e2eName(t, "longhold")
-	t0 := time.Now()
-	if code, stderr := runLR(t, env, "--name", name, "--ttl", "15s", "--hold-at-least", "2m", "--", "true"); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	s := holdStatus(t, env, name)
-	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s["held_until"]))
-	if s["held"] != true || err != nil || until.Before(t0.Add(2*time.Minute)) {
-		t.Fatalf("status %v; want held until 2m after the start", s)
-	}
-	marker := filepath.Join(t.TempDir(), "ran")
-	code, stderr := runLR(t, env, "--name", name, "--wait", "0", "--", "touch", marker)
-	if code != 75 || !strings.Contains(stderr, "kept taken until") {
-		t.Fatalf("during the hold: exit %d, %q; want 75", code, stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the child ran during the hold")
+	const ttl = 15 * time.Second     // Azure's shortest lease
+	const hold = ttl + 5*time.Second // beyond the longest break period for ttl
+	for _, standby := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wait0", true: "standby"}[standby], func(t *testing.T) {
+			t.Parallel()
+			env := healthStores[2].env(t)
+			name := e2eName(t, "longhold")
+			t0 := time.Now()
+			if code, stderr := runLR(t, env, "--name", name, "--ttl", ttl.String(), "--hold-at-least", hold.String(), "--", "true"); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			s := holdStatus(t, env, name)
+			until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s["held_until"]))
+			if s["held"] != true || err != nil || until.Before(t0.Add(hold)) {
+				t.Fatalf("status %v; want held until %v after the start", s, hold)
+			}
+			var w *lr
+			if standby {
+				w = start(t, env, "--log-format", "json", "--name", name, "--", "sh", "-c", "date +%s%N")
+				waitStderr(t, w, `"event":"waiting"`, 30*time.Second)
+			}
+			marker := filepath.Join(t.TempDir(), "ran")
+			code, stderr := runLR(t, env, "--name", name, "--wait", "0", "--", "touch", marker)
+			if code != 75 || !strings.Contains(stderr, "kept taken until") {
+				t.Fatalf("during the hold: exit %d, %q; want 75", code, stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the child ran during the hold")
+			}
+			if !standby {
+				// The service's Date has whole seconds: the hold has ended by
+				// its clock from the second after until on.
+				sleepUntil(until.Truncate(time.Second).Add(time.Second + 500*time.Millisecond))
+				p := start(t, env, "--name", name, "--wait", "0", "--", "echo", "ran")
+				if got := p.line(); got != "ran" {
+					t.Fatalf("after the hold: child said %q (%s)", got, p.stderr.String())
+				}
+				if code := p.wait(); code != 0 {
+					t.Fatalf("after the hold: exit %d: %s", code, p.stderr.String())
+				}
+				return
+			}
+			ns, err := strconv.ParseInt(w.line(), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			late := time.Unix(0, ns).Sub(until)
+			t.Logf("standby's child started %v after the hold's end", late)
+			// Up to 1s until the service's whole-second Date passes the end,
+			// one poll (200ms ±25%), then a break, an acquire and a record.
+			if late < 0 || late > 3*time.Second {
+				t.Fatalf("standby's child started %v after the hold's end; want within 3s, not before", late)
+			}
+			if code := w.wait(); code != 0 {
+				t.Fatalf("standby exit %d: %s", code, w.stderr.String())
+			}
+		})
 	}
 }
 

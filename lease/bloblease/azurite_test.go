@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
@@ -450,33 +451,49 @@ func TestLongHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	const hold = 10 * time.Minute
+	before, err := s.blob("long").GetProperties(ctx, nil)
+	if err != nil || before.Date == nil {
+		t.Fatalf("GetProperties: %v (Date %v)", err, before.Date)
+	}
 	if err := s.ReleaseHeld(ctx, first, hold); err != nil {
 		t.Fatalf("ReleaseHeld(%v): %v", hold, err)
 	}
 	_, err = other.TryAcquire(ctx, req15("long", "beta"))
 	var he *lease.HeldError
-	if !errors.As(err, &he) || he.By.Holder != "alpha" || time.Until(he.By.HeldUntil) < hold-time.Minute {
-		t.Fatalf("TryAcquire during the hold: %v (%+v); want held by alpha until about %v from now", err, he, hold)
+	if !errors.As(err, &he) || he.By.Holder != "alpha" {
+		t.Fatalf("TryAcquire during the hold: %v (%+v); want held by alpha", err, he)
+	}
+	// The end is on Azure's clock: a Date (whole seconds) read during the
+	// call, plus the hold, plus the second the Date may lag.
+	if until := he.By.HeldUntil; until.Before(before.Date.Add(hold+time.Second)) || until.Nanosecond() != 0 {
+		t.Fatalf("held until %v; want a whole second at least %v after Azure's Date %v before the release", until, hold+time.Second, *before.Date)
 	}
 	st, err := other.Status(ctx, "long")
 	if err != nil || st == nil || !st.HeldUntil.Equal(he.By.HeldUntil) {
 		t.Fatalf("Status during the hold: %+v, %v", st, err)
 	}
+	if _, h, err := other.Candidates(ctx, "long"); err != nil || h == nil || h.Holder != "alpha" {
+		t.Fatalf("Candidates during the hold: holder %+v, %v; want alpha", h, err)
+	}
 	// The hold's end moves into the past (the holder's lease ID still
 	// owns the infinite lease).
-	bl := first.(*blobLease)
 	bc := s.blob("long")
-	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	if _, err := bc.SetMetadata(ctx, map[string]*string{metaHolder: to("alpha"), metaHoldUntil: &past}, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()}}}); err != nil {
-		t.Fatal(err)
-	}
+	endHoldNow(t, bc, first.(*blobLease))
 	stale, err := bc.GetProperties(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	holdID, _ := metaGet(stale.Metadata, metaHoldLease)
+	if want := *first.(*blobLease).lc.LeaseID(); holdID != want {
+		t.Fatalf("the hold's lease ID in the metadata is %q, want %q", holdID, want)
+	}
 	if st, err := other.Status(ctx, "long"); err != nil || st != nil {
 		t.Fatalf("Status after the hold's end: %+v, %v; want free", st, err)
+	}
+	// A standby's listing agrees, or the standby would wait for a holder
+	// that is gone instead of trying (and ending the hold).
+	if _, h, err := other.Candidates(ctx, "long"); err != nil || h != nil {
+		t.Fatalf("Candidates after the hold's end: holder %+v, %v; want none", h, err)
 	}
 	second, err := other.TryAcquire(ctx, req15("long", "beta"))
 	if err != nil {
@@ -485,10 +502,139 @@ func TestLongHold(t *testing.T) {
 	if second.Info().Token <= first.Info().Token {
 		t.Fatalf("token %d after the hold, not above %d", second.Info().Token, first.Info().Token)
 	}
-	if s.endHold(ctx, "long", bc, stale.ETag) {
-		t.Fatal("a break on a stale ETag succeeded: it broke the new holder's lease")
+	// A standby that read the ended hold before the new holder took over
+	// tries to end it: refused, whether or not the ETag still matches (an
+	// acquire alone may leave it unchanged), and by both ways of ending.
+	cur, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []endedHold{{stale.ETag, holdID}, {cur.ETag, holdID}, {stale.ETag, ""}} {
+		if s.endHold(ctx, "long", bc, h) {
+			t.Fatalf("ending the hold (ETag current: %v, by lease ID: %v) after a new holder took over succeeded", h.etag == cur.ETag, h.leaseID != "")
+		}
 	}
 	if err := second.Renew(ctx); err != nil {
-		t.Fatalf("the new holder's lease after a stale break: %v", err)
+		t.Fatalf("the new holder's lease after stale attempts to end the hold: %v", err)
+	}
+}
+
+// endHoldNow moves a long hold's end into the past, keeping the rest of its
+// metadata (the hold's lease ID still owns the infinite lease).
+func endHoldNow(t *testing.T, bc *blockblob.Client, l *blobLease) {
+	t.Helper()
+	ctx := context.Background()
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[string]*string{}
+	for k, v := range props.Metadata {
+		if !strings.EqualFold(k, metaHoldUntil) {
+			md[k] = v
+		}
+	}
+	md[metaHoldUntil] = to(time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
+	if _, err := bc.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: l.lc.LeaseID()}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An ended hold is released with its own lease ID (the blob's lease becomes
+// available, not broken), and only while the blob is as it was read.
+func TestEndHoldReleases(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: 5 * time.Second})
+	ctx := context.Background()
+	first, err := s.TryAcquire(ctx, req15("rel", "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseHeld(ctx, first, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	bc := s.blob("rel")
+	endHoldNow(t, bc, first.(*blobLease))
+	he, ended := s.held(ctx, "rel", bc)
+	if ended == nil || ended.leaseID != *first.(*blobLease).lc.LeaseID() {
+		t.Fatalf("held: %v, %+v; want an ended hold with alpha's lease ID", he, ended)
+	}
+	// The metadata changes after the read (as a new hold's would): the
+	// release on the old ETag is refused.
+	endHoldNow(t, bc, first.(*blobLease))
+	if s.endHold(ctx, "rel", bc, *ended) {
+		t.Fatal("ending the hold on a stale ETag succeeded")
+	}
+	_, ended = s.held(ctx, "rel", bc)
+	if ended == nil || !s.endHold(ctx, "rel", bc, *ended) {
+		t.Fatalf("ending the hold failed (%+v)", ended)
+	}
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeAvailable {
+		t.Fatalf("lease state after ending the hold: %v; want available (released)", props.LeaseState)
+	}
+}
+
+// A hold whose metadata lacks its lease ID (edited by hand) is ended by a
+// break, which can race with a new acquisition: the breaker read the
+// hold's ETag, then another client acquired the lease (acquiring does not
+// rewrite the metadata, so the ETag may still match) and the break lands
+// before that client wrote its record. The break then ends the new lease,
+// and the new holder's record write, conditional on its lease ID, fails:
+// TryAcquire fails and the child never runs, so the break never leaves two
+// holders.
+func TestHoldBreakBeforeRecord(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	s := openAzurite(t, ep, freshContainer(), Options{CallTimeout: 5 * time.Second})
+	ctx := context.Background()
+	// The blob exists with a past hold's record and no lease.
+	first, err := s.TryAcquire(ctx, req15("race", "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req := req15("race", "beta")
+	leaseID, err := guid(req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := s.blob("race")
+	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// beta's acquire step of TryAcquire, then a breaker's read and break.
+	if _, err := lc.AcquireLease(ctx, int32(req.TTL/time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.endHold(ctx, "race", bc, endedHold{etag: props.ETag}) {
+		t.Fatal("the break with a current ETag failed")
+	}
+	l := &blobLease{s: s, lc: lc}
+	err = l.record(ctx, bc, req)
+	if err == nil {
+		t.Fatal("the record write of a broken lease succeeded: its holder would run")
+	}
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Errorf("record after a break: %v; want an error wrapping ErrUnavailable (try again)", err)
+	}
+	after, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holderFrom("race", after.Metadata); h.Holder != "alpha" {
+		t.Errorf("the broken lease's holder wrote its record: holder %q", h.Holder)
 	}
 }

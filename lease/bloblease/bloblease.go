@@ -67,6 +67,31 @@
 // per-try timeout of half the call timeout. Wait polls the blob's lease state
 // every PollInterval on average, jittered ±25% so waiters spread out.
 //
+// # Holds
+//
+// ReleaseHeld (leaderrun --hold-at-least) keeps the lease taken after the
+// holder is done. A hold no longer than the lease's TTL is a break period:
+// Azure keeps the lease for it, then breaks it. A longer one, up to any
+// length (leaderrun bounds it at 31 days), writes its end (leaderrun_hold_until,
+// on Azure's clock) and its lease ID (leaderrun_hold_lease) into the
+// metadata, conditional on that lease ID, then makes the lease infinite by
+// acquiring it again with the same ID, which Azure allows for an active
+// lease. Azure then refuses every other acquisition, and no process of the
+// holder stays alive. The first TryAcquire that finds such a lease with its
+// end passed, by the Date of Azure's response, releases it with the hold's
+// lease ID, on condition (If-Match) that the blob still has the ETag it
+// read, and tries once more; Wait, Status and the standby listing count it
+// as free. Of many standbys that find the end at once, one release
+// succeeds; the others' fail and they see the new holder.
+//
+// Ending a hold never ends a running holder's lease, so exclusion never
+// depends on the hold: Azure releases a lease only for its own ID, and the
+// hold's ID is that of a holder that has finished (only ReleaseHeld makes a
+// lease infinite; a running holder's lease has the TTL). Once anyone else
+// acquires the blob, that ID no longer matches and the release fails. A
+// hold ends later than asked only by the poll interval and the Date's whole
+// second.
+//
 // # What is not guaranteed
 //
 // Holder details in a HeldError or from Status are read from metadata and can
@@ -125,8 +150,13 @@ const (
 	metaSince  = "leaderrun_since"
 	metaTTL    = "leaderrun_ttl"
 	// metaHoldUntil is the end of a hold (ReleaseHeld), written just
-	// before the lease is broken with that break period.
+	// before the lease is broken with that break period or made infinite.
 	metaHoldUntil = "leaderrun_hold_until"
+	// metaHoldLease is the lease ID of an infinite hold, with which the
+	// first acquirer after its end releases it (endHold). Knowing it grants
+	// nothing: using a lease ID takes write access to the blob, which can
+	// break any lease anyway.
+	metaHoldLease = "leaderrun_hold_lease"
 )
 
 // Options configures Open. The zero value is usable.
@@ -296,7 +326,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	if bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIsBreakingAndCannotBeAcquired) {
 		he, ended := s.held(ctx, req.Name, bc)
-		if ended == nil || !s.endHold(ctx, req.Name, bc, ended) {
+		if ended == nil || !s.endHold(ctx, req.Name, bc, *ended) {
 			return nil, he
 		}
 		// The hold that kept the lease taken has ended: try once more.
@@ -341,10 +371,17 @@ func (s *Store) create(ctx context.Context, name string, bc *blockblob.Client, n
 	return nil
 }
 
+// endedHold is what ending a long hold needs: the ETag of the read that
+// found it ended and the hold's lease ID (empty if the metadata lacks it).
+type endedHold struct {
+	etag    *azcore.ETag
+	leaseID string
+}
+
 // held builds the HeldError, with the holder read from metadata when
-// possible. ended is the ETag the properties were read at when they show a
-// long hold (ReleaseHeld) that has ended, nil otherwise.
-func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he *lease.HeldError, ended *azcore.ETag) {
+// possible. ended is set when the properties show a long hold
+// (ReleaseHeld) that has ended, nil otherwise.
+func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he *lease.HeldError, ended *endedHold) {
 	he = &lease.HeldError{By: lease.Holder{Name: name}}
 	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
 	if err != nil {
@@ -353,7 +390,8 @@ func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he
 	}
 	he.By = holderFrom(name, props.Metadata)
 	if _, isHold, done := longHold(props); isHold && done {
-		return he, props.ETag
+		id, _ := metaGet(props.Metadata, metaHoldLease)
+		return he, &endedHold{etag: props.ETag, leaseID: id}
 	}
 	return he, nil
 }
@@ -363,11 +401,16 @@ func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he
 // ended says that end has passed by the service's clock (the response's
 // Date).
 func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended bool) {
-	if props.LeaseState == nil || *props.LeaseState != azlease.StateTypeLeased ||
-		props.LeaseDuration == nil || *props.LeaseDuration != azlease.DurationTypeInfinite {
+	return holdState(props.LeaseState, props.LeaseDuration, props.Metadata, props.Date)
+}
+
+// holdState is longHold for a blob's lease state and duration, metadata
+// and the Date of the response that read them (a listing's, too).
+func holdState(st *azlease.StateType, d *azlease.DurationType, md map[string]*string, date *time.Time) (until time.Time, isHold, ended bool) {
+	if st == nil || *st != azlease.StateTypeLeased || d == nil || *d != azlease.DurationTypeInfinite {
 		return time.Time{}, false, false
 	}
-	v, ok := metaGet(props.Metadata, metaHoldUntil)
+	v, ok := metaGet(md, metaHoldUntil)
 	if !ok {
 		return time.Time{}, false, false
 	}
@@ -376,26 +419,41 @@ func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended 
 		return time.Time{}, false, false
 	}
 	now := time.Now()
-	if props.Date != nil {
-		now = *props.Date
+	if date != nil {
+		now = *date
 	}
 	return until, true, !now.Before(until)
 }
 
-// endHold breaks a long hold that has ended, at once, on condition that
-// the blob is still as it was read (If-Match etag). It is never a holder's
-// lease that breaks: every acquisition rewrites the metadata, which changes
-// the ETag, and an acquisition whose lease were broken between its acquire
-// and its metadata write would fail that write (it is conditional on its
-// lease ID) and never run. It reports whether the hold is gone.
-func (s *Store) endHold(ctx context.Context, name string, bc *blockblob.Client, etag *azcore.ETag) bool {
-	lc, err := azlease.NewBlobClient(bc, nil)
-	if err != nil {
-		return false
+// endHold ends a long hold that has ended, at once, on condition that the
+// blob is still as it was read (If-Match). It releases the hold's own lease
+// ID, which Azure refuses once any other lease holds the blob, so it can
+// never end someone else's lease. Without that ID in the metadata (edited
+// by hand) it breaks the lease instead, still If-Match: every acquisition
+// rewrites the metadata, which changes the ETag, and an acquisition whose
+// lease were broken between its acquire and its metadata write would fail
+// that write (it is conditional on its lease ID) and never run. It reports
+// whether the hold is gone.
+func (s *Store) endHold(ctx context.Context, name string, bc *blockblob.Client, h endedHold) bool {
+	cond := &blob.ModifiedAccessConditions{IfMatch: h.etag}
+	var err error
+	if h.leaseID != "" {
+		lc, cerr := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &h.leaseID})
+		if cerr != nil {
+			return false
+		}
+		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobReleaseResponse, error) {
+			return lc.ReleaseLease(ctx, &azlease.BlobReleaseOptions{ModifiedAccessConditions: cond})
+		})
+	} else {
+		lc, cerr := azlease.NewBlobClient(bc, nil)
+		if cerr != nil {
+			return false
+		}
+		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
+			return lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(int32(0)), ModifiedAccessConditions: cond})
+		})
 	}
-	_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
-		return lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(int32(0)), ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: etag}})
-	})
 	if err != nil {
 		s.log.Debug("azblob: ending a finished hold", "name", name, "err", s.classify(ctx, "end hold", err, nil))
 		return false
@@ -640,35 +698,53 @@ func (l *blobLease) Release(ctx context.Context) error {
 
 var _ lease.Holding = (*Store)(nil)
 
-// ReleaseHeld gives up l with a hold. The end of the hold is written into
-// the metadata first, for status and for the waiters. A hold that fits in
-// a break period (at most the lease's TTL: Azure uses a break period only
-// when it is shorter than the lease's remaining time, so the lease is
-// renewed first) breaks the lease with that period: Azure refuses every new
-// lease until it ends, then the lease is broken, which waiters see as free.
-// A longer hold turns the lease into an infinite one (acquiring it again
-// with our own ID): Azure refuses every other acquisition until the first
-// acquirer after the hold's end, by the service's clock, breaks it
-// (endHold). It wraps lease.ErrNotHeld when Azure says the lease is not
-// ours.
+// ReleaseHeld gives up l with a hold (see Holds in the package doc). The
+// end of the hold is written into the metadata first, conditional on our
+// lease ID, for status and for the waiters. A hold that fits in a break
+// period (at most the lease's TTL: Azure uses a break period only when it
+// is shorter than the lease's remaining time, so the lease is renewed
+// first) breaks the lease with that period: Azure refuses every new lease
+// until it ends, then the lease is broken, which waiters see as free. A
+// longer hold ends at a time on Azure's clock (the Date of a response read
+// just before, plus the hold, plus the second the Date truncates) and turns
+// the lease into an infinite one (acquiring it again with our own ID):
+// Azure refuses every other acquisition until the first acquirer after
+// that end, by Azure's clock, releases it with its lease ID, kept in the
+// metadata for that (endHold). It wraps lease.ErrNotHeld when Azure says
+// the lease is not ours.
 func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
 	bl, ok := l.(*blobLease)
 	if !ok || bl.s != s {
 		return errors.New("bloblease: ReleaseHeld: the lease is not from this store")
 	}
-	secs := int32((hold + time.Second - 1) / time.Second)
 	if hold <= 0 {
 		return bl.Release(ctx)
 	}
+	secs := int32((hold + time.Second - 1) / time.Second)
+	long := time.Duration(secs)*time.Second > maxBreak(bl.info.TTL)
 	op := "release " + bl.info.Name
+	bc := s.blob(bl.info.Name)
+	until := time.Now().Add(time.Duration(secs) * time.Second)
+	if long {
+		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+		if err != nil {
+			return s.classify(ctx, op, err, nil)
+		}
+		if props.Date != nil {
+			// Date is whole seconds, up to one behind Azure's clock.
+			until = props.Date.Add(time.Duration(secs)*time.Second + time.Second)
+		}
+	}
 	meta := map[string]*string{
 		metaHolder:    to(escapeMeta(bl.info.Holder)),
 		metaToken:     to(strconv.FormatUint(bl.info.Token, 10)),
 		metaSince:     to(bl.info.Since.Format(time.RFC3339Nano)),
 		metaTTL:       to(strconv.Itoa(int(bl.info.TTL / time.Second))),
-		metaHoldUntil: to(time.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339Nano)),
+		metaHoldUntil: to(until.UTC().Format(time.RFC3339Nano)),
 	}
-	bc := s.blob(bl.info.Name)
+	if long {
+		meta[metaHoldLease] = bl.lc.LeaseID()
+	}
 	_, err := call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
 		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()},
@@ -677,7 +753,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Durati
 	if err != nil {
 		return s.classify(ctx, op, err, lease.ErrNotHeld)
 	}
-	if time.Duration(secs)*time.Second > maxBreak(bl.info.TTL) {
+	if long {
 		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobAcquireResponse, error) {
 			return bl.lc.AcquireLease(ctx, -1, nil)
 		})

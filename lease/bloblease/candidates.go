@@ -178,7 +178,10 @@ func (s *Store) list(ctx context.Context, name string) (cs []lease.Candidate, h 
 			}
 			switch bn := *it.Name; {
 			case bn == blobName(name):
-				if !free(it.Properties.LeaseState) {
+				// A long hold whose end has passed counts as free, as in
+				// Status: the next TryAcquire ends it.
+				_, _, ended := holdState(it.Properties.LeaseState, it.Properties.LeaseDuration, it.Metadata, page.Date)
+				if !free(it.Properties.LeaseState) && !ended {
 					hh := holderFrom(name, it.Metadata)
 					h = &hh
 				}
