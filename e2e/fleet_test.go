@@ -26,6 +26,7 @@ const fleetSize = 30
 // no connection while they sleep, so the application still connects, and
 // every standby is still waiting (none gave up on the full server).
 func TestPostgresFleetLeavesRoom(t *testing.T) {
+	t.Parallel()
 	requireEnv(t, pgE2EEnv)
 	const maxConns = 20
 	srv := leasetest.StartServer(t, t.TempDir(), "scripts/postgres.sh", fmt.Sprint(maxConns))
@@ -65,6 +66,7 @@ func TestPostgresFleetLeavesRoom(t *testing.T) {
 // standbys refused a connection keep waiting, each says so at most once as
 // a warning, and once the leader ends the whole fleet runs, one at a time.
 func TestRedisFleetMaxClients(t *testing.T) {
+	t.Parallel()
 	addr, _ := redisE2EPrivate(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
