@@ -11,7 +11,8 @@
 #      and the guard process's private memory (smaps_rollup);
 #   4. what each containment mode costs `leaderrun -- true` (group, cgroup);
 #   5-7. each network store (scripts/bench-*.sh) and standby fleets of 10,
-#      100 and 1,000 on every store (e2e BenchmarkStandbyHerd).
+#      100 and 1,000 on every store (e2e BenchmarkStandbyHerd);
+#   8. the clean handover with and without run history.
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,3 +101,13 @@ LEADERRUN_BENCH_STANDBYS=${LEADERRUN_BENCH_STANDBYS:-10,100,1000} \
 	go test -run '^$' -bench 'BenchmarkStandbyHerd' -benchtime 1x -timeout 3h ./e2e |
 	tee "$out/herd.txt" | grep -E 'N=[0-9]+: waiting' | sed 's/^ *bench_herd_test.go:[0-9]*: /   /' ||
 	echo "   BenchmarkStandbyHerd failed; see $out/herd.txt" >&2
+
+# Run history (issue 20): the end of each run is written after the release,
+# one store round trip; the handover must not grow. Same benchmarks with the
+# history off (LEADERRUN_HISTORY_KEEP=0, read by every leaderrun they start).
+echo "== 8. clean handover with and without run history (file, Redis)"
+for keep in 100 0; do
+	LEADERRUN_HISTORY_KEEP=$keep LEADERRUN_TEST_REDIS=$redis_addr \
+		go test -run '^$' -bench 'BenchmarkFileHandover|BenchmarkRedisHandover' -benchtime 30x ./e2e |
+		grep -E '^Benchmark' | sed "s/^/   history-keep $keep: /"
+done
