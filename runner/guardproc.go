@@ -230,37 +230,25 @@ func (g *guardProc) ownerGone() int {
 	return 0
 }
 
-// signalTree sends a catchable signal once to each process of the tree: the
-// cgroup's processes when there is one, else the process group.
-func (g *guardProc) signalTree(sig syscall.Signal) {
-	if g.cg != nil {
-		_ = g.cg.Signal(sig)
-	} else if g.pgid > 0 {
-		_ = signalGroup(g.pgid, sig)
-	}
-}
+// tree is the child's process tree the guard enforces.
+func (g *guardProc) tree() tree { return tree{pgid: g.pgid, cg: g.cg} }
 
+// signalTree sends a catchable signal once to each process of the tree.
+func (g *guardProc) signalTree(sig syscall.Signal) { _ = g.tree().signal(sig) }
+
+// killTree SIGKILLs the whole tree.
 func (g *guardProc) killTree() {
 	g.killed = true
-	if g.cg != nil {
-		_ = g.cg.Kill()
-	}
-	if g.pgid > 0 {
-		_ = signalGroup(g.pgid, syscall.SIGKILL)
-	}
+	_ = g.tree().kill()
 }
 
-// waitGone polls until the tree is gone or d has passed.
+// waitGone polls until the tree is gone or d has passed, killing it again
+// each round: a process may have been forked meanwhile.
 func (g *guardProc) waitGone(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	poll := 500 * time.Microsecond
 	for {
-		alive := g.pgid > 0 && groupAlive(g.pgid)
-		if !alive && g.cg != nil {
-			pop, err := g.cg.Populated()
-			alive = err != nil || pop
-		}
-		if !alive {
+		if !g.tree().alive() {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -268,9 +256,7 @@ func (g *guardProc) waitGone(d time.Duration) bool {
 		}
 		time.Sleep(poll)
 		poll = min(2*poll, 10*time.Millisecond)
-		if g.pgid > 0 || g.cg != nil {
-			g.killTree() // again: a process may have been forked meanwhile
-		}
+		g.killTree()
 	}
 }
 

@@ -507,30 +507,21 @@ func (r *run) kill(reason string) {
 	_ = signalGroup(r.pgid, syscall.SIGCONT)
 }
 
-// signalTree sends sig to the child's tree: with a cgroup, to every process
-// in it (SIGKILL through cgroup.kill, plus the group as a backstop);
-// otherwise to the process group. Each process gets a catchable signal once.
+// tree is the child's process tree.
+func (r *run) tree() tree { return tree{pgid: r.pgid, cg: r.cfg.Cgroup} }
+
+// signalTree sends sig to the child's tree: SIGKILL to every process of it
+// (cgroup.kill, plus the group as a backstop), any other signal once to
+// each process (see tree.signal).
 func (r *run) signalTree(sig syscall.Signal) error {
-	cg := r.cfg.Cgroup
-	if cg == nil {
-		return signalGroup(r.pgid, sig)
-	}
 	if sig == syscall.SIGKILL {
-		return errors.Join(cg.Kill(), signalGroup(r.pgid, sig))
+		return r.tree().kill()
 	}
-	return cg.Signal(sig)
+	return r.tree().signal(sig)
 }
 
-// treeAlive reports whether anything of the child's tree may still run: a
-// live member of its process group or, with a cgroup, any process in it.
-func (r *run) treeAlive() bool {
-	alive := groupAlive(r.pgid) // also reaps group members that are our zombies
-	if cg := r.cfg.Cgroup; cg != nil && !alive {
-		pop, err := cg.Populated()
-		return err != nil || pop
-	}
-	return alive
-}
+// treeAlive reports whether anything of the child's tree may still run.
+func (r *run) treeAlive() bool { return r.tree().alive() }
 
 func (r *run) stopTimers() {
 	if r.killTimer != nil {
