@@ -13,26 +13,23 @@ import (
 // --hold-at-least: the lease stays taken after the run, for the rest of a
 // schedule slot (lease.Holding keeps it in the store).
 
-// checkHold refuses --hold-at-least before anything is taken when the store
-// cannot keep a hold.
-func checkHold(store lease.Store, hold time.Duration) error {
-	if _, ok := store.(lease.Holding); hold != 0 && !ok {
-		return usagef("--hold-at-least: this store cannot keep a lease taken after leaderrun exits")
-	}
-	return nil
-}
-
 // releaseHeld gives the lease up with a hold of hold from now (ReleaseHeld),
 // or at once when hold is not positive. Errors are treated as releaseLease
-// treats them.
-func releaseHeld(store lease.Store, l lease.Lease, hold time.Duration, t lease.Timing, log *slog.Logger) error {
-	h, ok := store.(lease.Holding)
-	if hold <= 0 || !ok {
+// treats them. The leases of every store are lease.Holding (each store
+// asserts it at compile time); one that were not is released at once, with
+// a warning, never silently.
+func releaseHeld(l lease.Lease, hold time.Duration, t lease.Timing, log *slog.Logger) error {
+	if hold <= 0 {
+		return releaseLease(l, t, log)
+	}
+	h, ok := l.(lease.Holding)
+	if !ok {
+		log.Warn("this store cannot keep the lease taken after the run; --hold-at-least ignored, released at once")
 		return releaseLease(l, t, log)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
 	defer cancel()
-	if err := h.ReleaseHeld(ctx, l, hold); err != nil {
+	if err := h.ReleaseHeld(ctx, hold); err != nil {
 		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
 			log.Debug("lease was no longer ours at release", "err", err)
 			return err

@@ -84,9 +84,6 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return nil, classify(err)
 	}
 	r.undo = append(r.undo, func() { _ = r.store.Close() })
-	if err := checkHold(r.store, rc.hold); err != nil {
-		return nil, classify(err)
-	}
 	if err := checkPriority(r.store, rc.priority); err != nil {
 		return nil, classify(err)
 	}
@@ -261,7 +258,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	treeGone := res.PID == 0 || res.GroupGone
 	if !treeGone {
 		log.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
-	} else if err := releaseHeld(r.store, ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {
+	} else if err := releaseHeld(ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {
 		// Not ours at release, and the keeper never noticed: the store lost
 		// or gave away the lease between two renewals (a deleted key, a
 		// restart without persistence). Leadership was not held for the

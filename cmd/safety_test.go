@@ -181,9 +181,6 @@ func TestFlagsTheStoreCannotHonour(t *testing.T) {
 	if err := checkPriority(s, 0); err != nil {
 		t.Fatalf("checkPriority(0) = %v", err)
 	}
-	if err := checkHold(s, time.Minute); err == nil || !strings.Contains(err.Error(), "--hold-at-least: this store cannot keep a lease taken") {
-		t.Fatalf("checkHold = %v", err)
-	}
 	reg := &leasetest.MemCandidates{MemStore: s}
 	if err := checkPriority(reg, 5); err != nil {
 		t.Fatalf("checkPriority on a registry = %v", err)

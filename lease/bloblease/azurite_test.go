@@ -455,7 +455,7 @@ func TestLongHold(t *testing.T) {
 	if err != nil || before.Date == nil {
 		t.Fatalf("GetProperties: %v (Date %v)", err, before.Date)
 	}
-	if err := s.ReleaseHeld(ctx, first, hold); err != nil {
+	if err := first.(*blobLease).ReleaseHeld(ctx, hold); err != nil {
 		t.Fatalf("ReleaseHeld(%v): %v", hold, err)
 	}
 	_, err = other.TryAcquire(ctx, req15("long", "beta"))
@@ -552,7 +552,7 @@ func TestEndHoldReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseHeld(ctx, first, time.Hour); err != nil {
+	if err := first.(*blobLease).ReleaseHeld(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	bc := s.blob("rel")

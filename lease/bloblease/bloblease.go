@@ -696,9 +696,9 @@ func (l *blobLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*Store)(nil)
+var _ lease.Holding = (*blobLease)(nil)
 
-// ReleaseHeld gives up l with a hold (see Holds in the package doc). The
+// ReleaseHeld gives the lease up with a hold (see Holds in the package doc). The
 // end of the hold is written into the metadata first, conditional on our
 // lease ID, for status and for the waiters. A hold that fits in a break
 // period (at most the lease's TTL: Azure uses a break period only when it
@@ -712,11 +712,8 @@ var _ lease.Holding = (*Store)(nil)
 // that end, by Azure's clock, releases it with its lease ID, kept in the
 // metadata for that (endHold). It wraps lease.ErrNotHeld when Azure says
 // the lease is not ours.
-func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
-	bl, ok := l.(*blobLease)
-	if !ok || bl.s != s {
-		return errors.New("bloblease: ReleaseHeld: the lease is not from this store")
-	}
+func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	s := bl.s
 	if hold <= 0 {
 		return bl.Release(ctx)
 	}

@@ -575,9 +575,9 @@ func (l *etcdLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*Store)(nil)
+var _ lease.Holding = (*etcdLease)(nil)
 
-// ReleaseHeld gives up l with a hold (--hold-at-least): a new etcd lease of
+// ReleaseHeld gives the lease up with a hold (--hold-at-least): a new etcd lease of
 // hold (in whole seconds, rounded up; etcd may raise it to its shortest
 // lease) is granted, and one transaction moves the key to it, still ours
 // (same create revision, so the fencing token does not change) and marked
@@ -585,11 +585,8 @@ var _ lease.Holding = (*Store)(nil)
 // revoked. The key vanishes by itself when the new lease runs out, which
 // wakes the waiters' watches. It wraps lease.ErrNotHeld when the key is gone
 // or another holder's.
-func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
-	el, ok := l.(*etcdLease)
-	if !ok || el.s != s {
-		return errors.New("etcdlease: ReleaseHeld: the lease is not from this store")
-	}
+func (el *etcdLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	s := el.s
 	if hold <= 0 {
 		return el.Release(ctx)
 	}

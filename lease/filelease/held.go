@@ -199,18 +199,14 @@ func (l *fileLease) owned() error {
 // is already gone.
 func (l *fileLease) Release(ctx context.Context) error { return l.release(0) }
 
-var _ lease.Holding = (*Store)(nil)
+var _ lease.Holding = (*fileLease)(nil)
 
-// ReleaseHeld releases l as Release does, but writes the end of the hold,
+// ReleaseHeld releases the lease as Release does, but writes the end of the hold,
 // hold from now by the wall clock, into the record: acquirers treat the
 // lease as taken until then (and waiters wake then), status shows it. The
 // hold follows the wall clock of the machine, so a clock stepped forward
 // ends it early and one stepped back makes it last longer.
-func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
-	fl, ok := l.(*fileLease)
-	if !ok || fl.path != s.Path(fl.rec.Name) {
-		return errors.New("filelease: ReleaseHeld: the lease is not from this store")
-	}
+func (fl *fileLease) ReleaseHeld(_ context.Context, hold time.Duration) error {
 	return fl.release(hold)
 }
 

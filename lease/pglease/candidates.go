@@ -2,7 +2,6 @@ package pglease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -167,18 +166,15 @@ func (s *Store) idle() {
 	}
 }
 
-var _ lease.Holding = (*Store)(nil)
+var _ lease.Holding = (*pgLease)(nil)
 
-// ReleaseHeld gives up l so that the lease stays taken for hold from now,
+// ReleaseHeld gives the lease up so that it stays taken for hold from now,
 // by the server's clock, and then becomes free by itself: the row stays
 // without an acquisition ID (nobody can renew or release it) until it
 // expires, which waiters see as the holder's remaining time. It wraps
 // lease.ErrNotHeld when the row is no longer ours.
-func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
-	pl, ok := l.(*pgLease)
-	if !ok || pl.s != s {
-		return errors.New("pglease: ReleaseHeld: the lease is not from this store")
-	}
+func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	s := pl.s
 	if hold <= 0 {
 		return pl.Release(ctx)
 	}

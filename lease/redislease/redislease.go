@@ -432,19 +432,16 @@ func (l *redisLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*Store)(nil)
+var _ lease.Holding = (*redisLease)(nil)
 
-// ReleaseHeld gives up l with a hold: its record, still carrying our ID, is
+// ReleaseHeld gives the lease up with a hold: its record, still carrying our ID, is
 // set to expire hold from now instead of being deleted (hold.lua), so that
 // nobody can take the lease before then and it frees itself without a
 // process of ours. Waiters are woken with the release channel's message:
 // they read the new, shorter PTTL and sleep until it runs out. It wraps
 // lease.ErrNotHeld when the record is gone or another holder's.
-func (s *Store) ReleaseHeld(ctx context.Context, l lease.Lease, hold time.Duration) error {
-	rl, ok := l.(*redisLease)
-	if !ok || rl.s != s {
-		return errors.New("redislease: ReleaseHeld: the lease is not from this store")
-	}
+func (rl *redisLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	s := rl.s
 	if hold <= 0 {
 		return rl.Release(ctx)
 	}
