@@ -89,7 +89,7 @@ var leadSentinels = []error{
 
 // pkgPrefix matches the package prefix of a segment of an error chain
 // ("redislease: acquire x: lease: store unavailable: …").
-var pkgPrefix = regexp.MustCompile(`(^|: )(lease|redislease|bloblease|filelease|etcdlease|pglease|runner): `)
+var pkgPrefix = regexp.MustCompile(`(^|: )(lease|redislease|bloblease|filelease|etcdlease|pglease): `)
 
 // readable words err for users without the internal chain of package
 // prefixes: the meaning of its first sentinel (found with errors.Is) leads,

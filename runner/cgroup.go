@@ -18,7 +18,7 @@ import (
 // ErrNoCgroup is wrapped by NewCgroup when no writable cgroup v2 hierarchy is
 // available for a sub-cgroup (not mounted, no cgroup.kill, or not writable by
 // us: cgroup v1 only, an unprivileged user without delegation).
-var ErrNoCgroup = errors.New("runner: no writable cgroup v2 hierarchy")
+var ErrNoCgroup = errors.New("no writable cgroup v2 hierarchy")
 
 // Cgroup is a cgroup v2 sub-cgroup made for one child's tree. Every process
 // the child starts stays in it, whatever it does with sessions and process
@@ -140,7 +140,7 @@ func (c *Cgroup) Populated() (bool, error) {
 			return v != "0", nil
 		}
 	}
-	return true, fmt.Errorf("runner: no populated line in %s/cgroup.events", c.dir)
+	return true, fmt.Errorf("no populated line in %s/cgroup.events", c.dir)
 }
 
 // WaitEmpty polls until the cgroup is no longer populated or d has passed,
@@ -167,12 +167,12 @@ func (c *Cgroup) WaitEmpty(d time.Duration) bool {
 func (c *Cgroup) Sub(name string) (*Cgroup, error) {
 	dir := filepath.Join(c.dir, name)
 	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, fmt.Errorf("runner: create %s: %w", dir, err)
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	fd, err := os.Open(dir)
 	if err != nil {
 		_ = unix.Rmdir(dir)
-		return nil, fmt.Errorf("runner: open %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	return &Cgroup{dir: dir, fd: fd}, nil
 }

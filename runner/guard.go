@@ -17,12 +17,12 @@ import (
 // ErrGuardDied is the cause of a run's end when the guard process died: with
 // it gone, leaderrun could no longer keep its promise should it die or freeze
 // itself, so it stops the child as on lease loss.
-var ErrGuardDied = errors.New("runner: the guard process died")
+var ErrGuardDied = errors.New("the guard process died")
 
 // ErrGuardHandshake is returned by Guard.Ready when the guard did not say
 // it is ready in time: it is not a guard of this build (or not a guard at
 // all), and a guard that has not completed its handshake is no guard.
-var ErrGuardHandshake = errors.New("runner: the guard did not complete its handshake")
+var ErrGuardHandshake = errors.New("the guard did not complete its handshake")
 
 // Guard is leaderrun's side of the guard process: a second process, in a
 // session of its own and deaf to the signals leaderrun forwards, that knows
@@ -72,18 +72,18 @@ func StartGuard() (*Guard, error) { return StartGuardProgram("/proc/self/exe") }
 func StartGuardProgram(path string) (*Guard, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("runner: guard socket: %w", err)
+		return nil, fmt.Errorf("guard socket: %w", err)
 	}
 	theirs := os.NewFile(uintptr(fds[1]), "guard-peer")
 	defer theirs.Close()
 	c, err := newSeqConn(fds[0], "guard-conn")
 	if err != nil {
-		return nil, fmt.Errorf("runner: guard socket: %w", err)
+		return nil, fmt.Errorf("guard socket: %w", err)
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("runner: guard: %w", err)
+		return nil, fmt.Errorf("guard: %w", err)
 	}
 	defer devnull.Close()
 	cmd := &exec.Cmd{
@@ -101,7 +101,7 @@ func StartGuardProgram(path string) (*Guard, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("runner: start the guard: %w", err)
+		return nil, fmt.Errorf("start the guard: %w", err)
 	}
 	g := &Guard{cmd: cmd, conn: c, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{}), ready: make(chan struct{})}
@@ -219,7 +219,7 @@ func (g *Guard) Disarm() {
 func (g *Guard) msg(s string, oob []byte) error {
 	err := g.conn.WriteMsg([]byte(s), oob)
 	if err != nil {
-		return fmt.Errorf("runner: tell the guard %q: %w", s, err)
+		return fmt.Errorf("tell the guard %q: %w", s, err)
 	}
 	return nil
 }

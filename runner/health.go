@@ -20,7 +20,7 @@ import (
 // ErrUnhealthy is the error (and cause) a Health checker reports after
 // HealthConfig.Retries failed checks in a row. The concrete error is a
 // *HealthError.
-var ErrUnhealthy = errors.New("runner: health check failed")
+var ErrUnhealthy = errors.New("health check failed")
 
 // healthOutputKeep bounds how much of a check's output is kept: only its
 // last line is ever shown.

@@ -17,10 +17,10 @@ import (
 // when the command cannot be started. The CLI maps them to the shell's codes.
 var (
 	// ErrNotFound means the command does not exist: exit code 127.
-	ErrNotFound = errors.New("runner: command not found")
+	ErrNotFound = errors.New("command not found")
 	// ErrNotExecutable means the command exists but cannot be executed (no
 	// execute permission, a directory, an unknown binary format): exit code 126.
-	ErrNotExecutable = errors.New("runner: command not executable")
+	ErrNotExecutable = errors.New("command not executable")
 )
 
 // Resolve returns the path that Run would execute for the command name, using
@@ -91,5 +91,5 @@ func classifyStartErr(name string, err error) error {
 			return fmt.Errorf("%w: %s: %w", ErrNotExecutable, name, err)
 		}
 	}
-	return fmt.Errorf("runner: start %s: %w", name, err)
+	return fmt.Errorf("start %s: %w", name, err)
 }

@@ -221,14 +221,14 @@ type Result struct {
 // already done, nothing is started and the error wraps context.Cause(ctx).
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Args) == 0 {
-		return Result{}, errors.New("runner: no command given")
+		return Result{}, errors.New("no command given")
 	}
 	path, err := Resolve(cfg.Args[0])
 	if err != nil {
 		return Result{}, err
 	}
 	if ctx.Err() != nil {
-		return Result{}, fmt.Errorf("runner: %s not started: %w", cfg.Args[0], context.Cause(ctx))
+		return Result{}, fmt.Errorf("%s not started: %w", cfg.Args[0], context.Cause(ctx))
 	}
 	r := newRun(cfg)
 
@@ -327,7 +327,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.Guard.Gone()
 	}
 	if w.err != nil {
-		return r.res, fmt.Errorf("runner: wait for %s: %w", cfg.Args[0], w.err)
+		return r.res, fmt.Errorf("wait for %s: %w", cfg.Args[0], w.err)
 	}
 	return r.res, nil
 }

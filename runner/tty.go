@@ -92,12 +92,12 @@ func (t *terminal) handOver(pgid int) error {
 		}
 		if t.child != nil {
 			if err := unix.IoctlSetTermios(t.fd, unix.TCSETS, t.child); err != nil {
-				return fmt.Errorf("runner: restore the child's terminal settings: %w", err)
+				return fmt.Errorf("restore the child's terminal settings: %w", err)
 			}
 			t.child = nil
 		}
 		if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, pgid); err != nil {
-			return fmt.Errorf("runner: give the terminal to the child: %w", err)
+			return fmt.Errorf("give the terminal to the child: %w", err)
 		}
 		t.handed = true
 		return nil
@@ -111,7 +111,7 @@ func (t *terminal) takeBack() error {
 	return withSIGTTOUBlocked(func() error {
 		t.handed = false
 		if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil {
-			return fmt.Errorf("runner: take the terminal back: %w", err)
+			return fmt.Errorf("take the terminal back: %w", err)
 		}
 		cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS)
 		if err != nil || t.state == nil || *cur == *t.state {
@@ -119,7 +119,7 @@ func (t *terminal) takeBack() error {
 		}
 		t.child = cur
 		if err := unix.IoctlSetTermios(t.fd, unix.TCSETS, t.state); err != nil {
-			return fmt.Errorf("runner: restore terminal settings: %w", err)
+			return fmt.Errorf("restore terminal settings: %w", err)
 		}
 		return nil
 	})
@@ -147,14 +147,14 @@ func (t *terminal) restore(childPgid int, restoreState bool) error {
 	return withSIGTTOUBlocked(func() error {
 		t.handed = false
 		if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil {
-			return fmt.Errorf("runner: restore foreground process group: %w", err)
+			return fmt.Errorf("restore foreground process group: %w", err)
 		}
 		var err error
 		if restoreState && t.state != nil {
 			// TCSETS, not TCSETSW: waiting for output to drain would hang
 			// on a terminal stopped with Ctrl-S, and the lease with it.
 			if err = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.state); err != nil {
-				err = fmt.Errorf("runner: restore terminal settings: %w", err)
+				err = fmt.Errorf("restore terminal settings: %w", err)
 			}
 		}
 		if groupStopped(t.pgrp) {
@@ -184,7 +184,7 @@ func withSIGTTOUBlocked(fn func() error) error {
 	var set, old unix.Sigset_t
 	sigaddset(&set, unix.SIGTTOU)
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
-		return fmt.Errorf("runner: block SIGTTOU: %w", err)
+		return fmt.Errorf("block SIGTTOU: %w", err)
 	}
 	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return fn()
