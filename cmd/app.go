@@ -31,9 +31,21 @@ type Stdio struct {
 type env struct {
 	stdio  Stdio
 	getenv func(string) string
-	// environ lists the environment (os.Environ form) to look for misspelt
-	// LEADERRUN_* variables in; nil means none.
+	// environ lists the environment (os.Environ form): the child's is made
+	// from it, a store program inherits it, and misspelt LEADERRUN_*
+	// variables are looked for in it; nil means none.
 	environ func() []string
+	// argv is the whole command line Main was given (a store program is
+	// started with it).
+	argv []string
+}
+
+// environment returns e.environ(), or nothing when there is none.
+func (e env) environment() []string {
+	if e.environ == nil {
+		return nil
+	}
+	return e.environ()
 }
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
@@ -239,6 +251,7 @@ func run(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 {
 		args = []string{"leaderrun"}
 	}
+	e.argv = args
 	prog, args := args[0], args[1:]
 	// Everything after the first "--" is the command, never a subcommand or
 	// flag: `leaderrun -- status` runs a program called status.
@@ -282,7 +295,7 @@ func run(ctx context.Context, args []string, e env) int {
 	// A store served by another program gets the run before urfave parses
 	// anything here (each store program parses and checks it all again).
 	if raw, ok := dispatchable(p.args, e.getenv); ok {
-		if err := dispatch(raw); err != nil {
+		if err := e.dispatch(raw); err != nil {
 			return finish(err)
 		}
 	}

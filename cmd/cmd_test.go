@@ -31,8 +31,9 @@ func runCapture(t *testing.T, args ...string) (int, string, string) {
 	defer out.Close()
 	defer errf.Close()
 	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
-		stdio:  Stdio{In: os.Stdin, Out: out, Err: errf},
-		getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
+		stdio:   Stdio{In: os.Stdin, Out: out, Err: errf},
+		environ: os.Environ,
+		getenv:  func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
 	})
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())

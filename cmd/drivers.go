@@ -67,7 +67,8 @@ func register(stores []Store) {
 // this one does not link it: it replaces this process (same PID, same
 // arguments, environment and descriptors: nothing has started yet) and
 // returns only on failure. It returns nil when this program serves raw.
-func dispatch(raw string) error {
+// The arguments and environment are Main's, e.argv and e.environment().
+func (e env) dispatch(raw string) error {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
 		return nil // openStore explains
@@ -91,11 +92,11 @@ func dispatch(raw string) error {
 	if dispatched {
 		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
 	}
-	env := os.Environ()
+	environ := e.environment()
 	if self, err := os.Executable(); err == nil {
-		env = append(env, envGuardProgram+"="+self) // Main takes it out again
+		environ = append(environ, envGuardProgram+"="+self) // Main takes it out again
 	}
-	err = syscall.Exec(path, os.Args, env)
+	err = syscall.Exec(path, e.argv, environ)
 	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
 }
 

@@ -31,7 +31,8 @@ func runEnv(t *testing.T, vars map[string]string, args ...string) (int, string, 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := run(ctx, append([]string{"leaderrun"}, args...), env{
-		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
+		stdio:   Stdio{In: os.Stdin, Out: out, Err: errf},
+		environ: os.Environ,
 		getenv: func(k string) string {
 			if k == "NO_COLOR" {
 				return "1"

@@ -216,7 +216,7 @@ func openHistory(ctx context.Context, c *cli.Context, name string, e env, log *s
 	if err := lease.ValidateName(name); err != nil {
 		return nil, nil, usageError{err}
 	}
-	if err := dispatch(c.String("store")); err != nil {
+	if err := e.dispatch(c.String("store")); err != nil {
 		return nil, nil, err
 	}
 	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})

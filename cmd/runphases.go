@@ -53,7 +53,7 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	}
 	// Before anything starts: a store served by another program gets the
 	// whole run (this process is replaced).
-	if err := dispatch(rc.storeURL); err != nil {
+	if err := e.dispatch(rc.storeURL); err != nil {
 		return nil, classify(err)
 	}
 	keepStderrFromKilling()
@@ -200,7 +200,7 @@ type childRun struct {
 // the forwarded signals, and records the run's start.
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
-	childEnv := childEnviron(os.Environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	childEnv := childEnviron(r.e.environment(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
 	if !rc.passEnv[notifyVar] {
 		childEnv = withoutNotifySocket(r.notify, childEnv)
 	}

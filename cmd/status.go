@@ -66,7 +66,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	if err := lease.ValidateName(name); err != nil {
 		return classify(usageError{err})
 	}
-	if err := dispatch(c.String("store")); err != nil {
+	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)
 	}
 	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})

@@ -36,7 +36,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	once, asJSON := c.Bool("once"), c.Bool("json")
 	// Polls are sequential, so a short interval must not shorten the call
 	// timeout: a slow answer only delays the next poll.
-	if err := dispatch(c.String("store")); err != nil {
+	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)
 	}
 	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
