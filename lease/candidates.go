@@ -133,8 +133,9 @@ const (
 // remaining time exceeds the expiry a heartbeat asks for when twice as many
 // candidates are live (a registration written by hand, or by a buggy or
 // hostile client, to sit at the front of the line for ever). Stores that
-// cannot tell the remaining time (0) keep every registration; so does a
-// registry without heartbeats.
+// cannot tell the remaining time (0: etcd, whose registrations live on
+// etcd leases) keep every registration; so does a registry without
+// heartbeats (the file store: a registration is a lock its process holds).
 func (t CandidateTiming) plausible(cs []Candidate, self string) []Candidate {
 	if !t.Heartbeat {
 		return cs
@@ -150,10 +151,10 @@ func (t CandidateTiming) plausible(cs []Candidate, self string) []Candidate {
 	return out
 }
 
-// position returns how many candidates of cs come before id in takeover
-// order: the index of id in cs (which is in takeover order), or the number
-// of candidates before where c would sort when id is not listed (its
-// registration lapsed or was never made).
+// position returns how many candidates of cs come before c in takeover
+// order: c's index in cs (which is in takeover order), or, when c is not
+// listed (its registration lapsed or was not made yet), the number of
+// candidates that would sort before it.
 func position(cs []Candidate, c Candidate) int {
 	for i, x := range cs {
 		if x.ID == c.ID {
