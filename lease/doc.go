@@ -69,8 +69,8 @@
 //     guard process is started in a session of its own, deaf to forwarded
 //     signals and without store access. The Keeper hands it every new E
 //     (KeeperConfig.OnExtend), the runner the child's process group (or
-//     cgroup). If leaderrun dies (its end of a socket closes without a
-//     disarm) the guard SIGKILLs the tree and waits until it is gone; on the
+//     cgroup). If leaderrun dies (its end of a socket closes while the
+//     guard is still armed) the guard SIGKILLs the tree and waits until it is gone; on the
 //     file store it holds a duplicate of the lock descriptor, so the kernel
 //     lock outlives leaderrun until then. If leaderrun freezes, the guard
 //     sends the stop signal at E − K − G and SIGKILL at E − K on its own boot

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -141,23 +140,6 @@ func (c *Cgroup) Populated() (bool, error) {
 		}
 	}
 	return true, fmt.Errorf("no populated line in %s/cgroup.events", c.dir)
-}
-
-// WaitEmpty polls until the cgroup is no longer populated or d has passed,
-// and reports whether it emptied.
-func (c *Cgroup) WaitEmpty(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	poll := 500 * time.Microsecond
-	for {
-		if pop, err := c.Populated(); err == nil && !pop {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(poll)
-		poll = min(2*poll, 20*time.Millisecond)
-	}
 }
 
 // Sub creates (or opens) the cgroup name inside c, for processes that

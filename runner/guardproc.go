@@ -130,10 +130,7 @@ func (g *guardProc) run() int {
 			if m.err != nil {
 				return g.ownerGone()
 			}
-			if g.handle(m) {
-				g.release()
-				return 0
-			}
+			g.handle(m)
 		case <-fired:
 			timer, fired, armedT = nil, nil, -1
 			g.deadline()
@@ -167,11 +164,12 @@ func (g *guardProc) deadline() {
 	g.logf("lease kill point reached without a renewal confirmed by leaderrun; killed the child's processes")
 }
 
-// handle applies one message; it returns true on disarm.
-func (g *guardProc) handle(m guardMsg) bool {
+// handle applies one message. There is no "disarm" message: leaderrun ends
+// a guard it no longer needs with SIGKILL (Guard.Disarm).
+func (g *guardProc) handle(m guardMsg) {
 	g.held = append(g.held, m.files...)
 	if len(m.fields) == 0 {
-		return false
+		return
 	}
 	arg := func(i int) int64 {
 		if i >= len(m.fields) {
@@ -202,15 +200,12 @@ func (g *guardProc) handle(m guardMsg) bool {
 		// The tree is confirmed gone; its group ID may be reused from now on.
 		g.pgid = 0
 		g.until = 0
-	case "disarm":
-		return true
 	}
-	return false
 }
 
-// ownerGone runs when leaderrun's end of the socket closed without a disarm:
-// leaderrun died. Kill the tree at once, wait until it is gone, then let the
-// held lock go.
+// ownerGone runs when leaderrun's end of the socket closed before leaderrun
+// killed the guard (Guard.Disarm): leaderrun died. Kill the tree at once,
+// wait until it is gone, then let the held lock go.
 func (g *guardProc) ownerGone() int {
 	if g.pgid == 0 && g.cg == nil {
 		g.release()

@@ -1,5 +1,7 @@
-// Package runner starts the leader's command and is the only code in
-// leaderrun that starts, signals or kills processes.
+// Package runner starts the leader's command, its health checks and the
+// guard, and is the only code in leaderrun that signals or kills processes
+// (cmd replaces its own image with a store program by execve, and the file
+// store runs getent; neither is supervised).
 //
 // The command runs in its own process group, and every signal or kill goes to
 // the whole group (-pgid), so shells, pipelines and their children are
