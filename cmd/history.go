@@ -91,7 +91,7 @@ func (r *runRecord) write(run lease.Run) {
 		if errors.Is(err, lease.ErrConfig) {
 			level = slog.LevelDebug
 		}
-		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written (--history-keep 0 turns it off): "+readable(err), "event", "history_not_written")
+		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written (--history-keep 0 turns it off): "+err.Error(), "event", "history_not_written")
 	}
 }
 

@@ -50,11 +50,12 @@ func reportShrunkGrace(log *slog.Logger, asked, got lease.Timing) {
 	}
 }
 
-// lostWhy is " (why)" for the cause of a lost lease, without the chain of
-// package prefixes, or "" when there is nothing more to say than "lost".
+// lostWhy is " (why)" for the cause of a lost lease, or "" when there is
+// nothing more to say than "lost". A cause of kind lease.ErrLost says why in
+// its text and never says "lost" itself (see lease's sentinel errors).
 func lostWhy(cause error) string {
-	if _, _, rest := readableParts(cause); rest != "" {
-		return " (" + rest + ")"
+	if why := cause.Error(); why != "" && why != lease.ErrLost.Error() {
+		return " (" + why + ")"
 	}
 	return ""
 }

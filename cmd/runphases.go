@@ -243,7 +243,7 @@ func (r *runState) supervise(ld *leadership) childRun {
 	// that passed unnoticed (leaderrun itself frozen past it) counts as lost
 	// even if the child then ended by itself.
 	if cause == nil && ld.keeper.PastStopPoint() {
-		cause = fmt.Errorf("%w: the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
+		cause = lease.NewError("the lease's validity ran out while leaderrun was not running (frozen or suspended?)", lease.ErrLost)
 	}
 	ld.keeper.Stop()
 	return childRun{res: res, runErr: runErr, cause: cause, rec: rec, stoppedBySignal: tap.stopped.Load()}
@@ -263,7 +263,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 		// or gave away the lease between two renewals (a deleted key, a
 		// restart without persistence). Leadership was not held for the
 		// whole run, whatever the child's code says.
-		cause = fmt.Errorf("%w: the lease was no longer ours when the child had finished (%v)", lease.ErrLost, err)
+		cause = lease.NewError(fmt.Sprintf("the lease was no longer ours when the child had finished (%v)", err), lease.ErrLost, err)
 	}
 	ld.prot.finish(treeGone, log)
 	// The run's end goes to the history after the release: it never

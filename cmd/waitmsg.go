@@ -52,7 +52,7 @@ func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.
 				nextNote = now.Add(outageNoteEvery)
 				level, long = slog.LevelWarn, " (failing for "+humanDuration(now.Sub(outage))+")"
 			}
-			log.Log(context.Background(), level, fmt.Sprintf("%s%s; retrying in %s until it answers", readable(ev.Err), long, humanDuration(ev.RetryIn)), "event", "store_unavailable_retry")
+			log.Log(context.Background(), level, fmt.Sprintf("%s%s; retrying in %s until it answers", ev.Err.Error(), long, humanDuration(ev.RetryIn)), "event", "store_unavailable_retry")
 		}
 	}
 }

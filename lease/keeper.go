@@ -13,7 +13,7 @@ import (
 
 // ErrNoRunway is returned by Keep when the lease, even after an immediate
 // renewal, is too close to its deadline to start the child safely (docs/design.md, safety rule 7).
-var ErrNoRunway = errors.New("lease: not enough validity left to start the child")
+var ErrNoRunway = errors.New("not enough validity left to start the child")
 
 // KeeperConfig configures Keep. Timing must come from Timing.Resolve.
 type KeeperConfig struct {
@@ -131,7 +131,7 @@ func (k *Keeper) Stop() {
 	k.wg.Wait()
 }
 
-var errStopped = errors.New("lease: keeper stopped")
+var errStopped = errors.New("keeper stopped")
 
 // FirstRetry is how long the keeper waits before retrying a failed renewal
 // (doubling after each further failure); Timing.Resolve counts it.
@@ -203,8 +203,8 @@ func (k *Keeper) watchdog() {
 		// E may have moved while we slept; loop and re-read it.
 	}
 	ts := k.lastSent.Load()
-	k.cancel(fmt.Errorf("%w: no renewal confirmed in time: the last confirmed one was sent %v ago, with ttl %v",
-		ErrLost, (k.clock.Now() - time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL))
+	k.cancel(NewError(fmt.Sprintf("no renewal confirmed in time: the last confirmed one was sent %v ago, with ttl %v",
+		(k.clock.Now()-time.Duration(ts)).Round(time.Millisecond), k.cfg.Timing.TTL), ErrLost))
 	// E is final now: the renew loop no longer extends it.
 	if err := k.clock.SleepUntil(k.life, time.Duration(k.validUntil.Load())-k.cfg.Timing.KillBound); err != nil {
 		return
@@ -276,10 +276,10 @@ func (k *Keeper) watchLost(lost <-chan struct{}) {
 	k.cancel(asLost(err))
 }
 
-// asLost makes sure err is classified as ErrLost.
+// asLost makes sure err is classified as ErrLost, keeping its text.
 func asLost(err error) error {
 	if errors.Is(err, ErrLost) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrLost, err)
+	return NewError(err.Error(), ErrLost, err)
 }

@@ -3,7 +3,6 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestKeeperStopsWhenLeaseReportsLost(t *testing.T) {
 	r.l = ll
 	k := r.keep(t, r.clock.Now())
 	r.store.OnRenew = func(ctx context.Context, id string) error {
-		return fmt.Errorf("%w: lock file gone", lease.ErrLost)
+		return lease.NewError("lock file gone", lease.ErrLost)
 	}
 	close(ll.lost)
 	select {
@@ -36,7 +35,7 @@ func TestKeeperStopsWhenLeaseReportsLost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the keeper did not stop after the lease reported itself lost")
 	}
-	if cause := context.Cause(k.Context()); !errors.Is(cause, lease.ErrLost) || cause.Error() != "lease: lost: lock file gone" {
+	if cause := context.Cause(k.Context()); !errors.Is(cause, lease.ErrLost) || cause.Error() != "lock file gone" {
 		t.Fatalf("cause = %v; want Renew's lost error", cause)
 	}
 }

@@ -9,27 +9,35 @@ import (
 	"time"
 )
 
-// Sentinel errors. Stores wrap them (with %w) so callers classify with errors.Is.
+// Sentinel errors: the kinds of error callers classify with errors.Is.
+//
+// Errors in leaderrun are written once, for people, and classified by type,
+// never by text. A store returns an *Error: a sentence that is the sentinel
+// it stands for without saying so ("Redis at 127.0.0.1:6379 is unreachable:
+// connection refused" is ErrUnavailable). Code elsewhere may wrap a sentinel
+// at the front ("%w: detail"), so the sentinels' own texts are words for
+// users, without a package prefix. Either way, err.Error() is what a user
+// reads, unchanged.
 var (
 	// ErrHeld means the lease is held by someone else. The concrete error is a *HeldError.
-	ErrHeld = errors.New("lease: held by another holder")
+	ErrHeld = errors.New("held by another holder")
 	// ErrLost means the store answered that our lease is gone or owned by another:
 	// the holder must stop at once. Also the cause of a Keeper's context when the
 	// local deadline passed without a confirmed renewal.
-	ErrLost = errors.New("lease: lost")
+	ErrLost = errors.New("lost")
 	// ErrNotHeld means a release or renew named a lease this caller does not hold.
-	ErrNotHeld = errors.New("lease: not held by this holder")
+	ErrNotHeld = errors.New("not held by this holder")
 	// ErrUnavailable marks a transient store failure (network, timeout, store
 	// restarting): the operation may succeed if retried.
-	ErrUnavailable = errors.New("lease: store unavailable")
+	ErrUnavailable = errors.New("store unavailable")
 	// ErrConfig marks a problem with the store address, credentials or options
 	// that retrying cannot fix.
-	ErrConfig = errors.New("lease: bad store configuration")
+	ErrConfig = errors.New("bad store configuration")
 	// ErrUnsafeTiming is wrapped by Timing.Validate when the flags cannot be
 	// honoured safely.
-	ErrUnsafeTiming = errors.New("lease: unsafe timing")
+	ErrUnsafeTiming = errors.New("unsafe timing")
 	// ErrBadName is returned for a lease name outside the allowed alphabet or length.
-	ErrBadName = errors.New("lease: bad name")
+	ErrBadName = errors.New("bad name")
 )
 
 // Holder describes one acquisition of a lease, as the store records it.

@@ -14,7 +14,7 @@ import (
 )
 
 // errClosed is returned by calls on a closed Store.
-var errClosed = errors.New("etcdlease: the store is closed")
+var errClosed = errors.New("the etcd store is closed")
 
 // classify turns an etcd client error into one wrapping a lease sentinel, at
 // the store's edge, so nothing above this package looks at etcd or gRPC

@@ -311,7 +311,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if req.ID == "" {
-		return nil, errors.New("etcdlease: acquire: empty acquisition ID")
+		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
 	if err := checkTTL(req.TTL); err != nil {
 		return nil, err

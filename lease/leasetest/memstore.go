@@ -2,7 +2,6 @@ package leasetest
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -170,7 +169,7 @@ func (l *memLease) Renew(ctx context.Context) error {
 	defer l.s.mu.Unlock()
 	e := l.s.current(l.rec.Name)
 	if e == nil || e.rec.ID != l.rec.ID {
-		return fmt.Errorf("%w: lease %s is gone or held by another", lease.ErrLost, l.rec.Name)
+		return lease.NewError("lease "+l.rec.Name+" is gone or held by another", lease.ErrLost)
 	}
 	e.expires = l.s.clock().Now() + l.rec.TTL
 	return nil
@@ -181,7 +180,7 @@ func (l *memLease) Release(ctx context.Context) error {
 	defer l.s.mu.Unlock()
 	e := l.s.current(l.rec.Name)
 	if e == nil || e.rec.ID != l.rec.ID {
-		return fmt.Errorf("%w: lease %s", lease.ErrNotHeld, l.rec.Name)
+		return lease.NewError("lease "+l.rec.Name+" is not held by this holder", lease.ErrNotHeld)
 	}
 	delete(l.s.leases, l.rec.Name)
 	l.s.notify()

@@ -131,4 +131,4 @@ func kindOf(err error) error {
 }
 
 // errClosed is returned by calls on a closed Store.
-var errClosed = errors.New("pglease: the store is closed")
+var errClosed = errors.New("the PostgreSQL store is closed")

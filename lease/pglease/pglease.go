@@ -318,7 +318,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if req.ID == "" {
-		return nil, errors.New("pglease: acquire: empty acquisition ID")
+		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
 	if req.TTL < MinTTL {
 		return nil, storeerr.Config("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)

@@ -291,7 +291,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	if req.ID == "" {
-		return nil, errors.New("redislease: acquire: empty acquisition ID")
+		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
 	if req.TTL < MinTTL {
 		return nil, storeerr.Config("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
