@@ -10,5 +10,5 @@ import (
 )
 
 func main() {
-	os.Exit(cmd.Main(context.Background(), os.Args, cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	os.Exit(cmd.Main(context.Background(), os.Args, os.Environ(), cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 }

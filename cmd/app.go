@@ -27,26 +27,47 @@ type Stdio struct {
 	In, Out, Err *os.File
 }
 
-// env is how the command reads its environment; tests replace it.
+// env is everything a command reads from outside: Main's arguments,
+// environment and streams, nothing from the os package's copies.
 type env struct {
-	stdio  Stdio
-	getenv func(string) string
-	// environ lists the environment (os.Environ form): the child's is made
-	// from it, a store program inherits it, and misspelt LEADERRUN_*
-	// variables are looked for in it; nil means none.
-	environ func() []string
+	stdio Stdio
+	// vars is the environment (os.Environ form): variables are read from
+	// it, the child's environment is made from it, a store program
+	// inherits it, and misspelt LEADERRUN_* variables are looked for in it.
+	vars []string
 	// argv is the whole command line Main was given (a store program is
 	// started with it).
 	argv []string
+	// guardProgram is the program the guard runs from, when not this one
+	// (see guardPath).
+	guardProgram string
+	// dispatched is true when a leaderrun dispatched the run to this
+	// program: this program must then serve the store itself.
+	dispatched bool
 }
 
-// environment returns e.environ(), or nothing when there is none.
-func (e env) environment() []string {
-	if e.environ == nil {
-		return nil
+// getenv returns the value of variable k ("" when unset); the last of
+// duplicates wins, as with getenv(3) on an environment built by appending.
+func (e env) getenv(k string) string {
+	for i := len(e.vars) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(e.vars[i], k); ok && strings.HasPrefix(v, "=") {
+			return v[1:]
+		}
 	}
-	return e.environ()
+	return ""
 }
+
+// guardPath is the program the guard runs from: this one, unless a
+// leaderrun dispatched the run to this program (envGuardProgram).
+func (e env) guardPath() string {
+	if e.guardProgram == "" {
+		return "/proc/self/exe"
+	}
+	return e.guardProgram
+}
+
+// environ returns the environment, os.Environ form.
+func (e env) environ() []string { return e.vars }
 
 const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
 leaderrun status [flags] NAME
@@ -237,14 +258,14 @@ Flags may come before or after NAME, and before "watch".`
 // the stores linked into the calling program besides the file store; a
 // --store URL of another known store is handed to its own program
 // (dispatch).
-func Main(ctx context.Context, args []string, stdio Stdio, stores ...Store) int {
+func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...Store) int {
 	if runner.IsGuard() {
 		return runner.GuardMain()
 	}
 	register(stores)
-	takeGuardProgram()
-	useTZ(os.Getenv)
-	return run(ctx, args, env{stdio: stdio, getenv: os.Getenv, environ: os.Environ})
+	e := takeGuardProgram(env{stdio: stdio, vars: environ})
+	useTZ(e.getenv)
+	return run(ctx, args, e)
 }
 
 func run(ctx context.Context, args []string, e env) int {
@@ -315,10 +336,8 @@ func run(ctx context.Context, args []string, e env) int {
 			return usageError{err}
 		}
 		log = l
-		if e.environ != nil {
-			for _, w := range misspeltVars(e.environ()) {
-				log.Warn(w)
-			}
+		for _, w := range misspeltVars(e.environ()) {
+			log.Warn(w)
 		}
 		return nil
 	}
@@ -417,7 +436,7 @@ func DocApp() *cli.App {
 	var app *cli.App
 	docApp = func(a *cli.App) { app = a }
 	defer func() { docApp = nil }()
-	run(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, getenv: func(string) string { return "" }})
+	run(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}})
 	if app != nil {
 		// Give the flags back the variables takeEnv moved out, for the
 		// documents' ENVIRONMENT section.
@@ -427,28 +446,6 @@ func DocApp() *cli.App {
 		}
 	}
 	return app
-}
-
-// restoreEnv undoes takeEnv for documentation.
-func restoreEnv(flags []cli.Flag) {
-	for _, f := range flags {
-		env := envOf(f.Names()[0])
-		if env == "" {
-			continue
-		}
-		switch f := f.(type) {
-		case *cli.BoolFlag:
-			f.EnvVars = []string{env}
-		case *cli.StringFlag:
-			f.EnvVars = []string{env}
-		case *cli.DurationFlag:
-			f.EnvVars = []string{env}
-		case *cli.IntFlag:
-			f.EnvVars = []string{env}
-		case *cli.StringSliceFlag:
-			f.EnvVars = []string{env}
-		}
-	}
 }
 
 // helpWidth is the width help text wraps to: the terminal's, or

@@ -31,13 +31,28 @@ func runCapture(t *testing.T, args ...string) (int, string, string) {
 	defer out.Close()
 	defer errf.Close()
 	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
-		stdio:   Stdio{In: os.Stdin, Out: out, Err: errf},
-		environ: os.Environ,
-		getenv:  func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
+		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
+		vars:  testEnviron(map[string]string{"NO_COLOR": "1"}),
 	})
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
 	return code, string(o), string(e)
+}
+
+// testEnviron is this process's environment without its LEADERRUN_*
+// variables (the test harness's own, such as LEADERRUN_TEST_REDIS_URL), with
+// vars set: what a command under test reads.
+func testEnviron(vars map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEADERRUN_") {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 func TestHelpGolden(t *testing.T) {

@@ -67,7 +67,7 @@ func register(stores []Store) {
 // this one does not link it: it replaces this process (same PID, same
 // arguments, environment and descriptors: nothing has started yet) and
 // returns only on failure. It returns nil when this program serves raw.
-// The arguments and environment are Main's, e.argv and e.environment().
+// The arguments and environment are Main's, e.argv and e.environ().
 func (e env) dispatch(raw string) error {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -89,10 +89,10 @@ func (e env) dispatch(raw string) error {
 	// scheme either, is not the store program it was named as (a link or
 	// copy of leaderrun under that name): dispatching again would exec
 	// the same program forever.
-	if dispatched {
+	if e.dispatched {
 		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
 	}
-	environ := e.environment()
+	environ := e.environ()
 	if self, err := os.Executable(); err == nil {
 		environ = append(environ, envGuardProgram+"="+self) // Main takes it out again
 	}
@@ -121,29 +121,30 @@ func findDriver(prog string) (string, error) {
 
 // envGuardProgram tells a store program which leaderrun dispatched to it:
 // that smaller program of the same installation runs as its guard
-// (runner.StartGuardProgram). Main removes it from the environment, so no
+// (runner.StartGuardProgram). Main takes it out of the environment, so no
 // child sees it.
 const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
 
-// dispatched is true when a leaderrun dispatched the run to this program
-// (envGuardProgram was set): this program must then serve the store itself.
-var dispatched bool
-
-// guardProgram is the program the guard runs from: this one, unless a
-// leaderrun dispatched to it.
-var guardProgram = "/proc/self/exe"
-
-// takeGuardProgram reads and removes envGuardProgram.
-func takeGuardProgram() {
-	p, ok := os.LookupEnv(envGuardProgram)
-	if !ok {
-		return
+// takeGuardProgram sets e's guardProgram and dispatched from
+// envGuardProgram and removes the variable from e's environment. A value
+// that is not an absolute path to an executable file is ignored: the guard
+// then runs from this program (and its handshake would refuse a stranger
+// anyway).
+func takeGuardProgram(e env) env {
+	var rest []string
+	for _, kv := range e.vars {
+		p, ok := strings.CutPrefix(kv, envGuardProgram+"=")
+		if !ok {
+			rest = append(rest, kv)
+			continue
+		}
+		e.dispatched = true
+		if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			e.guardProgram = p
+		}
 	}
-	os.Unsetenv(envGuardProgram)
-	dispatched = true
-	if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-		guardProgram = p
-	}
+	e.vars = rest
+	return e
 }
 
 // dispatchable returns the --store URL of a preparsed command line that

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -379,41 +378,61 @@ func shellQuote(s string) string {
 	return s
 }
 
-// flagEnv maps a flag's name to its variable. The flags are declared with
-// EnvVars (so help shows them); takeEnv moves them here so that urfave does
-// not read the process environment itself.
-var flagEnv sync.Map // string → string
+// flagVars maps each flag's name to its variable (LEADERRUN_TTL for ttl),
+// read once from the flag definitions, where EnvVars declares it. It never
+// changes.
+var flagVars = varsOf(slices.Concat(runFlags(), statusFlags(), watchFlags(), historyFlags(), checkFlags()))
 
-// takeEnv clears the EnvVars of flags, recording them in flagEnv.
+// envVars returns a pointer to f's EnvVars, or nil for a flag type without.
+func envVars(f cli.Flag) *[]string {
+	switch f := f.(type) {
+	case *cli.BoolFlag:
+		return &f.EnvVars
+	case *cli.StringFlag:
+		return &f.EnvVars
+	case *cli.DurationFlag:
+		return &f.EnvVars
+	case *cli.IntFlag:
+		return &f.EnvVars
+	case *cli.StringSliceFlag:
+		return &f.EnvVars // the variable's value is comma-separated, as urfave's
+	}
+	return nil
+}
+
+// varsOf maps the name of each of flags to the first of its EnvVars.
+func varsOf(flags []cli.Flag) map[string]string {
+	m := map[string]string{}
+	for _, f := range flags {
+		if v := envVars(f); v != nil && len(*v) > 0 {
+			m[f.Names()[0]] = (*v)[0]
+		}
+	}
+	return m
+}
+
+// takeEnv clears the EnvVars of flags, so that urfave does not read the
+// process environment; applyEnv reads the variables (flagVars) instead.
 func takeEnv(flags []cli.Flag) []cli.Flag {
 	for _, f := range flags {
-		var vars *[]string
-		switch f := f.(type) {
-		case *cli.BoolFlag:
-			vars = &f.EnvVars
-		case *cli.StringFlag:
-			vars = &f.EnvVars
-		case *cli.DurationFlag:
-			vars = &f.EnvVars
-		case *cli.IntFlag:
-			vars = &f.EnvVars
-		case *cli.StringSliceFlag:
-			vars = &f.EnvVars // the variable's value is comma-separated, as urfave's
-		}
-		if vars != nil && len(*vars) > 0 {
-			flagEnv.Store(f.Names()[0], (*vars)[0])
-			*vars = nil
+		if v := envVars(f); v != nil {
+			*v = nil
 		}
 	}
 	return flags
 }
 
-// envOf returns the variable of the flag called name, or "".
-func envOf(name string) string {
-	v, _ := flagEnv.Load(name)
-	s, _ := v.(string)
-	return s
+// restoreEnv undoes takeEnv, for documentation.
+func restoreEnv(flags []cli.Flag) {
+	for _, f := range flags {
+		if v, env := envVars(f), envOf(f.Names()[0]); v != nil && env != "" {
+			*v = []string{env}
+		}
+	}
 }
+
+// envOf returns the variable of the flag called name, or "".
+func envOf(name string) string { return flagVars[name] }
 
 // relatedFlags are flags that say the same thing: a command-line flag of a
 // group silences the variables of the whole group.
@@ -581,12 +600,10 @@ var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprec
 // ignored. A LEADERRUN_* name far from every known one (a script's own
 // LEADERRUN_JOB_DIR) is left alone: leaderrun does not own the prefix.
 func misspeltVars(environ []string) []string {
-	var known []string
-	flagEnv.Range(func(_, v any) bool {
-		known = append(known, v.(string))
-		return true
-	})
-	known = append(known, otherVars...)
+	known := slices.Clone(otherVars)
+	for _, v := range flagVars {
+		known = append(known, v)
+	}
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")

@@ -31,14 +31,8 @@ func runEnv(t *testing.T, vars map[string]string, args ...string) (int, string, 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := run(ctx, append([]string{"leaderrun"}, args...), env{
-		stdio:   Stdio{In: os.Stdin, Out: out, Err: errf},
-		environ: os.Environ,
-		getenv: func(k string) string {
-			if k == "NO_COLOR" {
-				return "1"
-			}
-			return vars[k]
-		},
+		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
+		vars:  append(testEnviron(vars), "NO_COLOR=1"),
 	})
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
@@ -635,18 +629,17 @@ func TestScopesCoverHelpAndVersion(t *testing.T) {
 	}
 }
 
-// Main reads the real process environment (run's tests inject getenv).
-func TestMainReadsProcessEnvironment(t *testing.T) {
-	t.Setenv("LEADERRUN_STORE", "file://"+t.TempDir())
+// Main reads the environment it is given, never the process's own copy.
+func TestMainReadsGivenEnvironment(t *testing.T) {
 	t.Setenv("LEADERRUN_TTL", "5")
-	t.Setenv("LEADERRUN_LOG_FORMAT", "json")
+	environ := []string{"LEADERRUN_STORE=file://" + t.TempDir(), "LEADERRUN_TTL=7", "LEADERRUN_LOG_FORMAT=json"}
 	dir := t.TempDir()
 	errf, err := os.Create(filepath.Join(dir, "err"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer errf.Close()
-	code := Main(context.Background(), []string{"leaderrun", "--", "true"}, Stdio{In: os.Stdin, Out: errf, Err: errf})
+	code := Main(context.Background(), []string{"leaderrun", "--", "true"}, environ, Stdio{In: os.Stdin, Out: errf, Err: errf})
 	b, _ := os.ReadFile(errf.Name())
 	var obj struct {
 		Msg      string `json:"msg"`
@@ -655,21 +648,21 @@ func TestMainReadsProcessEnvironment(t *testing.T) {
 	if err := json.Unmarshal([]byte(oneLineOf(t, string(b))), &obj); err != nil {
 		t.Fatalf("stderr %q: %v", b, err)
 	}
-	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=5 (--ttl): did you mean 5s?") {
-		t.Fatalf("exit %d, stderr %q; want 125 suggesting 5s", code, b)
+	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=7 (--ttl): did you mean 7s?") {
+		t.Fatalf("exit %d, stderr %q; want 125 suggesting 7s (the given LEADERRUN_TTL, not the process's)", code, b)
 	}
 }
 
 // A repeatable flag (StringSliceFlag) reads its variable through getenv
 // too, comma-separated, and the command line replaces it.
 func TestListFlagVariable(t *testing.T) {
-	flags := takeEnv([]cli.Flag{&cli.StringSliceFlag{Name: "keep-test", EnvVars: []string{"LEADERRUN_KEEP_TEST"}}})
-	vars := map[string]string{"LEADERRUN_KEEP_TEST": "A,B"}
-	if got := probeFlags(t, "", flags, nil, vars); got.err != nil || got.values["keep-test"] != "A,B" {
-		t.Fatalf("variable alone: %q, %v; want A,B", got.values["keep-test"], got.err)
+	flags := takeEnv(runFlags())
+	vars := map[string]string{"LEADERRUN_PASS_ENV": "A,B"}
+	if got := probeFlags(t, "", flags, nil, vars); got.err != nil || got.values["pass-env"] != "A,B" {
+		t.Fatalf("variable alone: %q, %v; want A,B", got.values["pass-env"], got.err)
 	}
-	got := probeFlags(t, "", flags, []string{"--keep-test", "C", "--keep-test=D"}, vars)
-	if got.err != nil || got.values["keep-test"] != "C,D" {
-		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["keep-test"], got.err)
+	got := probeFlags(t, "", flags, []string{"--pass-env", "C", "--pass-env=D"}, vars)
+	if got.err != nil || got.values["pass-env"] != "C,D" {
+		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["pass-env"], got.err)
 	}
 }

@@ -64,17 +64,18 @@ type protection struct {
 // waits (about 1.5 MiB of private memory), so that a handover does not wait
 // for a process start either; without the lease it is dropped.
 type guardStart struct {
-	done chan struct{}
-	once sync.Once
-	g    *runner.Guard
-	err  error
+	program string // the program the guard runs from
+	done    chan struct{}
+	once    sync.Once
+	g       *runner.Guard
+	err     error
 }
 
-func startGuardAsync() *guardStart {
-	s := &guardStart{done: make(chan struct{})}
+func startGuardAsync(program string) *guardStart {
+	s := &guardStart{program: program, done: make(chan struct{})}
 	go func() { // owned by s: take and drop wait for it
 		defer close(s.done)
-		s.g, s.err = runner.StartGuardProgram(guardProgram)
+		s.g, s.err = runner.StartGuardProgram(program)
 	}()
 	return s
 }
@@ -89,7 +90,7 @@ func (s *guardStart) take() (*runner.Guard, error) {
 	)
 	s.once.Do(func() { g, err = s.g, s.err })
 	if g == nil || err != nil {
-		return runner.StartGuardProgram(guardProgram)
+		return runner.StartGuardProgram(s.program)
 	}
 	return g, nil
 }
@@ -134,7 +135,7 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 	cancel()
 	if err != nil {
 		p.finish(true, log)
-		return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, guardProgram, guardFailure(err), guardHandshakeWait)
+		return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, pre.program, guardFailure(err), guardHandshakeWait)
 	}
 	err = g.Timing(stop, t.Grace, t.KillBound)
 	if err == nil && p.cg != nil {

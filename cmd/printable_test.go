@@ -51,9 +51,6 @@ func TestStoreTextEscaped(t *testing.T) {
 }
 
 func TestMisspeltVars(t *testing.T) {
-	takeEnv(runFlags())
-	takeEnv(statusFlags())
-	takeEnv(watchFlags())
 	got := misspeltVars([]string{
 		"LEADERRUN_TLL=5s",           // typo of LEADERRUN_TTL
 		"LEADERRUN_STROE=redis://x",  // transposition

@@ -28,9 +28,8 @@ func runCaptureOS(t *testing.T, args ...string) (int, string, string) {
 	defer errf.Close()
 	t.Setenv("NO_COLOR", "1")
 	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
-		stdio:   Stdio{In: os.Stdin, Out: out, Err: errf},
-		environ: os.Environ,
-		getenv:  os.Getenv,
+		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
+		vars:  os.Environ(),
 	})
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())

@@ -76,7 +76,7 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	r.sigs = make(chan os.Signal, 16)
 	signal.Notify(r.sigs, runner.ForwardedSignals...)
 	r.undo = append(r.undo, func() { signal.Stop(r.sigs) })
-	r.pre = startGuardAsync()
+	r.pre = startGuardAsync(r.e.guardPath())
 	r.undo = append(r.undo, func() { r.pre.drop() }) // the current one
 	r.reads = newEnvReads(e.getenv)
 	r.store, err = openStoreFor(ctx, rc.storeURL, StoreOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
@@ -157,7 +157,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 			log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", rc.name, r.args[0]), "err", err)
 			releaseLease(ld.l, timing, log)
 			ld.prot.finish(true, log)
-			r.pre = startGuardAsync()
+			r.pre = startGuardAsync(r.e.guardPath())
 			continue
 		}
 		r.watch.stop()
@@ -200,7 +200,7 @@ type childRun struct {
 // the forwarded signals, and records the run's start.
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
-	childEnv := childEnviron(r.e.environment(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
 	if !rc.passEnv[notifyVar] {
 		childEnv = withoutNotifySocket(r.notify, childEnv)
 	}

@@ -16,7 +16,7 @@ import (
 
 func main() {
 	store := cmd.Store{Schemes: etcdlease.Schemes, Open: open}
-	os.Exit(cmd.Main(context.Background(), os.Args, cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
+	os.Exit(cmd.Main(context.Background(), os.Args, os.Environ(), cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
 }
 
 func open(ctx context.Context, raw string, o cmd.StoreOptions) (lease.Store, error) {
