@@ -258,17 +258,19 @@ Flags may come before or after NAME, and before "watch".`
 // the stores linked into the calling program besides the file store; a
 // --store URL of another known store is handed to its own program
 // (dispatch).
-func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...Store) int {
+func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...LinkedStore) int {
 	if runner.IsGuard() {
 		return runner.GuardMain()
 	}
 	register(stores)
 	e := takeGuardProgram(env{stdio: stdio, vars: environ})
 	useTZ(e.getenv)
-	return run(ctx, args, e)
+	return invoke(ctx, args, e)
 }
 
-func run(ctx context.Context, args []string, e env) int {
+// invoke is Main without the process-wide set-up: it parses args (argv) and
+// runs the command they name, and returns the exit code.
+func invoke(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 {
 		args = []string{"leaderrun"}
 	}
@@ -281,97 +283,135 @@ func run(ctx context.Context, args []string, e env) int {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
-	rFlags, sFlags, wFlags := takeEnv(runFlags()), takeEnv(statusFlags()), takeEnv(watchFlags())
-	hFlags, cFlags := takeEnv(historyFlags()), takeEnv(checkFlags())
-	scopes := []scope{
-		newScope("", slices.Concat(rFlags, []cli.Flag{cli.HelpFlag, cli.VersionFlag})),
-		newScope("status", slices.Concat(sFlags, []cli.Flag{cli.HelpFlag})),
-		newScope("watch", slices.Concat(wFlags, []cli.Flag{cli.HelpFlag})),
-		newScope("history", slices.Concat(hFlags, []cli.Flag{cli.HelpFlag})),
-		newScope("check", slices.Concat(cFlags, []cli.Flag{cli.HelpFlag})),
+	f := formFlags{
+		run: takeEnv(runFlags()), status: takeEnv(statusFlags()), watch: takeEnv(watchFlags()),
+		history: takeEnv(historyFlags()), check: takeEnv(checkFlags()),
 	}
-
-	var result *outcome
-	log := slog.New(slog.DiscardHandler)
-	// finish writes the last line and returns the exit code.
-	finish := func(err error) int {
-		if err == nil && result == nil {
-			return 0 // help, --version
-		}
-		if err != nil {
-			result = classify(err)
-		}
-		if log.Handler() == slog.DiscardHandler {
-			// The failure came before the flags were read: honour the log
-			// format anyway when it can be told from the arguments.
-			log, _ = newLogger(e.stdio.Err, guessLogFormat(args, hasDash, scopes, e.getenv), slog.LevelInfo, e.getenv)
-		}
-		log.Log(ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
-		return result.code
-	}
-	p, err := preparse(args, hasDash, dashed, scopes)
+	inv := &invocation{ctx: ctx, e: e, args: args, hasDash: hasDash, scopes: f.scopes(), log: slog.New(slog.DiscardHandler)}
+	p, err := preparse(args, hasDash, dashed, inv.scopes)
 	if err != nil {
-		return finish(err)
+		return inv.finish(err)
 	}
 	// A store served by another program gets the run before urfave parses
 	// anything here (each store program parses and checks it all again).
 	if raw, ok := dispatchable(p.args, e.getenv); ok {
 		if err := e.dispatch(raw); err != nil {
-			return finish(err)
+			return inv.finish(err)
 		}
 	}
-	setup := func(c *cli.Context, flags []cli.Flag) error {
-		if err := applyEnv(c, flags, e.getenv); err != nil {
-			return err
-		}
-		level := slog.LevelInfo
-		if c.Bool("quiet") {
-			level = slog.LevelWarn
-		}
-		if c.Bool("verbose") {
-			level = slog.LevelDebug
-		}
-		l, err := newLogger(e.stdio.Err, c.String("log-format"), level, e.getenv)
-		if err != nil {
-			return usageError{err}
-		}
-		log = l
-		for _, w := range misspeltVars(e.environ()) {
-			log.Warn(w)
-		}
-		return nil
+	app := inv.app(f, p)
+	if docApp != nil {
+		docApp(app)
+		return 0
 	}
-	onUsageError := func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
-	// nameCommand declares a subcommand that takes exactly one lease NAME.
-	nameCommand := func(name, usage, description string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
-		return &cli.Command{
-			Name:            name,
-			Usage:           usage,
-			UsageText:       "leaderrun " + name + " [flags] NAME",
-			Description:     description,
-			ArgsUsage:       "NAME",
-			Flags:           flags,
-			HideHelpCommand: true, // `status help` asks about a lease called help
-			OnUsageError:    onUsageError,
-			Action: func(c *cli.Context) error {
-				if err := setup(c, flags); err != nil {
-					return err
-				}
-				switch c.NArg() {
-				case 1:
-				case 0:
-					return usagef("%s needs a lease NAME: leaderrun %s [flags] NAME", name, name)
-				default:
-					return usagef("%s takes one lease NAME; got %d: %s", name, c.NArg(), strings.Join(c.Args().Slice(), " "))
-				}
-				result = do(ctx, c, c.Args().First(), e, log)
-				return nil
-			},
-		}
+	return inv.finish(app.RunContext(ctx, append([]string{prog}, p.args...)))
+}
+
+// formFlags are the flags of each form of the command line.
+type formFlags struct {
+	run, status, watch, history, check []cli.Flag
+}
+
+// scopes are the forms' flags for preparse, the run form first.
+func (f formFlags) scopes() []scope {
+	return []scope{
+		newScope("", slices.Concat(f.run, []cli.Flag{cli.HelpFlag, cli.VersionFlag})),
+		newScope("status", slices.Concat(f.status, []cli.Flag{cli.HelpFlag})),
+		newScope("watch", slices.Concat(f.watch, []cli.Flag{cli.HelpFlag})),
+		newScope("history", slices.Concat(f.history, []cli.Flag{cli.HelpFlag})),
+		newScope("check", slices.Concat(f.check, []cli.Flag{cli.HelpFlag})),
 	}
-	// Our own help command: urfave's has the alias "h", which would make
-	// `leaderrun h` show help instead of running a program called h.
-	help := &cli.Command{
+}
+
+// invocation is what the steps of one run share.
+type invocation struct {
+	ctx     context.Context
+	e       env
+	args    []string // the command line without the program name, up to "--"
+	hasDash bool
+	scopes  []scope
+	log     *slog.Logger // discards until the flags are read
+	result  *outcome     // set by the command that ran
+}
+
+// finish writes the last line for err or the command's outcome and returns
+// the exit code.
+func (inv *invocation) finish(err error) int {
+	if err == nil && inv.result == nil {
+		return 0 // help, --version
+	}
+	result := inv.result
+	if err != nil {
+		result = classify(err)
+	}
+	log := inv.log
+	if log.Handler() == slog.DiscardHandler {
+		// The failure came before the flags were read: honour the log
+		// format anyway when it can be told from the arguments.
+		log, _ = newLogger(inv.e.stdio.Err, guessLogFormat(inv.args, inv.hasDash, inv.scopes, inv.e.getenv), slog.LevelInfo, inv.e.getenv)
+	}
+	log.Log(inv.ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
+	return result.code
+}
+
+// setup reads the variables of flags, then makes the logger the flags ask
+// for and warns of misspelt variables.
+func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
+	if err := applyEnv(c, flags, inv.e.getenv); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if c.Bool("quiet") {
+		level = slog.LevelWarn
+	}
+	if c.Bool("verbose") {
+		level = slog.LevelDebug
+	}
+	l, err := newLogger(inv.e.stdio.Err, c.String("log-format"), level, inv.e.getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	inv.log = l
+	for _, w := range misspeltVars(inv.e.environ()) {
+		l.Warn(w)
+	}
+	return nil
+}
+
+func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+
+// nameCommand declares a subcommand that takes exactly one lease NAME.
+func (inv *invocation) nameCommand(name, usage, description string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
+	return &cli.Command{
+		Name:            name,
+		Usage:           usage,
+		UsageText:       "leaderrun " + name + " [flags] NAME",
+		Description:     description,
+		ArgsUsage:       "NAME",
+		Flags:           flags,
+		HideHelpCommand: true, // `status help` asks about a lease called help
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := inv.setup(c, flags); err != nil {
+				return err
+			}
+			switch c.NArg() {
+			case 1:
+			case 0:
+				return usagef("%s needs a lease NAME: leaderrun %s [flags] NAME", name, name)
+			default:
+				return usagef("%s takes one lease NAME; got %d: %s", name, c.NArg(), strings.Join(c.Args().Slice(), " "))
+			}
+			inv.result = do(inv.ctx, c, c.Args().First(), inv.e, inv.log)
+			return nil
+		},
+	}
+}
+
+// helpCommand is our own help command: urfave's has the alias "h", which
+// would make `leaderrun h` show help instead of running a program called h.
+func helpCommand() *cli.Command {
+	return &cli.Command{
 		Name:      "help",
 		Usage:     "show this help, or a command's (leaderrun help status)",
 		ArgsUsage: "[COMMAND]",
@@ -387,42 +427,42 @@ func run(ctx context.Context, args []string, e env) int {
 			return nil
 		},
 	}
-	app := &cli.App{
+}
+
+// app is leaderrun's command line for urfave: the run form (p.command is
+// its COMMAND) and the subcommands.
+func (inv *invocation) app(f formFlags, p parsed) *cli.App {
+	return &cli.App{
 		Name:                   "leaderrun",
 		Usage:                  "run a command under a distributed lease: exactly one instance at a time",
 		UsageText:              usageText,
 		Description:            description,
 		Version:                version(),
-		Flags:                  slices.Concat(rFlags, []cli.Flag{cli.HelpFlag}),
+		Flags:                  slices.Concat(f.run, []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
-		Reader:                 e.stdio.In,
-		Writer:                 e.stdio.Out,
-		ErrWriter:              e.stdio.Err,
+		Reader:                 inv.e.stdio.In,
+		Writer:                 inv.e.stdio.Out,
+		ErrWriter:              inv.e.stdio.Err,
 		ExitErrHandler:         func(*cli.Context, error) {}, // only Main's caller exits
 		OnUsageError:           onUsageError,
 		Action: func(c *cli.Context) error {
-			if err := setup(c, rFlags); err != nil {
+			if err := inv.setup(c, f.run); err != nil {
 				return err
 			}
 			if len(p.command) == 0 {
 				return usagef("no command given: leaderrun [flags] -- COMMAND [ARGS...]")
 			}
-			result = runCommand(ctx, c, p.command, e, log)
+			inv.result = runCommand(inv.ctx, c, p.command, inv.e, inv.log)
 			return nil
 		},
 		Commands: []*cli.Command{
-			nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", statusDescription, sFlags, statusCommand),
-			nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, wFlags, watchCommand),
-			nameCommand("history", "print the last runs of a lease, from any host (newest first)", historyDescription, hFlags, historyCommand),
-			nameCommand("check", "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did", checkDescription, cFlags, checkCommand),
-			help,
+			inv.nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", statusDescription, f.status, statusCommand),
+			inv.nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, f.watch, watchCommand),
+			inv.nameCommand("history", "print the last runs of a lease, from any host (newest first)", historyDescription, f.history, historyCommand),
+			inv.nameCommand("check", "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did", checkDescription, f.check, checkCommand),
+			helpCommand(),
 		},
 	}
-	if docApp != nil {
-		docApp(app)
-		return 0
-	}
-	return finish(app.RunContext(ctx, append([]string{prog}, p.args...)))
 }
 
 // docApp, when set, receives the app run would run, instead of running it.
@@ -436,7 +476,7 @@ func DocApp() *cli.App {
 	var app *cli.App
 	docApp = func(a *cli.App) { app = a }
 	defer func() { docApp = nil }()
-	run(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}})
+	invoke(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}})
 	if app != nil {
 		// Give the flags back the variables takeEnv moved out, for the
 		// documents' ENVIRONMENT section.

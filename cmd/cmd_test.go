@@ -30,7 +30,7 @@ func runCapture(t *testing.T, args ...string) (int, string, string) {
 	errf, _ := os.Create(filepath.Join(dir, "err"))
 	defer out.Close()
 	defer errf.Close()
-	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
+	code := invoke(context.Background(), append([]string{"leaderrun"}, args...), env{
 		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
 		vars:  testEnviron(map[string]string{"NO_COLOR": "1"}),
 	})
@@ -152,7 +152,7 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("x: %w", lease.ErrUnavailable), ExitFailure},
 		{usagef("bad"), ExitFailure},
 		{errors.New("anything"), ExitFailure},
-		{done(42, 0, "custom"), 42},
+		{newOutcome(42, 0, "custom"), 42},
 	}
 	for _, tc := range tests {
 		if got := classify(tc.err).code; got != tc.code {

@@ -14,12 +14,12 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// Store is a store linked into this program: the URL schemes it serves and
+// LinkedStore is a store linked into this program: the URL schemes it serves and
 // its opener. The leaderrun program links only the file store; each other
 // store lives in a program of its own (drivers), so that a run pays the
 // start-up cost of exactly the store it uses (issue 11: the Azure, etcd
 // and PostgreSQL clients alone take milliseconds to initialise).
-type Store struct {
+type LinkedStore struct {
 	// Schemes are the URL schemes, lower case.
 	Schemes []string
 	// Open opens the store named by a --store URL. It must never put a
@@ -55,7 +55,7 @@ var drivers = map[string]string{
 const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres or postgresql"
 
 // register links stores into this program.
-func register(stores []Store) {
+func register(stores []LinkedStore) {
 	for _, s := range stores {
 		for _, scheme := range s.Schemes {
 			storeOpeners[scheme] = s.Open

@@ -42,7 +42,7 @@ type outcome struct {
 // Error makes an outcome usable as an error through urfave/cli.
 func (o *outcome) Error() string { return o.msg }
 
-func done(code int, level slog.Level, msg string, attrs ...any) *outcome {
+func newOutcome(code int, level slog.Level, msg string, attrs ...any) *outcome {
 	return &outcome{code: code, level: level, msg: msg, attrs: attrs}
 }
 
@@ -66,16 +66,16 @@ func classify(err error) *outcome {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		return done(ExitFailure, slog.LevelError, "usage: "+err.Error()+" (see leaderrun --help)", "event", "usage")
+		return newOutcome(ExitFailure, slog.LevelError, "usage: "+err.Error()+" (see leaderrun --help)", "event", "usage")
 	case errors.Is(err, runner.ErrNotFound):
-		return done(ExitNotFound, slog.LevelError, err.Error(), "event", "not_found")
+		return newOutcome(ExitNotFound, slog.LevelError, err.Error(), "event", "not_found")
 	case errors.Is(err, runner.ErrNotExecutable):
-		return done(ExitNotExecutable, slog.LevelError, err.Error(), "event", "not_executable")
+		return newOutcome(ExitNotExecutable, slog.LevelError, err.Error(), "event", "not_executable")
 	case errors.Is(err, lease.ErrUnsafeTiming), errors.Is(err, lease.ErrConfig), errors.Is(err, lease.ErrBadName):
-		return done(ExitFailure, slog.LevelError, err.Error(), "event", "config")
+		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "config")
 	case errors.Is(err, lease.ErrUnavailable):
-		return done(ExitFailure, slog.LevelError, err.Error(), "event", "store_unavailable")
+		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "store_unavailable")
 	default:
-		return done(ExitFailure, slog.LevelError, err.Error(), "event", "error")
+		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "error")
 	}
 }

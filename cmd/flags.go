@@ -10,23 +10,33 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// This file is leaderrun's own layer over urfave/cli's flag parsing. urfave
-// v2 stops at the first positional argument, reads LEADERRUN_* variables
-// from the real process environment with strconv.ParseBool and
-// time.ParseDuration, and gives a flag before a subcommand to the wrong
-// context. Here:
+// This file is what leaderrun adds to urfave/cli v2's flag parsing, and
+// only what urfave cannot do (urfave still parses every flag, runs the
+// commands and writes help):
 //
-//   - preparse checks every flag before urfave sees it (unknown flags get a
-//     suggestion, bare numbers given as durations get the unit suggested,
-//     explicitly empty values are refused) and moves the flags of status and
-//     watch (before or after the subcommand, before or after NAME) behind the
-//     subcommand, so a flag means the same wherever it is written;
-//   - applyEnv reads the variables through env.getenv after the command line
-//     was parsed. A flag on the command line always wins over any variable,
-//     also over the variable of a related flag (--wait beats
-//     LEADERRUN_NO_WAIT); related flags that contradict each other at the same
-//     level (-n --wait 2s, -q -v) are refused. The same flag given twice takes
-//     the last value, as usual.
+//   - Variables from Main's environment. urfave reads a flag's EnvVars from
+//     the process environment itself, before the command line, and with
+//     strconv.ParseBool and time.ParseDuration's messages. takeEnv hides
+//     the EnvVars from it; applyEnv reads them through env.getenv after the
+//     command line, so that a flag on the command line always wins, also
+//     over the variable of a related flag (--wait beats LEADERRUN_NO_WAIT),
+//     and refuses related flags that contradict each other at the same
+//     level (-n --wait 2s, -q -v). The same flag twice takes the last value.
+//   - Flags anywhere. urfave stops at the first positional argument and
+//     gives a flag written before a subcommand to the app, not to the
+//     subcommand. preparse moves the flags of status, watch, history and
+//     check (before or after the subcommand, before or after NAME) behind
+//     the subcommand, so a flag means the same wherever it is written.
+//   - One-line refusals that help. urfave's "flag provided but not defined"
+//     comes with the whole help; its suggester (Jaro-Winkler) always names
+//     some flag, however far, and misses short typos such as --tl. preparse
+//     refuses an unknown flag, a bare number given as a duration (with the
+//     unit suggested) and an explicitly empty value, in one line, and
+//     editDistance (optimal string alignment, ≤ a third of the name) is also
+//     what misspeltVars uses for LEADERRUN_* variables.
+//   - Help that shows each flag's variable although takeEnv hid it
+//     (flagString), and --version without the -v that is --verbose here
+//     (app.go's init: urfave v2 has these only as package variables).
 
 // Floors below which a value is refused.
 const (
@@ -114,52 +124,23 @@ type parsed struct {
 // a subcommand's flags right after it, and the run form's command apart.
 // hasDash says "--" followed, after which dashed is the command.
 func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (parsed, error) {
-	run := scopes[0]
-	union := scope{flags: map[string]flagInfo{}}
+	p := preparser{args: args, scopes: scopes, union: scope{flags: map[string]flagInfo{}}}
 	for _, s := range scopes {
 		for n, f := range s.flags {
-			union.flags[n] = f
+			p.union.flags[n] = f
 		}
 	}
-	type given struct {
-		info  flagInfo
-		token string // the flag's name as written (-n, --no-wait), for messages
-		value string
-		has   bool
-	}
-	// next reads the flag at args[i]; it returns the index after it.
-	next := func(i int, within scope) (given, int, error) {
-		a := args[i]
-		name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
-		info, ok := within.flags[name]
-		if !ok {
-			// Only the name: the value may be a password (--stor=redis://:pw@h).
-			token, _, _ := strings.Cut(a, "=")
-			return given{}, i, unknownFlag(token, name, within, scopes)
-		}
-		g := given{info: info, token: dashes(name), value: value, has: has}
-		if info.kind != kindBool && !has {
-			if i+1 >= len(args) {
-				return g, i, usagef("%s needs a value", g.token)
-			}
-			i++
-			g.value, g.has = args[i], true
-		}
-		return g, i + 1, nil
-	}
-	isFlag := func(a string) bool { return len(a) > 1 && a[0] == '-' }
-
+	// Flags before the first word belong to the form that word chooses.
 	var before []given
 	i := 0
 	for i < len(args) && isFlag(args[i]) {
-		g, j, err := next(i, union)
+		g, j, err := p.next(i, p.union)
 		if err != nil {
 			return parsed{}, err
 		}
 		before, i = append(before, g), j
 	}
-	target := run
-	sub := ""
+	sub, target := "", scopes[0]
 	if i < len(args) {
 		switch args[i] {
 		case "status", "watch", "history", "check", "help":
@@ -171,61 +152,118 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 			}
 		}
 	}
-	norm := func(gs []given, s scope) ([]string, error) {
-		var out []string
-		for _, g := range gs {
-			if _, ok := s.flags[g.info.name]; !ok {
-				return nil, usagef("%s does not take %s; it is a flag of %s", s.describe(), g.token, ownerOf(g.info.name, scopes))
-			}
-			v, err := checkValue(g.info, g.token+" "+shellQuote(g.value), g.value, g.has)
-			if err != nil {
-				return nil, err
-			}
-			if g.has || g.info.kind != kindBool {
-				out = append(out, "--"+g.info.name+"="+v)
-			} else {
-				out = append(out, "--"+g.info.name)
-			}
-		}
-		return out, nil
-	}
 	switch sub {
 	case "":
-		flags, err := norm(before, run)
-		if err != nil {
-			return parsed{}, err
-		}
-		p := parsed{args: flags, command: dashed}
-		if i < len(args) {
-			if hasDash {
-				return parsed{}, usagef("unexpected %q before --; put flags before -- and the command after it", args[i])
-			}
-			p.command = args[i:]
-		}
-		return p, nil
+		return p.runForm(before, args[i:], hasDash, dashed)
 	case "help":
-		flags, err := norm(before, run)
+		flags, err := p.norm(before, target)
 		if err != nil {
 			return parsed{}, err
 		}
 		return parsed{args: append(append(flags, "help"), args[i+1:]...)}, nil
 	}
-	// status or watch: flags anywhere after the subcommand, NAME among them.
+	return p.nameForm(sub, target, before, i+1, hasDash)
+}
+
+// preparser holds what preparse's steps share.
+type preparser struct {
+	args   []string
+	scopes []scope
+	union  scope // every form's flags
+}
+
+// given is one flag as written on the command line.
+type given struct {
+	info  flagInfo
+	token string // the flag's name as written (-n, --no-wait), for messages
+	value string
+	has   bool
+}
+
+func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
+
+// next reads the flag at args[i], which within must know; it returns the
+// index after the flag and its value.
+func (p preparser) next(i int, within scope) (given, int, error) {
+	a := p.args[i]
+	name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+	info, ok := within.flags[name]
+	if !ok {
+		// Only the name: the value may be a password (--stor=redis://:pw@h).
+		token, _, _ := strings.Cut(a, "=")
+		return given{}, i, unknownFlag(token, name, within, p.scopes)
+	}
+	g := given{info: info, token: dashes(name), value: value, has: has}
+	if info.kind != kindBool && !has {
+		if i+1 >= len(p.args) {
+			return g, i, usagef("%s needs a value", g.token)
+		}
+		i++
+		g.value, g.has = p.args[i], true
+	}
+	return g, i + 1, nil
+}
+
+// norm checks that s takes each of gs and that its value is valid, and
+// writes them as urfave parses them.
+func (p preparser) norm(gs []given, s scope) ([]string, error) {
+	var out []string
+	for _, g := range gs {
+		if _, ok := s.flags[g.info.name]; !ok {
+			return nil, usagef("%s does not take %s; it is a flag of %s", s.describe(), g.token, ownerOf(g.info.name, p.scopes))
+		}
+		v, err := checkValue(g.info, g.token+" "+shellQuote(g.value), g.value, g.has)
+		if err != nil {
+			return nil, err
+		}
+		if g.has || g.info.kind != kindBool {
+			out = append(out, "--"+g.info.name+"="+v)
+		} else {
+			out = append(out, "--"+g.info.name)
+		}
+	}
+	return out, nil
+}
+
+// runForm finishes the run form: flags, then the command, either after
+// "--" (dashed) or as the first word that is not a flag (rest).
+func (p preparser) runForm(flags []given, rest []string, hasDash bool, dashed []string) (parsed, error) {
+	norm, err := p.norm(flags, p.scopes[0])
+	if err != nil {
+		return parsed{}, err
+	}
+	out := parsed{args: norm, command: dashed}
+	if len(rest) > 0 {
+		if hasDash {
+			return parsed{}, usagef("unexpected %q before --; put flags before -- and the command after it", rest[0])
+		}
+		out.command = rest
+	}
+	return out, nil
+}
+
+// nameForm finishes a subcommand that takes a lease NAME: its flags may
+// come before it (before) and anywhere after it, from args[i] on, NAME
+// among them; urfave gets them all right after the subcommand, and NAME
+// after "--". hasDash (a command after "--") is refused once the flags are
+// checked.
+func (p preparser) nameForm(sub string, target scope, before []given, i int, hasDash bool) (parsed, error) {
 	var after []given
 	var positional []string
-	for i++; i < len(args); {
-		if !isFlag(args[i]) {
-			positional = append(positional, args[i])
+	for i < len(p.args) {
+		if !isFlag(p.args[i]) {
+			positional = append(positional, p.args[i])
 			i++
 			continue
 		}
-		g, j, err := next(i, target)
+		g, j, err := p.next(i, target)
 		if err != nil {
 			return parsed{}, err
 		}
 		after, i = append(after, g), j
 	}
-	flags, err := norm(append(before, after...), target)
+	all := append(before, after...)
+	flags, err := p.norm(all, target)
 	if err != nil {
 		return parsed{}, err
 	}
@@ -233,7 +271,7 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 		return parsed{}, usagef("%s takes a lease NAME, not a command after --", sub)
 	}
 	out := append([]string{sub}, flags...)
-	for _, g := range append(before, after...) {
+	for _, g := range all {
 		if b, _ := parseBool(g.value); g.info.name == "help" && (!g.has || b) {
 			positional = nil // urfave would take NAME for a help topic
 		}
@@ -481,7 +519,13 @@ func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) erro
 		}
 		fromEnv[name] = true
 	}
-	// Contradictions at one level: both flags, or both variables.
+	return contradictions(c, flags, onLine, fromEnv, getenv)
+}
+
+// contradictions refuses related flags that contradict each other at one
+// level: both on the command line (onLine), or both from variables
+// (fromEnv).
+func contradictions(c *cli.Context, flags []cli.Flag, onLine, fromEnv map[string]bool, getenv func(string) string) error {
 	spell := func(name string) string {
 		switch {
 		case fromEnv[name]:

@@ -30,7 +30,7 @@ func runEnv(t *testing.T, vars map[string]string, args ...string) (int, string, 
 	defer errf.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := run(ctx, append([]string{"leaderrun"}, args...), env{
+	code := invoke(ctx, append([]string{"leaderrun"}, args...), env{
 		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
 		vars:  append(testEnviron(vars), "NO_COLOR=1"),
 	})
@@ -48,7 +48,7 @@ func holdLease(t *testing.T, name, holder string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: 15 * time.Second})
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Label: holder, ID: lease.NewID(), TTL: 15 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestRunRecord(t *testing.T) {
 	defer store.Close()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	info := lease.Holder{Name: "job", Holder: "host-a:1", Token: 41, Since: time.Now()}
+	info := lease.Holder{Name: "job", Label: "host-a:1", Token: 41, Since: time.Now()}
 	rec := newRunRecord(store, 5, info, time.Second, log)
 	rec.start()
 	<-rec.started
@@ -115,7 +115,7 @@ func TestRunRecord(t *testing.T) {
 		t.Fatalf("after the end: %+v, %v", runs, err)
 	}
 	info.Token = 42
-	o := notStarted(newRunRecord(store, 5, info, time.Second, log), done(130, slog.LevelWarn, "interrupted"))
+	o := notStarted(newRunRecord(store, 5, info, time.Second, log), newOutcome(130, slog.LevelWarn, "interrupted"))
 	if o.code != 130 {
 		t.Fatalf("notStarted changed the outcome: %d", o.code)
 	}

@@ -106,8 +106,8 @@ func notifyWaiting(n *notifier, name string, report func(lease.WaitEvent)) func(
 // by H since T".
 func waitingStatus(name string, by lease.Holder, now time.Time) string {
 	s := "waiting for lease " + name
-	if by.Holder != "" {
-		s += " held by " + printable(by.Holder)
+	if by.Label != "" {
+		s += " held by " + printable(by.Label)
 	}
 	if !by.Since.IsZero() {
 		s += " since " + FormatTimeZone(by.Since, now)

@@ -34,7 +34,7 @@ func TestPrintable(t *testing.T) {
 // Holder labels read back from a store reach the terminal escaped, in every
 // text form: waiting and conflict lines, status, watch, systemd's STATUS=.
 func TestStoreTextEscaped(t *testing.T) {
-	h := lease.Holder{Holder: "x\x1b]0;pwned\a", Token: 7, Since: time.Now()}
+	h := lease.Holder{Label: "x\x1b]0;pwned\a", Token: 7, Since: time.Now()}
 	now := time.Now()
 	for what, s := range map[string]string{
 		"heldBy":        heldBy(h, now),

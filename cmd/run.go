@@ -42,7 +42,7 @@ type runConfig struct {
 func parseRun(c *cli.Context, args []string, getenv func(string) string) (runConfig, error) {
 	rc := runConfig{args: args, storeURL: c.String("store"), conflictCode: c.Int("conflict-exit-code")}
 	if args[0] == "" {
-		return rc, done(ExitNotFound, slog.LevelError, "the command name after -- is empty: nothing to run", "event", "not_found")
+		return rc, newOutcome(ExitNotFound, slog.LevelError, "the command name after -- is empty: nothing to run", "event", "not_found")
 	}
 	rc.name = c.String("name")
 	if rc.name == "" {
@@ -293,10 +293,10 @@ func acquireOutcome(err error, rc runConfig) *outcome {
 	case errors.As(err, &ne):
 		return classify(usageError{ne})
 	case errors.As(err, &sc):
-		return done(128+int(sc.sig), slog.LevelWarn,
+		return newOutcome(128+int(sc.sig), slog.LevelWarn,
 			fmt.Sprintf("%v while waiting for lease %s; %s not started", sc, rc.name, rc.args[0]), "event", "interrupted")
 	case errors.As(err, &he):
-		return done(rc.conflictCode, slog.LevelInfo, conflictText(rc, he.By), "event", "conflict")
+		return newOutcome(rc.conflictCode, slog.LevelInfo, conflictText(rc, he.By), "event", "conflict")
 	default:
 		return classify(err)
 	}
@@ -326,12 +326,12 @@ func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) error {
 // childOutcome passes the child's own ending through.
 func childOutcome(name string, res runner.Result) *outcome {
 	if res.Signal != 0 {
-		return done(res.Code, slog.LevelWarn,
+		return newOutcome(res.Code, slog.LevelWarn,
 			fmt.Sprintf("%s was killed by %s; exit %d", name, unix.SignalName(res.Signal), res.Code), "event", "child_signaled")
 	}
 	level := slog.LevelInfo
 	if res.Code != 0 {
 		level = slog.LevelWarn
 	}
-	return done(res.Code, level, fmt.Sprintf("%s exited with code %d", name, res.Code), "event", "child_exited")
+	return newOutcome(res.Code, level, fmt.Sprintf("%s exited with code %d", name, res.Code), "event", "child_exited")
 }

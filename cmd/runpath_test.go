@@ -27,7 +27,7 @@ func runCaptureOS(t *testing.T, args ...string) (int, string, string) {
 	defer out.Close()
 	defer errf.Close()
 	t.Setenv("NO_COLOR", "1")
-	code := run(context.Background(), append([]string{"leaderrun"}, args...), env{
+	code := invoke(context.Background(), append([]string{"leaderrun"}, args...), env{
 		stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
 		vars:  os.Environ(),
 	})
@@ -60,7 +60,7 @@ func useStore(t *testing.T, scheme string, s lease.Store) {
 
 func take(t *testing.T, s lease.Store, name, holder string) lease.Lease {
 	t.Helper()
-	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: time.Hour})
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Label: holder, ID: lease.NewID(), TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestStoreUnavailableRetryLines(t *testing.T) {
 // The holder's since carries the date when it is not today.
 func TestHeldBySince(t *testing.T) {
 	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
-	h := lease.Holder{Holder: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
+	h := lease.Holder{Label: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
 	if got, want := heldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00 "+now.Format("MST")+", token 5"; got != want {
 		t.Errorf("heldBy = %q; want %q", got, want)
 	}

@@ -131,7 +131,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 		if wait != lease.WaitForever {
 			wait = max(rc.wait-time.Since(began), 0)
 		}
-		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Holder: rc.holder, TTL: timing.TTL},
+		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: timing.TTL},
 			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
 				OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
 				RemindEvery: remindEvery, Priority: rc.priority})
@@ -290,7 +290,7 @@ func (r *runState) outcome(res runner.Result, ch childRun, cause error, treeGone
 		if !res.Stopped { // it ended by itself just as the check gave up
 			how = fmt.Sprintf("%s exited with code %d", name, res.Code)
 		}
-		return done(ExitUnhealthy, slog.LevelError,
+		return newOutcome(ExitUnhealthy, slog.LevelError,
 			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
 			"event", "unhealthy", "lease", rc.name), lease.OutcomeSteppedDown
 	}
@@ -310,7 +310,7 @@ func (r *runState) outcome(res runner.Result, ch childRun, cause error, treeGone
 		} else if !res.Stopped {
 			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
-		return done(ExitLost, slog.LevelError,
+		return newOutcome(ExitLost, slog.LevelError,
 			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
 			"event", "lost", "lease", rc.name), lease.OutcomeLost
 	}

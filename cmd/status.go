@@ -88,7 +88,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	}
 	out.LastRun = lastRun(sctx, store, name, current)
 	if h != nil {
-		out.Held, out.Holder, out.Token, out.RemainingMS = true, h.Holder, h.Token, h.Remaining.Milliseconds()
+		out.Held, out.Holder, out.Token, out.RemainingMS = true, h.Label, h.Token, h.Remaining.Milliseconds()
 		if !h.Since.IsZero() {
 			since := h.Since
 			out.Since = &since
@@ -109,8 +109,8 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 		if h == nil {
 			fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
 		} else {
-			line := fmt.Sprintf("%s: held by %s", name, printable(h.Holder))
-			if h.Holder == "" {
+			line := fmt.Sprintf("%s: held by %s", name, printable(h.Label))
+			if h.Label == "" {
 				// A lock without a record: not leaderrun's (flock(1) on a
 				// shared lock file), or a holder about to write its record.
 				line = name + ": held by an unknown process (no leaderrun record)"

@@ -14,7 +14,7 @@ import (
 // do one each (cmd/leaderrun-*/main.go); TestDrivers checks that the
 // dispatch table names the right program for each.
 func init() {
-	register([]Store{
+	register([]LinkedStore{
 		{Schemes: redislease.Schemes, Open: func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
 			s, err := redislease.Open(ctx, raw, redislease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
 			if err != nil {

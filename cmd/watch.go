@@ -131,7 +131,7 @@ func unrecorded(h, last *lease.Holder, highest uint64) bool {
 	if h == nil {
 		return false
 	}
-	if h.Holder == "" && h.Token == 0 {
+	if h.Label == "" && h.Token == 0 {
 		return true
 	}
 	return h.Token != 0 && (h.Token < highest || h.Token == highest && last == nil)
@@ -165,7 +165,7 @@ func holderKey(h *lease.Holder) string {
 	if h == nil {
 		return "free"
 	}
-	return fmt.Sprintf("%s/%d", h.Holder, h.Token)
+	return fmt.Sprintf("%s/%d", h.Label, h.Token)
 }
 
 // printChanges prints what differs from last to v: the holder first, then
@@ -189,7 +189,7 @@ func printChanges(p watchPrinter, last, v leaseView) bool {
 		if now[s.ID] {
 			continue
 		}
-		if newHolder && v.holder != nil && v.holder.Holder == s.Holder {
+		if newHolder && v.holder != nil && v.holder.Label == s.Holder {
 			continue // it took over: the holder line says so
 		}
 		p.standby("standby_left", s)
@@ -225,7 +225,7 @@ func (p watchPrinter) holder(h *lease.Holder) {
 			statusJSON
 		}{Time: now, Event: "holder", statusJSON: statusJSON{Name: p.name}}
 		if h != nil {
-			out.Held, out.Holder, out.Token = true, h.Holder, h.Token
+			out.Held, out.Holder, out.Token = true, h.Label, h.Token
 			if !h.Since.IsZero() {
 				since := h.Since
 				out.Since = &since
@@ -239,7 +239,7 @@ func (p watchPrinter) holder(h *lease.Holder) {
 		fmt.Fprintf(p.e.stdio.Out, "%s %s: free\n", p.stamp(now), p.name)
 		return
 	}
-	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, printable(h.Holder), h.Token)
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, printable(h.Label), h.Token)
 }
 
 // standby prints a standby event: standby_waiting (at the start),

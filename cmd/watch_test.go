@@ -11,8 +11,8 @@ import (
 )
 
 func TestPrintChanges(t *testing.T) {
-	a := &lease.Holder{Holder: "a", Token: 5}
-	b := &lease.Holder{Holder: "b", Token: 6}
+	a := &lease.Holder{Label: "a", Token: 5}
+	b := &lease.Holder{Label: "b", Token: 6}
 	sb := func(id, holder string, p int) lease.Candidate {
 		return lease.Candidate{ID: id, Holder: holder, Priority: p}
 	}
@@ -58,7 +58,7 @@ func TestPrintChanges(t *testing.T) {
 }
 
 func TestUnrecorded(t *testing.T) {
-	old := &lease.Holder{Holder: "a", Token: 5}
+	old := &lease.Holder{Label: "a", Token: 5}
 	for _, tc := range []struct {
 		name    string
 		h, last *lease.Holder
@@ -67,11 +67,11 @@ func TestUnrecorded(t *testing.T) {
 	}{
 		{"free", nil, old, 5, false},
 		{"no record yet", &lease.Holder{}, nil, 5, true},
-		{"the previous holder's record after a release", &lease.Holder{Holder: "a", Token: 5}, nil, 5, true},
-		{"the same holder still", &lease.Holder{Holder: "a", Token: 5}, old, 5, false},
-		{"an older record", &lease.Holder{Holder: "z", Token: 4}, old, 5, true},
-		{"a new acquisition", &lease.Holder{Holder: "b", Token: 6}, nil, 5, false},
-		{"first look", &lease.Holder{Holder: "a", Token: 5}, nil, 0, false},
+		{"the previous holder's record after a release", &lease.Holder{Label: "a", Token: 5}, nil, 5, true},
+		{"the same holder still", &lease.Holder{Label: "a", Token: 5}, old, 5, false},
+		{"an older record", &lease.Holder{Label: "z", Token: 4}, old, 5, true},
+		{"a new acquisition", &lease.Holder{Label: "b", Token: 6}, nil, 5, false},
+		{"first look", &lease.Holder{Label: "a", Token: 5}, nil, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := unrecorded(tc.h, tc.last, tc.highest); got != tc.want {

@@ -243,7 +243,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	a.report(held)
 	a.waited = true
 	if a.cand == nil && a.reg != nil {
-		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Holder: a.req.Holder, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
+		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Holder: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
 	}
 	// A reminder bounds the store's wait: when it is due, Wait returns
 	// early and the loop tries again, which also refreshes the holder it
@@ -289,7 +289,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 
 // report tells OnWait when the wait starts and when the holder changes.
 func (a *acquisition) report(held *HeldError) {
-	who := held.By.Holder + "/" + fmt.Sprint(held.By.Token)
+	who := held.By.Label + "/" + fmt.Sprint(held.By.Token)
 	if who == a.lastHolder {
 		return
 	}

@@ -14,12 +14,12 @@ import (
 func TestAcquireNoWaitReportsHolder(t *testing.T) {
 	s := &leasetest.MemStore{}
 	ctx := context.Background()
-	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 0})
+	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 0})
 	var he *lease.HeldError
-	if !errors.As(err, &he) || he.By.Holder != "first" {
+	if !errors.As(err, &he) || he.By.Label != "first" {
 		t.Fatalf("Acquire --wait 0 on a held lease: %v; want *HeldError naming first", err)
 	}
 }
@@ -27,10 +27,10 @@ func TestAcquireNoWaitReportsHolder(t *testing.T) {
 func TestAcquireWaitRunsOut(t *testing.T) {
 	s := &leasetest.MemStore{}
 	ctx := context.Background()
-	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+	if _, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 50 * time.Millisecond})
+	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 50 * time.Millisecond})
 	if !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("Acquire after the wait ran out: %v; want ErrHeld", err)
 	}
@@ -39,21 +39,21 @@ func TestAcquireWaitRunsOut(t *testing.T) {
 func TestAcquireWaitsForRelease(t *testing.T) {
 	s := &leasetest.MemStore{}
 	ctx := context.Background()
-	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{})
+	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "first", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
-		if err == nil && a.Lease.Info().Holder != "second" {
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		if err == nil && a.Lease.Info().Label != "second" {
 			err = errors.New("wrong holder")
 		}
 		done <- err
 	}()
 	// Release once the waiter is provably waiting (it reported the holder in Wait).
 	for {
-		if h, _ := s.Status(ctx, "j"); h == nil || h.Holder != "first" {
+		if h, _ := s.Status(ctx, "j"); h == nil || h.Label != "first" {
 			t.Fatal("first holder vanished")
 		}
 		select {
@@ -73,21 +73,21 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 
 func TestAcquireCancelWhileWaiting(t *testing.T) {
 	s := &leasetest.MemStore{}
-	if _, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Holder: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+	if _, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Label: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cause := errors.New("got SIGTERM")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
 		done <- err
 	}()
 	cancel(cause)
 	if err := <-done; !errors.Is(err, cause) {
 		t.Fatalf("Acquire after cancel: %v; want the cancel cause", err)
 	}
-	if h, _ := s.Status(context.Background(), "j"); h == nil || h.Holder != "first" {
+	if h, _ := s.Status(context.Background(), "j"); h == nil || h.Label != "first" {
 		t.Fatalf("a cancelled waiter changed the store: %+v", h)
 	}
 }
@@ -115,7 +115,7 @@ func TestAcquireRetriesTransientWithSameIDAndEarliestSendTime(t *testing.T) {
 	start := clock.Now()
 	done := make(chan *lease.Acquired, 1)
 	go func() {
-		a, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Holder: "me", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Clock: clock})
+		a, err := lease.Acquire(context.Background(), s, lease.Request{Name: "j", Label: "me", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Clock: clock})
 		if err != nil {
 			t.Error(err)
 		}
@@ -157,7 +157,7 @@ func TestAcquireWaitEvents(t *testing.T) {
 	s := &leasetest.MemStore{}
 	ctx := context.Background()
 	take := func(holder string) lease.Lease {
-		l, err := s.TryAcquire(ctx, lease.Request{Name: "j", Holder: holder, ID: lease.NewID(), TTL: time.Hour})
+		l, err := s.TryAcquire(ctx, lease.Request{Name: "j", Label: holder, ID: lease.NewID(), TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,13 +174,13 @@ func TestAcquireWaitEvents(t *testing.T) {
 		kinds = append(kinds, ev.Kind)
 		switch ev.Kind {
 		case lease.WaitStarted:
-			if ev.By.Holder != "first" || len(kinds) != 1 {
-				t.Errorf("first event %v by %q", kinds, ev.By.Holder)
+			if ev.By.Label != "first" || len(kinds) != 1 {
+				t.Errorf("first event %v by %q", kinds, ev.By.Label)
 			}
 			_ = first.Release(ctx)
 			second = take("second")
 		case lease.WaitHolderChanged:
-			changed = changed || ev.By.Holder == "second"
+			changed = changed || ev.By.Label == "second"
 		case lease.WaitReminder:
 			reminders++
 		}
@@ -188,7 +188,7 @@ func TestAcquireWaitEvents(t *testing.T) {
 			_ = second.Release(ctx)
 		}
 	}
-	a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "me", TTL: time.Hour},
+	a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "me", TTL: time.Hour},
 		lease.AcquireOptions{Wait: lease.WaitForever, OnWait: onWait, RemindEvery: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestAcquireWaitEvents(t *testing.T) {
 	if a.Waited <= 0 {
 		t.Fatalf("Waited %v after waiting", a.Waited)
 	}
-	b, err := lease.Acquire(ctx, s, lease.Request{Name: "k", Holder: "me", TTL: time.Hour}, lease.AcquireOptions{})
+	b, err := lease.Acquire(ctx, s, lease.Request{Name: "k", Label: "me", TTL: time.Hour}, lease.AcquireOptions{})
 	if err != nil || b.Waited != 0 {
 		t.Fatalf("Acquire of a free lease: %v, Waited %v; want 0", err, b.Waited)
 	}

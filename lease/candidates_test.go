@@ -37,7 +37,7 @@ func TestAcquireHighestPriorityStandbyWins(t *testing.T) {
 			s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
 				Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: 50 * time.Millisecond}}
 			ctx := context.Background()
-			first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+			first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +47,12 @@ func TestAcquireHighestPriorityStandbyWins(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: fmt.Sprint("p", p), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: p})
+					a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: fmt.Sprint("p", p), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: p})
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					won <- a.Lease.Info().Holder
+					won <- a.Lease.Info().Label
 					_ = a.Lease.Release(ctx)
 				}()
 			}
@@ -79,7 +79,7 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
 		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: step}}
 	ctx := context.Background()
-	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "p5", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: 5})
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "p5", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: 5})
 		done <- result{a, err}
 	}()
 	waitCandidates(t, s, "j", 2)
@@ -123,7 +123,7 @@ func TestAcquireIgnoresFarFutureRegistration(t *testing.T) {
 	s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
 		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: step}}
 	ctx := context.Background()
-	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestAcquireIgnoresFarFutureRegistration(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Holder: "real", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "real", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
 		if err == nil {
 			err = a.Lease.Release(ctx)
 		}
@@ -185,7 +185,7 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 		waits: make(chan struct{}, 10*n), listed: make(chan struct{}, 10*n)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +197,9 @@ func TestReleaseHerdOnlyFrontTries(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: fmt.Sprint("s", i), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
+			a, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Label: fmt.Sprint("s", i), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever})
 			if err == nil {
-				won <- a.Lease.Info().Holder
+				won <- a.Lease.Info().Label
 			}
 		}()
 		// One at a time, so that the line is s0, s1, …; each has
@@ -235,7 +235,7 @@ func TestReminderDoesNotList(t *testing.T) {
 		waits: make(chan struct{}, 100), listed: make(chan struct{}, 100)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "leader", TTL: time.Minute}, lease.AcquireOptions{})
+	first, err := lease.Acquire(ctx, h, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestReminderDoesNotList(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = lease.Acquire(ctx, h, lease.Request{Name: "j", Holder: "standby", TTL: time.Minute}, lease.AcquireOptions{
+		_, _ = lease.Acquire(ctx, h, lease.Request{Name: "j", Label: "standby", TTL: time.Minute}, lease.AcquireOptions{
 			Wait: lease.WaitForever, RemindEvery: 20 * time.Millisecond,
 			OnWait: func(ev lease.WaitEvent) {
 				if ev.Kind == lease.WaitReminder {

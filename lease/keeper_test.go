@@ -29,7 +29,7 @@ func newRig(t *testing.T) *keeperRig {
 		t.Fatal(err)
 	}
 	tm.CallTimeout = time.Hour // real-time bound; the fake clock drives everything else
-	l, err := store.TryAcquire(context.Background(), lease.Request{Name: "job", Holder: "me", ID: lease.NewID(), TTL: tm.TTL})
+	l, err := store.TryAcquire(context.Background(), lease.Request{Name: "job", Label: "me", ID: lease.NewID(), TTL: tm.TTL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,9 +44,9 @@ var (
 type Holder struct {
 	// Name is the lease name.
 	Name string `json:"name"`
-	// Holder is the human label of the instance (default hostname:pid). It is
+	// Label is the human label of the instance (default hostname:pid). It is
 	// informational; uniqueness comes from ID.
-	Holder string `json:"holder"`
+	Label string `json:"holder"`
 	// ID is the random 128-bit token of this acquisition (hex). Renew and
 	// release succeed only while the store still holds this ID.
 	ID string `json:"id,omitempty"`
@@ -77,10 +77,10 @@ type HeldError struct {
 
 // Error describes the holder.
 func (e *HeldError) Error() string {
-	if e.By.Holder == "" {
+	if e.By.Label == "" {
 		return fmt.Sprintf("lease %s is held by another holder", e.By.Name)
 	}
-	s := fmt.Sprintf("lease %s is held by %s", e.By.Name, e.By.Holder)
+	s := fmt.Sprintf("lease %s is held by %s", e.By.Name, e.By.Label)
 	if !e.By.Since.IsZero() {
 		s += " since " + e.By.Since.Local().Format("15:04:05")
 	}
@@ -97,8 +97,8 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 type Request struct {
 	// Name is the lease name (see ValidateName).
 	Name string
-	// Holder is the human label recorded with the lease.
-	Holder string
+	// Label is the human label recorded with the lease.
+	Label string
 	// ID is the random acquisition token (NewID). A caller reuses the same ID
 	// when it retries one attempt whose answer was lost, so a store that
 	// already granted it can say yes again instead of locking us out.

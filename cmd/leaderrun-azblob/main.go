@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	store := cmd.Store{Schemes: bloblease.Schemes(), Open: open}
+	store := cmd.LinkedStore{Schemes: bloblease.Schemes(), Open: open}
 	os.Exit(cmd.Main(context.Background(), os.Args, os.Environ(), cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	store := cmd.Store{Schemes: etcdlease.Schemes, Open: open}
+	store := cmd.LinkedStore{Schemes: etcdlease.Schemes, Open: open}
 	os.Exit(cmd.Main(context.Background(), os.Args, os.Environ(), cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
 }
 

@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 }
 
 func req15(name, holder string) lease.Request {
-	return lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: 15 * time.Second}
+	return lease.Request{Name: name, Label: holder, ID: lease.NewID(), TTL: 15 * time.Second}
 }
 
 // TestCreateRace: five racers on an empty container: one winner, no errors
@@ -126,7 +126,7 @@ func TestCreateRace(t *testing.T) {
 	}
 	s := openAzurite(t, ep, cont, Options{})
 	got, err := s.Status(context.Background(), "race")
-	if err != nil || got == nil || got.Holder != winners[0].Info().Holder || got.Token != winners[0].Info().Token || got.Token == 0 {
+	if err != nil || got == nil || got.Label != winners[0].Info().Label || got.Token != winners[0].Info().Token || got.Token == 0 {
 		t.Fatalf("Status = %+v, %v; want the winner %+v with its token", got, err, winners[0].Info())
 	}
 	_, err = s.blob("race").SetMetadata(context.Background(), map[string]*string{"x": to("y")}, nil)
@@ -162,7 +162,7 @@ func TestRecord(t *testing.T) {
 	}
 	want := again.Info()
 	want.ID = "" // not stored
-	if !got.Since.Equal(want.Since) || got.Holder != want.Holder || got.Token != want.Token || got.TTL != want.TTL || got.Name != want.Name {
+	if !got.Since.Equal(want.Since) || got.Label != want.Label || got.Token != want.Token || got.TTL != want.TTL || got.Name != want.Name {
 		t.Fatalf("Status = %+v; want %+v", *got, want)
 	}
 	if err := l.Release(context.Background()); err != nil { // same lease ID as again
@@ -460,7 +460,7 @@ func TestLongHold(t *testing.T) {
 	}
 	_, err = other.TryAcquire(ctx, req15("long", "beta"))
 	var he *lease.HeldError
-	if !errors.As(err, &he) || he.By.Holder != "alpha" {
+	if !errors.As(err, &he) || he.By.Label != "alpha" {
 		t.Fatalf("TryAcquire during the hold: %v (%+v); want held by alpha", err, he)
 	}
 	// The end is on Azure's clock: a Date (whole seconds) read during the
@@ -472,7 +472,7 @@ func TestLongHold(t *testing.T) {
 	if err != nil || st == nil || !st.HeldUntil.Equal(he.By.HeldUntil) {
 		t.Fatalf("Status during the hold: %+v, %v", st, err)
 	}
-	if _, h, err := other.Candidates(ctx, "long"); err != nil || h == nil || h.Holder != "alpha" {
+	if _, h, err := other.Candidates(ctx, "long"); err != nil || h == nil || h.Label != "alpha" {
 		t.Fatalf("Candidates during the hold: holder %+v, %v; want alpha", h, err)
 	}
 	// The hold's end moves into the past (the holder's lease ID still
@@ -634,7 +634,7 @@ func TestHoldBreakBeforeRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := holderFrom("race", after.Metadata); h.Holder != "alpha" {
-		t.Errorf("the broken lease's holder wrote its record: holder %q", h.Holder)
+	if h := holderFrom("race", after.Metadata); h.Label != "alpha" {
+		t.Errorf("the broken lease's holder wrote its record: holder %q", h.Label)
 	}
 }

@@ -595,15 +595,15 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
 	}
 	l.info = lease.Holder{
-		Name:   req.Name,
-		Holder: req.Holder,
-		ID:     req.ID,
-		Token:  token,
-		Since:  time.Now().UTC().Truncate(time.Millisecond),
-		TTL:    req.TTL,
+		Name:  req.Name,
+		Label: req.Label,
+		ID:    req.ID,
+		Token: token,
+		Since: time.Now().UTC().Truncate(time.Millisecond),
+		TTL:   req.TTL,
 	}
 	meta := map[string]*string{
-		metaHolder: to(escapeMeta(req.Holder)),
+		metaHolder: to(escapeMeta(req.Label)),
 		metaToken:  to(strconv.FormatUint(l.info.Token, 10)),
 		metaSince:  to(l.info.Since.Format(time.RFC3339Nano)),
 		metaTTL:    to(strconv.Itoa(int(req.TTL / time.Second))),
@@ -733,7 +733,7 @@ func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error 
 		}
 	}
 	meta := map[string]*string{
-		metaHolder:    to(escapeMeta(bl.info.Holder)),
+		metaHolder:    to(escapeMeta(bl.info.Label)),
 		metaToken:     to(strconv.FormatUint(bl.info.Token, 10)),
 		metaSince:     to(bl.info.Since.Format(time.RFC3339Nano)),
 		metaTTL:       to(strconv.Itoa(int(bl.info.TTL / time.Second))),
@@ -781,7 +781,7 @@ func maxBreak(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
 func holderFrom(name string, md map[string]*string) lease.Holder {
 	h := lease.Holder{Name: name}
 	if v, ok := metaGet(md, metaHolder); ok {
-		h.Holder = unescapeMeta(v)
+		h.Label = unescapeMeta(v)
 	}
 	if v, ok := metaGet(md, metaToken); ok {
 		if n, ok := parseToken(v); ok && n <= maxToken {

@@ -167,8 +167,8 @@ func FuzzHolderFrom(f *testing.F) {
 				t.Fatalf("escapeMeta(%q) = %q: byte %#x is not a valid header value byte", holder, e, e[i])
 			}
 		}
-		if strings.EqualFold(holderKey, metaHolder) && h.Holder != holder {
-			t.Fatalf("holderFrom: holder %q read back as %q (stored %q)", holder, h.Holder, e)
+		if strings.EqualFold(holderKey, metaHolder) && h.Label != holder {
+			t.Fatalf("holderFrom: holder %q read back as %q (stored %q)", holder, h.Label, e)
 		}
 		if h.TTL < 0 || h.TTL > 0 && h.TTL%time.Second != 0 {
 			t.Fatalf("holderFrom: ttl %q decoded as %v", ttl, h.TTL)

@@ -117,12 +117,12 @@ func TestTokensNear2p53(t *testing.T) {
 				t.Fatalf("token %d; want %d", got, prev+1)
 			}
 			h, err := s.Status(context.Background(), name)
-			if err != nil || h == nil || h.Holder != "big:1" || h.Token != prev+1 {
+			if err != nil || h == nil || h.Label != "big:1" || h.Token != prev+1 {
 				t.Fatalf("Status = %+v, %v; want holder big:1 token %d", h, err, prev+1)
 			}
 			_, err = s.TryAcquire(context.Background(), req15(name, "other"))
 			var he *lease.HeldError
-			if !errors.As(err, &he) || he.By.Holder != "big:1" || he.By.Token != prev+1 {
+			if !errors.As(err, &he) || he.By.Label != "big:1" || he.By.Token != prev+1 {
 				t.Fatalf("second TryAcquire: %v; want held by big:1 with token %d", err, prev+1)
 			}
 		})

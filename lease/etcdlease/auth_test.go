@@ -73,7 +73,7 @@ func TestAuth(t *testing.T) {
 				if !errors.As(err, &he) {
 					t.Fatalf("TryAcquire: %v; want HeldError", err)
 				}
-				if h, err := b.Status(ctxT(t), name); err != nil || h == nil || h.Holder != "a" || h.Remaining <= 0 {
+				if h, err := b.Status(ctxT(t), name); err != nil || h == nil || h.Label != "a" || h.Remaining <= 0 {
 					t.Fatalf("Status = %+v, %v", h, err)
 				}
 				done := make(chan error, 1)

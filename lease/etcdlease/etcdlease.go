@@ -281,7 +281,7 @@ func holderOf(name string, kv *mvccpb.KeyValue) lease.Holder {
 	h := lease.Holder{Name: name, Token: uint64(max(kv.CreateRevision, 0))}
 	var r record
 	if json.Unmarshal(kv.Value, &r) == nil {
-		h.Holder, h.ID = r.Holder, r.ID
+		h.Label, h.ID = r.Holder, r.ID
 		h.Since, _ = time.Parse(time.RFC3339Nano, r.Since)
 		h.HeldUntil, _ = time.Parse(time.RFC3339Nano, r.HeldUntil)
 		if r.TTLs > 0 && r.TTLs <= int64(lease.MaxTTL/time.Second) {
@@ -351,7 +351,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, storeerr.Config("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
 	}
 	since := time.Now().UTC()
-	val, _ := json.Marshal(record{Holder: req.Holder, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
+	val, _ := json.Marshal(record{Holder: req.Label, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		tr, err = cli.Txn(ctx).
@@ -368,7 +368,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	if tr.Succeeded {
 		return &etcdLease{s: s, id: g.ID, rev: tr.Header.Revision, info: lease.Holder{
-			Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(tr.Header.Revision),
+			Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(tr.Header.Revision),
 			Since: since, TTL: req.TTL,
 		}}, nil
 	}
@@ -391,7 +391,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		})
 		if err == nil {
 			return &etcdLease{s: s, id: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision, info: lease.Holder{
-				Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(kv.CreateRevision), Since: h.Since, TTL: req.TTL,
+				Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(kv.CreateRevision), Since: h.Since, TTL: req.TTL,
 			}}, nil
 		} else if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, s.classify("acquire "+req.Name, err)
@@ -604,7 +604,7 @@ func (el *etcdLease) ReleaseHeld(ctx context.Context, hold time.Duration) error 
 	}
 	// The key goes no earlier than the grant was sent plus the granted TTL.
 	until := sent.Add(time.Duration(g.TTL) * time.Second)
-	val, _ := json.Marshal(record{Holder: el.info.Holder, ID: el.info.ID, Since: el.info.Since.UTC().Format(time.RFC3339Nano),
+	val, _ := json.Marshal(record{Holder: el.info.Label, ID: el.info.ID, Since: el.info.Since.UTC().Format(time.RFC3339Nano),
 		TTLs: int64(el.info.TTL / time.Second), HeldUntil: until.UTC().Format(time.RFC3339Nano)})
 	key := s.key(el.info.Name)
 	var tr *clientv3.TxnResponse

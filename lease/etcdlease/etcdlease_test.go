@@ -74,7 +74,7 @@ func plain(t *testing.T, url string) *clientv3.Client {
 }
 
 func req(name, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Name: name, Holder: holder, ID: lease.NewID(), TTL: ttl}
+	return lease.Request{Name: name, Label: holder, ID: lease.NewID(), TTL: ttl}
 }
 
 func harness(url string, raw *clientv3.Client) leasetest.Harness {
@@ -214,7 +214,7 @@ func TestKeyDeletedIsLost(t *testing.T) {
 	if err := l.Release(ctxT(t)); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Release: %v; want ErrNotHeld", err)
 	}
-	if h, err := s.Status(ctxT(t), name); err != nil || h == nil || h.Holder != "b" || h.Token != other.Info().Token {
+	if h, err := s.Status(ctxT(t), name); err != nil || h == nil || h.Label != "b" || h.Token != other.Info().Token {
 		t.Fatalf("Status = %+v, %v; want b's lease untouched", h, err)
 	}
 	if err := other.Release(ctxT(t)); err != nil {

@@ -31,7 +31,7 @@ func TestHeldAttemptWritesNothing(t *testing.T) {
 	for range 3 {
 		_, err = b.TryAcquire(ctxT(t), req("held", "b", 5*time.Second))
 		var he *lease.HeldError
-		if !errors.As(err, &he) || he.By.Holder != "a" || he.By.Token != l.Info().Token {
+		if !errors.As(err, &he) || he.By.Label != "a" || he.By.Token != l.Info().Token {
 			t.Fatalf("TryAcquire: %v; want HeldError naming a with token %d", err, l.Info().Token)
 		}
 	}

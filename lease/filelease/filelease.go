@@ -239,7 +239,7 @@ type record struct {
 }
 
 func (r record) holder() lease.Holder {
-	return lease.Holder{Name: r.Name, Holder: r.Holder, ID: r.ID, Token: r.Token, Since: r.Since}
+	return lease.Holder{Name: r.Name, Label: r.Holder, ID: r.ID, Token: r.Token, Since: r.Since}
 }
 
 // holdLeft is what remains of the record's hold at now; 0 when there is
@@ -466,7 +466,7 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 		return fail(err)
 	}
 	now := time.Now().UTC() // the record's clock; UTC spares a run reading the time zone (issue 11)
-	rec := record{Name: req.Name, Holder: req.Holder, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
+	rec := record{Name: req.Name, Holder: req.Label, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
 	if err := writeRecord(rw, rec); err != nil {
 		return fail(classified(err, "cannot write lock file "+path))
 	}

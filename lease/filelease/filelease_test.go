@@ -57,7 +57,7 @@ func TestRemovedLockFileIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	l, err := s.TryAcquire(ctx, lease.Request{Name: "job", Holder: "a", ID: lease.NewID()})
+	l, err := s.TryAcquire(ctx, lease.Request{Name: "job", Label: "a", ID: lease.NewID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,14 +68,14 @@ func TestRemovedLockFileIsLost(t *testing.T) {
 		t.Fatalf("Renew after the lock file was removed: %v; want ErrLost", err)
 	}
 	// A newcomer gets a fresh file; the old holder must not be able to release it.
-	l2, err := s.TryAcquire(ctx, lease.Request{Name: "job", Holder: "b", ID: lease.NewID()})
+	l2, err := s.TryAcquire(ctx, lease.Request{Name: "job", Label: "b", ID: lease.NewID()})
 	if err != nil {
 		t.Fatalf("TryAcquire on a fresh file: %v", err)
 	}
 	if err := l.Release(ctx); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("old holder's Release: %v; want ErrLost", err)
 	}
-	if h, err := s.Status(ctx, "job"); err != nil || h == nil || h.Holder != "b" {
+	if h, err := s.Status(ctx, "job"); err != nil || h == nil || h.Label != "b" {
 		t.Fatalf("Status = %+v, %v; want holder b", h, err)
 	}
 	_ = l2.Release(ctx)
@@ -86,7 +86,7 @@ func TestLockFileNotInherited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", Holder: "a", ID: lease.NewID()})
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", Label: "a", ID: lease.NewID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func openT(t *testing.T, dir string) *Store {
 
 func acquireT(t *testing.T, s *Store, name string) *fileLease {
 	t.Helper()
-	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Holder: "h", ID: lease.NewID()})
+	l, err := s.TryAcquire(context.Background(), lease.Request{Name: name, Label: "h", ID: lease.NewID()})
 	if err != nil {
 		t.Fatalf("TryAcquire(%s): %v", name, err)
 	}

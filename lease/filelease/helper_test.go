@@ -74,7 +74,7 @@ func helper(op, dir, name string) int {
 	defer s.Close()
 	switch op {
 	case "acquire", "hold":
-		l, err := s.TryAcquire(ctx, lease.Request{Name: name, Holder: fmt.Sprintf("uid%d", os.Getuid()), ID: lease.NewID()})
+		l, err := s.TryAcquire(ctx, lease.Request{Name: name, Label: fmt.Sprintf("uid%d", os.Getuid()), ID: lease.NewID()})
 		if err != nil {
 			return report(err)
 		}
@@ -94,7 +94,7 @@ func helper(op, dir, name string) int {
 		if h == nil {
 			fmt.Println("free")
 		} else {
-			fmt.Println("held", h.Holder, h.Token)
+			fmt.Println("held", h.Label, h.Token)
 		}
 	default:
 		fmt.Println("unknown helper op", op)

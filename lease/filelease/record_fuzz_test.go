@@ -64,7 +64,7 @@ func FuzzLockFile(f *testing.F) {
 		}
 		f.Close()
 
-		l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", Holder: "fuzz", ID: lease.NewID()})
+		l, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", Label: "fuzz", ID: lease.NewID()})
 		if err != nil {
 			if !errors.Is(err, lease.ErrConfig) && !errors.Is(err, lease.ErrUnavailable) {
 				t.Fatalf("TryAcquire on %q: unclassified error %v", content, err)

@@ -72,7 +72,7 @@ func RunCandidates(t *testing.T, h Harness) {
 		if err := r.Leave(ctx, n, a.ID); err != nil {
 			t.Fatalf("leaving twice: %v", err)
 		}
-		l, err := s.TryAcquire(ctx, lease.Request{Name: n, Holder: "leader", ID: lease.NewID(), TTL: h.TTL})
+		l, err := s.TryAcquire(ctx, lease.Request{Name: n, Label: "leader", ID: lease.NewID(), TTL: h.TTL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func RunCandidates(t *testing.T, h Harness) {
 			}
 			time.Sleep(5 * time.Millisecond) // a store may finish Leave after it returned; nothing announces it here
 		}
-		if holder == nil || holder.Holder != "leader" || holder.Token != l.Info().Token {
+		if holder == nil || holder.Label != "leader" || holder.Token != l.Info().Token {
 			t.Fatalf("holder %+v; want leader with token %d", holder, l.Info().Token)
 		}
 	})
@@ -137,7 +137,7 @@ func RunCandidates(t *testing.T, h Harness) {
 		for round := range 3 {
 			s, r := reg(t)
 			n, ctx := name(t), ctxFor(t)
-			first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Holder: "leader", TTL: h.TTL}, lease.AcquireOptions{})
+			first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Label: "leader", TTL: h.TTL}, lease.AcquireOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,13 +148,13 @@ func RunCandidates(t *testing.T, h Harness) {
 				go func() {
 					defer wg.Done()
 					ws := open(t, h) // each standby its own store, as its own process would
-					a, err := lease.Acquire(ctx, ws, lease.Request{Name: n, Holder: fmt.Sprint("p", p), TTL: h.TTL},
+					a, err := lease.Acquire(ctx, ws, lease.Request{Name: n, Label: fmt.Sprint("p", p), TTL: h.TTL},
 						lease.AcquireOptions{Wait: lease.WaitForever, Priority: p, CallTimeout: 5 * time.Second})
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					won <- a.Lease.Info().Holder
+					won <- a.Lease.Info().Label
 					_ = a.Lease.Release(ctx)
 				}()
 			}

@@ -91,14 +91,14 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func req(n, holder string, h Harness) lease.Request {
-	return lease.Request{Name: n, Holder: holder, ID: lease.NewID(), TTL: h.TTL}
+	return lease.Request{Name: n, Label: holder, ID: lease.NewID(), TTL: h.TTL}
 }
 
 func mustAcquire(t *testing.T, s lease.Store, r lease.Request) lease.Lease {
 	t.Helper()
 	l, err := s.TryAcquire(ctxT(t), r)
 	if err != nil {
-		t.Fatalf("TryAcquire(%s as %s): %v", r.Name, r.Holder, err)
+		t.Fatalf("TryAcquire(%s as %s): %v", r.Name, r.Label, err)
 	}
 	return l
 }
@@ -150,7 +150,7 @@ func testHeldReportsHolder(t *testing.T, h Harness) {
 	nm := name(t)
 	la := mustAcquire(t, a, req(nm, "alpha:1", h))
 	info := la.Info()
-	if info.Name != nm || info.Holder != "alpha:1" || info.Token == 0 || len(info.ID) != 32 {
+	if info.Name != nm || info.Label != "alpha:1" || info.Token == 0 || len(info.ID) != 32 {
 		t.Fatalf("Info() = %+v; want name %q, holder alpha:1, token > 0, 32-hex ID", info, nm)
 	}
 	_, err := b.TryAcquire(ctxT(t), req(nm, "beta:2", h))
@@ -158,7 +158,7 @@ func testHeldReportsHolder(t *testing.T, h Harness) {
 	if !errors.As(err, &he) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second TryAcquire: %v; want *HeldError", err)
 	}
-	if he.By.Holder != "alpha:1" || he.By.Token != info.Token {
+	if he.By.Label != "alpha:1" || he.By.Token != info.Token {
 		t.Fatalf("HeldError.By = %+v; want holder alpha:1 token %d", he.By, info.Token)
 	}
 	if !strings.Contains(he.Error(), "alpha:1") {
@@ -249,7 +249,7 @@ func testReleaseByNonHolder(t *testing.T, h Harness) {
 		t.Fatalf("Release by former holder: %v; want ErrNotHeld or ErrLost", err)
 	}
 	got, err := c.Status(ctxT(t), nm)
-	if err != nil || got == nil || got.Holder != "beta" {
+	if err != nil || got == nil || got.Label != "beta" {
 		t.Fatalf("Status after refused release = %+v, %v; want holder beta", got, err)
 	}
 	if _, err := c.TryAcquire(ctxT(t), req(nm, "gamma", h)); !errors.Is(err, lease.ErrHeld) {
@@ -357,8 +357,8 @@ func testStatus(t *testing.T, h Harness) {
 		t.Fatalf("Status while held = %+v, %v", got, err)
 	}
 	want := la.Info()
-	if got.Holder != want.Holder || got.Token != want.Token || got.Name != nm || got.Since.IsZero() {
-		t.Fatalf("Status = %+v; want holder %q token %d name %q and a since time", got, want.Holder, want.Token, nm)
+	if got.Label != want.Label || got.Token != want.Token || got.Name != nm || got.Since.IsZero() {
+		t.Fatalf("Status = %+v; want holder %q token %d name %q and a since time", got, want.Label, want.Token, nm)
 	}
 	if err := la.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -416,7 +416,7 @@ func testReleaseHeld(t *testing.T, h Harness) {
 		t.Fatalf("TryAcquire during the hold: %v; want *HeldError", err)
 	}
 	until := he.By.HeldUntil
-	if he.By.Holder != "alpha" || he.By.Token != la.Info().Token || until.Before(sent.Add(hold-100*time.Millisecond)) || until.After(time.Now().Add(hold+time.Second)) {
+	if he.By.Label != "alpha" || he.By.Token != la.Info().Token || until.Before(sent.Add(hold-100*time.Millisecond)) || until.After(time.Now().Add(hold+time.Second)) {
 		t.Fatalf("held by %+v; want alpha's token %d, held until about %v", he.By, la.Info().Token, sent.Add(hold))
 	}
 	st, err := b.Status(ctxT(t), nm)

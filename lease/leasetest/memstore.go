@@ -91,7 +91,7 @@ func (s *MemStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lea
 		return &memLease{s: s, rec: e.rec}, nil
 	}
 	s.tokens[req.Name]++
-	rec := lease.Holder{Name: req.Name, Holder: req.Holder, ID: req.ID, Token: s.tokens[req.Name], Since: time.Now(), TTL: req.TTL}
+	rec := lease.Holder{Name: req.Name, Label: req.Label, ID: req.ID, Token: s.tokens[req.Name], Since: time.Now(), TTL: req.TTL}
 	s.leases[req.Name] = &memEntry{rec: rec, expires: now + req.TTL}
 	s.notify()
 	return &memLease{s: s, rec: rec}, nil

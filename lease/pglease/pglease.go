@@ -336,7 +336,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	)
 	err := s.do(ctx, "acquire "+req.Name, true, func(ctx context.Context, c *pgx.Conn) error {
 		got = false
-		err := c.QueryRow(ctx, s.q.acquire, req.Name, req.Holder, req.ID, ttl, s.q.lockKey(req.Name)).
+		err := c.QueryRow(ctx, s.q.acquire, req.Name, req.Label, req.ID, ttl, s.q.lockKey(req.Name)).
 			Scan(&ours, &holder, &token, &since, &ttlMs, &remMs, &heldUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -360,7 +360,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		}
 		s.held.Add(1)
 		return &pgLease{s: s, ttl: ttl, info: lease.Holder{
-			Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
+			Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(token),
 			Since: since, TTL: time.Duration(ttl) * time.Millisecond,
 		}}, nil
 	}
@@ -378,7 +378,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 // holderOf builds a Holder from a row; heldUntil, when not nil, is the end
 // of a hold (ReleaseHeld) on the server's clock.
 func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs int64, heldUntil *time.Time) lease.Holder {
-	h := lease.Holder{Name: name, Holder: holder, Since: since}
+	h := lease.Holder{Name: name, Label: holder, Since: since}
 	if token > 0 && token <= maxToken {
 		h.Token = uint64(token)
 	}

@@ -115,7 +115,7 @@ func TestTokens100(t *testing.T) {
 		if i%2 == 1 {
 			s = b
 		}
-		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: fmt.Sprint("h", i), ID: lease.NewID(), TTL: 5 * time.Second})
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: fmt.Sprint("h", i), ID: lease.NewID(), TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("acquisition %d: %v", i, err)
 		}
@@ -134,7 +134,7 @@ func TestTokens100(t *testing.T) {
 // gets the lease back with the same token; another ID is refused.
 func TestRetrySameID(t *testing.T) {
 	s := open(t, need(t), pglease.Options{})
-	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: 5 * time.Second}
+	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: 5 * time.Second}
 	l1, err := s.TryAcquire(ctxT(t), req)
 	if err != nil {
 		t.Fatal(err)
@@ -159,12 +159,12 @@ func TestWaitWakesOnNotify(t *testing.T) {
 	raw := need(t)
 	a, b := open(t, raw, pglease.Options{}), open(t, raw, pglease.Options{})
 	name := "notify-" + lease.NewID()[:8]
-	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var he *lease.HeldError
-	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute}); !errors.As(err, &he) {
+	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: time.Minute}); !errors.As(err, &he) {
 		t.Fatalf("second acquire: %v; want held", err)
 	}
 	// A first Wait sets up LISTEN; it sleeps until the expiry (a minute)
@@ -175,7 +175,7 @@ func TestWaitWakesOnNotify(t *testing.T) {
 	other := make(chan error, 1)
 	octx, ocancel := context.WithCancel(ctxT(t))
 	defer ocancel()
-	lo, err := a.TryAcquire(ctxT(t), lease.Request{Name: name + "-other", Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	lo, err := a.TryAcquire(ctxT(t), lease.Request{Name: name + "-other", Label: "a", ID: lease.NewID(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestCreateRefused(t *testing.T) {
 	table := freshTable("lr_refused")
 	s := open(t, withTable(u.String(), table), pglease.Options{})
 	name := "refused-" + lease.NewID()[:8]
-	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Second})
 	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "may not create") {
 		t.Fatalf("acquire by a role without CREATE: %v; want ErrConfig naming table %s", err, table)
 	}
@@ -294,7 +294,7 @@ func TestCreateRefused(t *testing.T) {
 	}
 	// The owner creates it (as the README says) and grants the role.
 	owner := open(t, withTable(raw, table), pglease.Options{})
-	l, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Holder: "owner", ID: lease.NewID(), TTL: time.Second})
+	l, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Label: "owner", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestCreateRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatalf("acquire after the grants: %v", err)
 	}
@@ -322,7 +322,7 @@ func TestCreateRefused(t *testing.T) {
 func TestFrozenAndKilledServer(t *testing.T) {
 	raw, pid := private(t)
 	s := open(t, raw, pglease.Options{CallTimeout: 5 * time.Second})
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "frozen", Holder: "a", ID: lease.NewID(), TTL: 30 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "frozen", Label: "a", ID: lease.NewID(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestUnixSocket(t *testing.T) {
 		"postgres:///postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&user=" + user,
 	} {
 		s := open(t, raw, pglease.Options{})
-		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: time.Second})
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: time.Second})
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -436,11 +436,11 @@ func TestConnections(t *testing.T) {
 	b := open(t, raw+"&application_name="+app, pglease.Options{})
 	awaitCount(1)
 	name := "conns-" + lease.NewID()[:8]
-	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: time.Minute})
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("b: %v; want held", err)
@@ -469,7 +469,7 @@ func TestConnections(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: time.Minute})
+	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,10 +496,10 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 	a := open(t, raw, pglease.Options{})
 	b := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
 	name := "poll-" + lease.NewID()[:8]
-	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 2 * time.Second}); err != nil {
+	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 2 * time.Second})
+	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: 2 * time.Second})
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("b: %v; want held", err)
@@ -517,7 +517,7 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 2 * time.Second})
+	lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("after the expiry: %v", err)
 	}
@@ -548,7 +548,7 @@ func TestIdleSessionTimeout(t *testing.T) {
 	})
 	table := freshTable("lr_idle")
 	owner := open(t, withTable(raw, table), pglease.Options{})
-	setup, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Holder: "owner", ID: lease.NewID(), TTL: time.Second})
+	setup, err := owner.TryAcquire(ctxT(t), lease.Request{Name: "setup", Label: "owner", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +584,7 @@ func TestIdleSessionTimeout(t *testing.T) {
 		}
 	}
 	name := "idle-" + lease.NewID()[:8]
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 5 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -593,7 +593,7 @@ func TestIdleSessionTimeout(t *testing.T) {
 		t.Fatalf("renew after the server ended the idle session: %v", err)
 	}
 	idled()
-	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 5 * time.Second}); !errors.Is(err, lease.ErrHeld) {
+	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: 5 * time.Second}); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second acquire after an idle close: %v; want ErrHeld", err)
 	}
 	idled()
@@ -610,7 +610,7 @@ func TestSequencePastMaxLeavesNoRow(t *testing.T) {
 	table := freshTable("lr_seqmax")
 	s := open(t, withTable(raw, table), pglease.Options{})
 	name := "seqmax-" + lease.NewID()[:8]
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +620,7 @@ func TestSequencePastMaxLeavesNoRow(t *testing.T) {
 	if _, err := op.Exec(ctxT(t), fmt.Sprintf("SELECT setval('%s_token', 9223372036854775806)", table)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: time.Minute}); err == nil || !strings.Contains(err.Error(), "bad fencing token") {
+	if _, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute}); err == nil || !strings.Contains(err.Error(), "bad fencing token") {
 		t.Fatalf("acquire with the sequence at 2^63-2: %v; want it refused", err)
 	}
 	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {

@@ -53,7 +53,7 @@ func TestACLUser(t *testing.T) {
 			b := open(t, url, redislease.Options{CallTimeout: time.Second})
 			name := "acl-" + lease.NewID()[:8]
 			const ttl = 10 * time.Second
-			la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl})
+			la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: ttl})
 			if err != nil {
 				t.Fatalf("TryAcquire: %v", err)
 			}
@@ -73,7 +73,7 @@ func TestACLUser(t *testing.T) {
 			if err := b.Leave(ctxT(t), name, cand.ID); err != nil {
 				t.Fatalf("Leave: %v", err)
 			}
-			_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+			_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: ttl})
 			var he *lease.HeldError
 			if !errors.As(err, &he) {
 				t.Fatalf("second TryAcquire: %v; want HeldError", err)
@@ -109,7 +109,7 @@ func TestACLUser(t *testing.T) {
 			case <-time.After(ttl):
 				t.Fatal("waiter did not wake after the release")
 			}
-			lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+			lb, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: ttl})
 			if err != nil {
 				t.Fatalf("TryAcquire after the release: %v", err)
 			}

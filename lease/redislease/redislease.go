@@ -247,7 +247,7 @@ func holderOf(name, raw string, pttl int64) lease.Holder {
 	h := lease.Holder{Name: name}
 	var r map[string]json.RawMessage
 	if json.Unmarshal([]byte(raw), &r) == nil {
-		_ = json.Unmarshal(r["holder"], &h.Holder)
+		_ = json.Unmarshal(r["holder"], &h.Label)
 		h.Token = parseToken(r["token"])
 		var since string
 		if json.Unmarshal(r["since"], &since) == nil {
@@ -302,7 +302,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	defer cancel()
 	res, err := acquireScript.Run(cctx, s.client,
 		[]string{recordKey(req.Name), counterKey(req.Name)},
-		req.ID, ttl, req.Holder, since).Slice()
+		req.ID, ttl, req.Label, since).Slice()
 	if err != nil {
 		return nil, s.classify("acquire "+req.Name, err)
 	}
@@ -333,7 +333,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %v", s.where, req.Name, res[1]))
 	}
 	l := &redisLease{s: s, ttl: ttl, info: lease.Holder{
-		Name: req.Name, Holder: req.Holder, ID: req.ID, Token: uint64(token),
+		Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(token),
 		TTL: time.Duration(ttl) * time.Millisecond,
 	}}
 	l.info.Since, _ = time.Parse(time.RFC3339Nano, at)

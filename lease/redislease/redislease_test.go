@@ -99,7 +99,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("Topology = %s", s.Topology())
 	}
 	name := "sentinel-" + lease.NewID()[:8]
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "s1", ID: lease.NewID(), TTL: 2 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "s1", ID: lease.NewID(), TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("Renew: %v", err)
 	}
 	h, err := s.Status(ctxT(t), name)
-	if err != nil || h == nil || h.Holder != "s1" || h.Token != l.Info().Token || h.Remaining <= 0 {
+	if err != nil || h == nil || h.Label != "s1" || h.Token != l.Info().Token || h.Remaining <= 0 {
 		t.Fatalf("Status = %+v, %v", h, err)
 	}
 	if err := l.Release(ctxT(t)); err != nil {
@@ -124,7 +124,7 @@ func TestAcquireRetryIsIdempotent(t *testing.T) {
 	addr := need(t, "LEADERRUN_TEST_REDIS")
 	s := open(t, "redis://"+addr, redislease.Options{})
 	raw := plain(t, []string{addr}, false)
-	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Holder: "a", ID: lease.NewID(), TTL: 2 * time.Second}
+	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: 2 * time.Second}
 	l1, err := s.TryAcquire(ctxT(t), req)
 	if err != nil {
 		t.Fatal(err)
@@ -154,12 +154,12 @@ func TestHeldErrorHasRemaining(t *testing.T) {
 	addr := need(t, "LEADERRUN_TEST_REDIS")
 	s := open(t, "redis://"+addr, redislease.Options{})
 	name := "held-" + lease.NewID()[:8]
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 3 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(ctxT(t))
-	_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: 3 * time.Second})
+	_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: 3 * time.Second})
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("got %v; want HeldError", err)
@@ -172,7 +172,7 @@ func TestHeldErrorHasRemaining(t *testing.T) {
 func TestTTLBelowMinimum(t *testing.T) {
 	addr := need(t, "LEADERRUN_TEST_REDIS")
 	s := open(t, "redis://"+addr, redislease.Options{})
-	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: "short", Holder: "a", ID: lease.NewID(), TTL: 10 * time.Millisecond})
+	_, err := s.TryAcquire(ctxT(t), lease.Request{Name: "short", Label: "a", ID: lease.NewID(), TTL: 10 * time.Millisecond})
 	if !errors.Is(err, lease.ErrConfig) {
 		t.Fatalf("got %v; want ErrConfig", err)
 	}
@@ -186,12 +186,12 @@ func TestWaitWakesOnRelease(t *testing.T) {
 	b := open(t, "redis://"+addr, redislease.Options{})
 	name := "wake-" + lease.NewID()[:8]
 	const ttl = 8 * time.Second
-	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl})
+	la, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for round := 0; round < 2; round++ { // the second round reuses the subscription
-		_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+		_, err = b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: ttl})
 		var he *lease.HeldError
 		if !errors.As(err, &he) {
 			t.Fatalf("got %v; want HeldError", err)
@@ -214,7 +214,7 @@ func TestWaitWakesOnRelease(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("round %d: waiter still asleep 2s after the release (TTL %v)", round, ttl)
 		}
-		if la, err = a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
+		if la, err = a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,10 +233,10 @@ func TestWaitFallsBackToPTTL(t *testing.T) {
 	channel := "leaderrun:{" + name + "}:released"
 	const ttl = 1500 * time.Millisecond
 	sent := time.Now()
-	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
+	if _, err := a.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl})
+	_, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: ttl})
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("got %v; want HeldError", err)
@@ -260,7 +260,7 @@ func TestWaitFallsBackToPTTL(t *testing.T) {
 	case <-time.After(ttl + 3*time.Second):
 		t.Fatal("waiter never woke after the subscription was killed")
 	}
-	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "b", ID: lease.NewID(), TTL: ttl}); err != nil {
+	if _, err := b.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "b", ID: lease.NewID(), TTL: ttl}); err != nil {
 		t.Fatalf("TryAcquire after expiry: %v", err)
 	}
 	waitSubscribers(t, raw, channel, 1) // re-subscribed in the background
@@ -283,7 +283,7 @@ func TestFrozenServer(t *testing.T) {
 	const callTimeout = 300 * time.Millisecond
 	s := open(t, "redis://"+addr, redislease.Options{CallTimeout: callTimeout})
 	name := "frozen-" + lease.NewID()[:8]
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "a", ID: lease.NewID(), TTL: 10 * time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open of an unreachable server: %v; want a store whose calls report unavailable", err)
 	}
-	_, err = u.TryAcquire(ctxT(t), lease.Request{Name: "pw", Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	_, err = u.TryAcquire(ctxT(t), lease.Request{Name: "pw", Label: "a", ID: lease.NewID(), TTL: time.Second})
 	if !errors.Is(err, lease.ErrUnavailable) || strings.Contains(err.Error(), "wr0ng") {
 		t.Fatalf("TryAcquire on an unreachable server: %v; want ErrUnavailable without the password", err)
 	}
@@ -372,7 +372,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 		t.Fatalf("String() = %q shows the password", s.String())
 	}
 	// A store whose server starts refusing it mid-run: still no password.
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "pw", Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "pw", Label: "a", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestTLS(t *testing.T) {
 	addr := leasetest.StartServer(t, dir, "../../scripts/redis.sh", "tls")["LEADERRUN_TEST_REDIS_TLS"]
 
 	s := open(t, "rediss://"+addr+"/0?ca="+ca, redislease.Options{CallTimeout: time.Second})
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "tls", Holder: "a", ID: lease.NewID(), TTL: time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "tls", Label: "a", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatalf("TryAcquire over TLS: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 // mint acquires and releases name once and returns the token.
 func mint(t *testing.T, s *redislease.Store, name string) uint64 {
 	t.Helper()
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "m", ID: lease.NewID(), TTL: time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "m", ID: lease.NewID(), TTL: time.Second})
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestTokensNear2p53(t *testing.T) {
 			if err := raw.Set(ctxT(t), "leaderrun:{"+name+"}:token", prev, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "big:1", ID: lease.NewID(), TTL: 5 * time.Second})
+			l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "big:1", ID: lease.NewID(), TTL: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("TryAcquire: %v", err)
 			}
@@ -120,12 +120,12 @@ func TestTokensNear2p53(t *testing.T) {
 				t.Fatalf("record %s does not carry the exact token %d", rec, prev+1)
 			}
 			h, err := s.Status(ctxT(t), name)
-			if err != nil || h == nil || h.Holder != "big:1" || h.Token != prev+1 {
+			if err != nil || h == nil || h.Label != "big:1" || h.Token != prev+1 {
 				t.Fatalf("Status = %+v, %v; want holder big:1 token %d", h, err, prev+1)
 			}
-			_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "other", ID: lease.NewID(), TTL: 5 * time.Second})
+			_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "other", ID: lease.NewID(), TTL: 5 * time.Second})
 			var he *lease.HeldError
-			if !errors.As(err, &he) || he.By.Holder != "big:1" || he.By.Token != prev+1 {
+			if !errors.As(err, &he) || he.By.Label != "big:1" || he.By.Token != prev+1 {
 				t.Fatalf("second TryAcquire: %v; want held by big:1 with token %d", err, prev+1)
 			}
 		})
@@ -136,7 +136,7 @@ func TestTokensNear2p53(t *testing.T) {
 			if err := raw.Set(ctxT(t), "leaderrun:{"+name+"}:token", bad, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Holder: "c", ID: lease.NewID(), TTL: 5 * time.Second})
+			l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "c", ID: lease.NewID(), TTL: 5 * time.Second})
 			if err == nil {
 				_ = l.Release(ctxT(t))
 				t.Fatalf("TryAcquire with counter %s gave token %d; want an error", bad, l.Info().Token)

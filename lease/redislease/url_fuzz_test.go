@@ -127,7 +127,7 @@ func FuzzHolderOf(f *testing.F) {
 		if ttlMS > 0 {
 			wantTTL = time.Duration(ttlMS) * time.Millisecond
 		}
-		if got.Holder != want || got.Token != wantToken || !got.Since.Equal(since) || got.TTL != wantTTL {
+		if got.Label != want || got.Token != wantToken || !got.Since.Equal(since) || got.TTL != wantTTL {
 			t.Fatalf("holderOf(%s) = %+v, want holder %q token %d since %v ttl %v", b, got, want, wantToken, since, wantTTL)
 		}
 	})

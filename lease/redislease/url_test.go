@@ -214,7 +214,7 @@ func TestHolderOf(t *testing.T) {
 		{`not json`, "", 0},
 	} {
 		h := holderOf("n", tc.raw, 100)
-		if h.Holder != tc.holder || h.Token != tc.token || h.Name != "n" || h.Remaining != 100*time.Millisecond {
+		if h.Label != tc.holder || h.Token != tc.token || h.Name != "n" || h.Remaining != 100*time.Millisecond {
 			t.Errorf("holderOf(%s) = %+v; want holder %q token %d", tc.raw, h, tc.holder, tc.token)
 		}
 	}
