@@ -92,6 +92,9 @@ type Acquired struct {
 // it is not transient. Transient errors (ErrUnavailable) are retried with
 // jittered backoff for as long as the wait allows.
 func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acquired, error) {
+	if err := ValidateName(req.Name); err != nil {
+		return nil, err
+	}
 	a := newAcquisition(ctx, s, req, o)
 	defer a.end()
 	for {

@@ -123,6 +123,12 @@ type Limits struct {
 
 // Store is a place where named leases live. Implementations are safe for
 // concurrent use.
+//
+// Every lease name a Store method, or a method of the capabilities below
+// (Candidates, History, Changes), is given has passed ValidateName: callers
+// check a name once, where it enters (Acquire does; leaderrun's commands do
+// when they read NAME), and a network store does not check it again. The
+// file store does, because there a name becomes a path.
 type Store interface {
 	// TryAcquire makes one attempt to take the lease, without waiting. It
 	// returns a *HeldError (errors.Is ErrHeld) when someone else holds it,

@@ -297,9 +297,6 @@ func call[T any](ctx context.Context, s *Store, fn func(context.Context) (T, err
 // number of seconds from 15s to 60s and req.ID 32 hex digits (lease.NewID);
 // anything else fails with lease.ErrConfig before any call to Azure.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if err := lease.ValidateName(req.Name); err != nil {
-		return nil, err
-	}
 	if req.TTL < minTTL || req.TTL > maxTTL || req.TTL%time.Second != 0 {
 		return nil, storeerr.Config("lease TTL %v: Azure leases last a whole number of seconds from 15s to 60s", req.TTL)
 	}
@@ -313,7 +310,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	bc := s.blob(req.Name)
 	lc, err := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &leaseID})
 	if err != nil {
-		return nil, fmt.Errorf("azblob: acquire %s: lease client: %w", req.Name, err)
+		return nil, fmt.Errorf("Azure Blob Storage at %s: acquire %s: no lease client: %w", s.where, req.Name, err)
 	}
 	secs := int32(req.TTL / time.Second)
 	acquire := func(ctx context.Context) (azlease.BlobAcquireResponse, error) { return lc.AcquireLease(ctx, secs, nil) }
@@ -493,9 +490,6 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 // Status returns the holder recorded in metadata while the blob is leased
 // (or breaking), and nil when it is free or missing.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) {
 		return s.blob(name).GetProperties(ctx, nil)
 	})

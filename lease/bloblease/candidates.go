@@ -53,9 +53,6 @@ func standbyPrefix(name string) string { return name + ".standby." }
 // Join uploads (or re-uploads) c's blob with expiry and returns the number
 // of live standbys.
 func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry time.Duration) (int, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return 0, err
-	}
 	if len(c.ID) != 32 || strings.Trim(c.ID, "0123456789abcdef") != "" {
 		return 0, storeerr.Config("candidate ID must be 32 hex digits (lease.NewID)")
 	}
@@ -100,9 +97,6 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 // tidies the list. A failure is logged at debug level; the registration then
 // lapses by itself.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	ctx = context.WithoutCancel(ctx)
 	s.leaving.do(func() {
 		_, err := call(ctx, s, func(ctx context.Context) (blob.DeleteResponse, error) {
@@ -147,9 +141,6 @@ func (l *leavingSet) close() {
 
 // Candidates lists the live standbys and the holder in one listing.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, nil, err
-	}
 	cs, h, _, err := s.list(ctx, name)
 	return cs, h, err
 }

@@ -56,9 +56,6 @@ type runLine struct {
 // RecordRun appends r to the history of r.Name (see lease.History),
 // creating the container and the blob on first use.
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
-	if err := lease.ValidateName(r.Name); err != nil {
-		return err
-	}
 	keep = lease.HistoryKeep(keep)
 	b, err := json.Marshal(runLine{Run: r, Keep: keep})
 	if err != nil {
@@ -142,9 +139,6 @@ func (s *Store) compactRuns(ctx context.Context, name string, ac *appendblob.Cli
 
 // Runs returns up to limit runs of name, newest first (see lease.History).
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	runs, _, err := s.readRuns(ctx, name)
 	if err != nil {
 		return nil, err

@@ -90,9 +90,6 @@ func (r *registrations) take(key string) (candLease, bool) {
 // raise a short one to its shortest lease), or refreshes its registration,
 // and returns the number of live standbys of name.
 func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry time.Duration) (int, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return 0, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	prefix := s.candidateKeys(name)
@@ -166,9 +163,6 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 // only tidies the list. A failure is logged at debug level; the
 // registration then lapses with its etcd lease.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	key := s.candidateKeys(name) + id
 	leave := func(ctx context.Context) error {
 		cctx, cancel := s.callCtx(ctx)
@@ -211,9 +205,6 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 // it is still registered, is left out, and so are keys that are not our
 // JSON. Remaining is left unknown (0): it would cost a request per standby.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, nil, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	prefix := s.candidateKeys(name)

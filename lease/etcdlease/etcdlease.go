@@ -307,9 +307,6 @@ func checkTTL(ttl time.Duration) error {
 // still ours (and restarts its TTL). A TTL that is not whole seconds from
 // MinTTL up wraps lease.ErrConfig, before anything is sent.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if err := lease.ValidateName(req.Name); err != nil {
-		return nil, err
-	}
 	if req.ID == "" {
 		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
@@ -417,9 +414,6 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 // nil when the lease is free: a linearizable read of the key, then the
 // remaining TTL of its etcd lease.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	var gr *clientv3.GetResponse

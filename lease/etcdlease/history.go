@@ -28,9 +28,6 @@ func (s *Store) runKeys(name string) string { return s.key(name) + ":runs/" }
 
 // RecordRun writes r into the history of r.Name (see lease.History).
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
-	if err := lease.ValidateName(r.Name); err != nil {
-		return err
-	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -70,9 +67,6 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 // Runs returns up to limit runs of name, newest first (see lease.History).
 // Values that do not parse (written by hand) are skipped.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	prefix := s.runKeys(name)
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
 	if limit > 0 {

@@ -37,9 +37,6 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	key := s.key(name)
 	gctx, cancel := s.callCtx(ctx)
 	var (

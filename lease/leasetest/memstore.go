@@ -72,9 +72,6 @@ func (s *MemStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lea
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := lease.ValidateName(req.Name); err != nil {
-		return nil, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leases == nil {

@@ -48,9 +48,6 @@ func (s *Store) CandidateTiming() lease.CandidateTiming {
 // Join registers or refreshes c for expiry (server clock) and returns the
 // number of live standbys of name, c included.
 func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry time.Duration) (int, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return 0, err
-	}
 	var live int64
 	err := s.do(ctx, "join the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
 		return s.withStandbys(ctx, conn, func() error {
@@ -66,9 +63,6 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 
 // Leave removes the registration id of name.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	err := s.do(ctx, "leave the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, s.q.leave, name, id)
 		if isCode(err, "42P01") {
@@ -85,9 +79,6 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 // nothing (status may run as a role that may only read): before both tables
 // exist it reads what there is.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, nil, err
-	}
 	var (
 		cs     []lease.Candidate
 		holder *lease.Holder

@@ -81,9 +81,6 @@ FROM {{R}} WHERE name = $1::text ORDER BY token DESC LIMIT $2::bigint`),
 // RecordRun writes r into the history of r.Name in one statement (see
 // lease.History), creating the history table on first use.
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
-	if err := lease.ValidateName(r.Name); err != nil {
-		return err
-	}
 	q := s.historyQueries()
 	return s.do(ctx, "record run of "+r.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		exec := func() error {
@@ -121,9 +118,6 @@ func (s *Store) createHistory(ctx context.Context, c *pgx.Conn, q historyQueries
 // Runs returns up to limit runs of name, newest first (see lease.History).
 // A history table not yet created is an empty history.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	q := s.historyQueries()
 	var lim *int64
 	if limit > 0 {

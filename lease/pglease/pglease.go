@@ -314,9 +314,6 @@ func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 // req.ID after a lost answer succeeds while the lease is still ours (same
 // token, expiry restarted). req.TTL below MinTTL wraps lease.ErrConfig.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if err := lease.ValidateName(req.Name); err != nil {
-		return nil, err
-	}
 	if req.ID == "" {
 		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
@@ -398,9 +395,6 @@ func holderOf(name, holder string, token int64, since time.Time, ttlMs, remMs in
 // the server computes it, or nil when the lease is free (no row, an expired
 // row, or no table yet).
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	var h *lease.Holder
 	err := s.do(ctx, "status "+name, false, func(ctx context.Context, c *pgx.Conn) error {
 		h = nil

@@ -45,9 +45,6 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	if s.isClosed() {
 		return s.classify("wait "+name, errClosed)
 	}

@@ -66,9 +66,6 @@ type candRecord struct {
 // number of live candidates. A new candidate is announced on the changed
 // channel.
 func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry time.Duration) (int, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return 0, err
-	}
 	rec, err := json.Marshal(candRecord{Holder: c.Holder, Priority: c.Priority, Since: c.Since.UTC()})
 	if err != nil {
 		return 0, err
@@ -94,9 +91,6 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 // should not wait for a round trip that only tidies the list. A failure is
 // logged at debug level; the registration then lapses by itself.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	leave := func(ctx context.Context) error {
 		cctx, cancel := s.callCtx(ctx)
 		defer cancel()
@@ -128,9 +122,6 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 // holder (nil when free), read in one script. The holder's own candidacy,
 // if it is still registered, is left out.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, nil, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	res, err := candidatesScript.Run(cctx, s.client, []string{recordKey(name), candidatesKey(name), candRecordsKey(name)}).Slice()

@@ -32,9 +32,6 @@ func runsKey(name string) string { return "leaderrun:{" + name + "}:runs" }
 // RecordRun writes r into the history of r.Name in one round trip (see
 // lease.History).
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
-	if err := lease.ValidateName(r.Name); err != nil {
-		return err
-	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -51,9 +48,6 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 // Runs returns up to limit runs of name, newest first (see lease.History).
 // Members that do not parse (written by hand) are skipped.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	// The highest scores are the last ranks: ZRANGE with negative ranks

@@ -287,9 +287,6 @@ func parseToken(raw json.RawMessage) uint64 {
 // req.ID after a lost answer succeeds while the lease is still ours (and
 // restarts its TTL). req.TTL below MinTTL wraps lease.ErrConfig.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if err := lease.ValidateName(req.Name); err != nil {
-		return nil, err
-	}
 	if req.ID == "" {
 		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
 	}
@@ -344,9 +341,6 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 // Status returns the current holder (ID left out) with its remaining TTL, or
 // nil when the lease is free. One consistent read on the key's master.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return nil, err
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	res, err := statusScript.Run(cctx, s.client, []string{recordKey(name)}).Slice()

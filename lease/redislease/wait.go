@@ -47,9 +47,6 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := lease.ValidateName(name); err != nil {
-		return err
-	}
 	w := s.watch(name)
 	var wake <-chan struct{}
 	var seq uint64
