@@ -3,13 +3,11 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -17,26 +15,28 @@ import (
 // LinkedStore is a store linked into this program: the URL schemes it serves and
 // its opener. The leaderrun program links only the file store; each other
 // store lives in a program of its own (drivers), so that a run pays the
-// start-up cost of exactly the store it uses (issue 11: the Azure, etcd
-// and PostgreSQL clients alone take milliseconds to initialise).
+// start-up cost of exactly the store it uses (the Azure, etcd and
+// PostgreSQL clients alone take milliseconds to initialise; see
+// docs/performance.md).
 type LinkedStore struct {
 	// Schemes are the URL schemes, lower case.
 	Schemes []string
 	// Open opens the store named by a --store URL. It must never put a
-	// secret from raw into an error.
-	Open func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error)
+	// secret from raw into an error. o.CallTimeout bounds one store call
+	// (docs/design.md, safety rule 4); o.Getenv is Main's environment.
+	Open func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error)
 }
 
-// StoreOptions is what every store opener gets besides the URL.
-type StoreOptions struct {
-	// CallTimeout bounds one store call (docs/design.md, safety rule 4); stores derive their
-	// dial/read/write and per-try timeouts from it.
-	CallTimeout time.Duration
-	// Getenv reads the environment (credentials such as REDISCLI_AUTH or
-	// AZURE_STORAGE_KEY); tests replace it.
-	Getenv func(string) string
-	// Log is leaderrun's logger.
-	Log *slog.Logger
+// Link makes the LinkedStore of a store package from its schemes and its
+// Open.
+func Link[S lease.Store](schemes []string, open func(ctx context.Context, raw string, o lease.OpenOptions) (S, error)) LinkedStore {
+	return LinkedStore{Schemes: schemes, Open: func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
+		s, err := open(ctx, raw, o)
+		if err != nil {
+			return nil, err // not s: a nil *Store in a lease.Store is not nil
+		}
+		return s, nil
+	}}
 }
 
 // drivers names the program that serves each scheme leaderrun knows but

@@ -219,7 +219,7 @@ func openHistory(ctx context.Context, c *cli.Context, name string, e env, log *s
 	if err := e.dispatch(c.String("store")); err != nil {
 		return nil, nil, err
 	}
-	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
+	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

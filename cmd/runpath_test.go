@@ -54,7 +54,7 @@ func (s *hookStore) Wait(ctx context.Context, name string, held *lease.HeldError
 // useStore makes scheme:// open s for this test.
 func useStore(t *testing.T, scheme string, s lease.Store) {
 	t.Helper()
-	storeOpeners[scheme] = func(context.Context, string, StoreOptions) (lease.Store, error) { return s, nil }
+	storeOpeners[scheme] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) { return s, nil }
 	t.Cleanup(func() { delete(storeOpeners, scheme) })
 }
 
@@ -355,7 +355,7 @@ func useCredStore(t *testing.T) {
 	t.Helper()
 	for _, real := range []string{"redis", "azblob+http", "azblob"} {
 		scheme := "credtest+" + real
-		storeOpeners[scheme] = func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
+		storeOpeners[scheme] = func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
 			s, err := openStore(ctx, strings.TrimPrefix(raw, "credtest+"), o)
 			if err != nil {
 				return nil, err

@@ -79,7 +79,7 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	r.pre = startGuardAsync(r.e.guardPath())
 	r.undo = append(r.undo, func() { r.pre.drop() }) // the current one
 	r.reads = newEnvReads(e.getenv)
-	r.store, err = openStoreFor(ctx, rc.storeURL, StoreOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
+	r.store, err = openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -21,7 +21,7 @@ import (
 var memStore atomic.Pointer[leasetest.MemStore]
 
 func init() {
-	storeOpeners["memtest"] = func(context.Context, string, StoreOptions) (lease.Store, error) {
+	storeOpeners["memtest"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
 		return memStore.Load(), nil
 	}
 }
@@ -101,7 +101,7 @@ func (s signalOnAcquire) TryAcquire(ctx context.Context, req lease.Request) (lea
 // child is not started, the lease is released, and leaderrun exits 128+15.
 func TestSignalDuringHandoffStartsNothing(t *testing.T) {
 	s := &leasetest.MemStore{}
-	storeOpeners["sigtest"] = func(context.Context, string, StoreOptions) (lease.Store, error) {
+	storeOpeners["sigtest"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
 		return signalOnAcquire{s}, nil
 	}
 	marker := filepath.Join(t.TempDir(), "started")
@@ -153,7 +153,7 @@ func TestNoRunwayWaitsAgain(t *testing.T) {
 	// renew-every = 1.257s of it; three lost answers of 250ms each plus the
 	// retry pauses (at least 350ms) leave less.
 	s := &lostGrants{MemStore: mem, lost: 3, delay: 250 * time.Millisecond}
-	storeOpeners["lostgrants"] = func(context.Context, string, StoreOptions) (lease.Store, error) { return s, nil }
+	storeOpeners["lostgrants"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) { return s, nil }
 	marker := filepath.Join(t.TempDir(), "ran")
 	code, _, errOut := runCapture(t, "--store", "lostgrants://", "--ttl", "2s", "--name", "slow", "--", "touch", marker)
 	if code != 0 {

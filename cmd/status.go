@@ -69,7 +69,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)
 	}
-	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
+	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
 	if err != nil {
 		return classify(err)
 	}

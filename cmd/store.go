@@ -11,7 +11,7 @@ import (
 
 // storeOpeners maps a URL scheme to the opener of a store linked into this
 // program: the file store always, others as Main's caller links them.
-var storeOpeners = map[string]func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error){"file": openFileStore}
+var storeOpeners = map[string]func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error){"file": openFileStore}
 
 // storeConfigError is a --store value no store accepts: its message is for
 // people and it wraps lease.ErrConfig for classification.
@@ -22,7 +22,7 @@ func (e *storeConfigError) Unwrap() error { return lease.ErrConfig }
 
 // openStore picks the store for raw by its scheme. Its own messages show
 // raw only through redactURL.
-func openStore(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
+func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
 	shown := redactURL(raw)
 	what := "--store " + strconv.Quote(shown)
 	if shown == storeURLHidden {

@@ -11,7 +11,7 @@ import (
 )
 
 // openFileStore opens file:///abs/dir.
-func openFileStore(_ context.Context, raw string, _ StoreOptions) (lease.Store, error) {
+func openFileStore(_ context.Context, raw string, _ lease.OpenOptions) (lease.Store, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Host != "" && u.Host != "localhost") || u.User != nil || u.Path == "" || u.RawQuery != "" || u.ForceQuery {
 		return nil, fileURLError(fmt.Sprintf("--store %q is not a file store URL: want file:///absolute/directory", redactURL(raw)))
@@ -32,7 +32,7 @@ func (e fileURLError) Error() string { return string(e) }
 func (e fileURLError) Unwrap() error { return lease.ErrConfig }
 
 // openStoreFor opens --store, or the per-user file store when it is empty.
-func openStoreFor(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
+func openStoreFor(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
 	if raw == "" {
 		dir, err := filelease.DefaultDir()
 		if err != nil {

@@ -43,9 +43,9 @@ func FuzzOpenStore(f *testing.F) {
 		saved := storeOpeners
 		t.Cleanup(func() { storeOpeners = saved })
 		var got string
-		storeOpeners = map[string]func(context.Context, string, StoreOptions) (lease.Store, error){}
+		storeOpeners = map[string]func(context.Context, string, lease.OpenOptions) (lease.Store, error){}
 		for scheme := range saved {
-			storeOpeners[scheme] = func(context.Context, string, StoreOptions) (lease.Store, error) {
+			storeOpeners[scheme] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
 				got = scheme
 				return nil, errDispatched
 			}
@@ -55,7 +55,7 @@ func FuzzOpenStore(f *testing.F) {
 		if other == pass {
 			other = strings.Repeat("Z", len(pass))
 		}
-		_, err := openStore(context.Background(), raw, StoreOptions{})
+		_, err := openStore(context.Background(), raw, lease.OpenOptions{})
 		scheme, _, hasSep := strings.Cut(raw, "://")
 		_, registered := saved[strings.ToLower(scheme)]
 		switch {
@@ -75,7 +75,7 @@ func FuzzOpenStore(f *testing.F) {
 			// Another part of the message (an escaped character) might
 			// spell the string by chance: the same URL with another
 			// password of the same shape tells.
-			_, err2 := openStore(context.Background(), before+":"+other+"@"+after, StoreOptions{})
+			_, err2 := openStore(context.Background(), before+":"+other+"@"+after, lease.OpenOptions{})
 			if strings.Contains(err.Error(), pass) && (err2 == nil || !strings.Contains(err2.Error(), pass)) {
 				t.Fatalf("openStore(%q): error %q contains the password", raw, err)
 			}
@@ -103,7 +103,7 @@ func FuzzFileStoreURL(f *testing.F) {
 			return // would leave the temporary directory
 		}
 		raw := "file://" + host + t.TempDir() + path + tail
-		s, err := openFileStore(context.Background(), raw, StoreOptions{})
+		s, err := openFileStore(context.Background(), raw, lease.OpenOptions{})
 		if err != nil {
 			if !errors.Is(err, lease.ErrConfig) {
 				t.Fatalf("openFileStore(%q) error %v does not wrap lease.ErrConfig", raw, err)

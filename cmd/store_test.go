@@ -86,7 +86,7 @@ func TestStoreURLTyposHideSecrets(t *testing.T) {
 		t.Run(raw, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			s, err := openStore(ctx, raw, StoreOptions{CallTimeout: time.Second, Getenv: getenv})
+			s, err := openStore(ctx, raw, lease.OpenOptions{CallTimeout: time.Second, Getenv: getenv})
 			if err == nil {
 				_ = s.Close()
 				t.Fatalf("openStore accepted %s", redactURL(raw))

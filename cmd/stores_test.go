@@ -1,9 +1,6 @@
 package cmd
 
 import (
-	"context"
-
-	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/bloblease"
 	"github.com/leaderrun/leaderrun/lease/etcdlease"
 	"github.com/leaderrun/leaderrun/lease/pglease"
@@ -15,33 +12,9 @@ import (
 // dispatch table names the right program for each.
 func init() {
 	register([]LinkedStore{
-		{Schemes: redislease.Schemes, Open: func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
-			s, err := redislease.Open(ctx, raw, redislease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}},
-		{Schemes: bloblease.Schemes(), Open: func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
-			s, err := bloblease.Open(ctx, raw, bloblease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}},
-		{Schemes: etcdlease.Schemes, Open: func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
-			s, err := etcdlease.Open(ctx, raw, etcdlease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}},
-		{Schemes: pglease.Schemes, Open: func(ctx context.Context, raw string, o StoreOptions) (lease.Store, error) {
-			s, err := pglease.Open(ctx, raw, pglease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}},
+		Link(redislease.Schemes, redislease.Open),
+		Link(bloblease.Schemes(), bloblease.Open),
+		Link(etcdlease.Schemes, etcdlease.Open),
+		Link(pglease.Schemes, pglease.Open),
 	})
 }

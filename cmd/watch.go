@@ -39,7 +39,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)
 	}
-	store, err := openStoreFor(ctx, c.String("store"), StoreOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
+	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
 	if err != nil {
 		return classify(err)
 	}

@@ -6,8 +6,22 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
+
+// OpenOptions is what every network store's Open takes besides its URL
+// (each store's Options is this type, and its doc says what the fields mean
+// there). The zero value is usable.
+type OpenOptions struct {
+	// CallTimeout bounds one store call; zero means the store's
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Getenv reads credentials from the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// Log receives debug lines, never secrets; nil discards them.
+	Log *slog.Logger
+}
 
 // Sentinel errors: the kinds of error callers classify with errors.Is.
 //

@@ -10,19 +10,10 @@ import (
 	"os"
 
 	"github.com/leaderrun/leaderrun/cmd"
-	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 )
 
 func main() {
-	store := cmd.LinkedStore{Schemes: redislease.Schemes, Open: open}
+	store := cmd.Link(redislease.Schemes, redislease.Open)
 	os.Exit(cmd.Main(context.Background(), os.Args, os.Environ(), cmd.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, store))
-}
-
-func open(ctx context.Context, raw string, o cmd.StoreOptions) (lease.Store, error) {
-	s, err := redislease.Open(ctx, raw, redislease.Options{CallTimeout: o.CallTimeout, Getenv: o.Getenv, Log: o.Log})
-	if err != nil {
-		return nil, err // not s: a nil *Store in a lease.Store is not nil; the errors never hold the password
-	}
-	return s, nil
 }

@@ -159,19 +159,11 @@ const (
 	metaHoldLease = "leaderrun_hold_lease"
 )
 
-// Options configures Open. The zero value is usable.
-type Options struct {
-	// CallTimeout bounds one call to Azure, retries included; zero means
-	// DefaultCallTimeout. The SDK's per-try timeout is half of it.
-	CallTimeout time.Duration
-	// Getenv reads credentials and the short form's account; nil means os.Getenv.
-	Getenv func(string) string
-	// Log receives debug lines (never secrets); nil discards them.
-	Log *slog.Logger
-	// PollInterval is Wait's base interval; zero means DefaultPollInterval.
-	// A poll= query in the store URL overrides it.
-	PollInterval time.Duration
-}
+// Options configures Open; the zero value is usable. CallTimeout bounds one
+// call to Azure, retries included; the SDK's per-try timeout is half of
+// it. Getenv reads credentials and the short form's account. Wait polls
+// every DefaultPollInterval, or the store URL's poll=.
+type Options = lease.OpenOptions
 
 // Store keeps leases as blob leases in one container. It is safe for
 // concurrent use and holds no resources beyond the SDK's shared HTTP client.
@@ -203,9 +195,6 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
 	t, err := parseURL(raw)
 	if err != nil {
 		return nil, err
@@ -219,7 +208,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		kind:        a.kind,
 		secrets:     a.secrets(),
 		callTimeout: o.CallTimeout,
-		poll:        o.PollInterval,
+		poll:        DefaultPollInterval,
 		log:         o.Log,
 	}
 	if t.poll > 0 {

@@ -109,20 +109,13 @@ const epsilon = 10 * time.Millisecond
 // so a frozen member stops getting requests.
 const keepAliveEvery = 10 * time.Second
 
-// Options tunes a Store. The zero value is usable.
-type Options struct {
-	// CallTimeout bounds every call to etcd, and the dial and authentication
-	// when the client is created. Zero means DefaultCallTimeout.
-	CallTimeout time.Duration
-	// Getenv reads credentials from the environment (ETCDCTL_USER,
-	// ETCDCTL_PASSWORD). Nil means os.Getenv.
-	Getenv func(string) string
-	// Log receives debug messages, including the etcd client's own log lines.
-	// The first Open also routes gRPC's process-wide log lines to it at
-	// debug level (gRPC allows that only before any other gRPC use in the
-	// process). Nil discards.
-	Log *slog.Logger
-}
+// Options tunes a Store; the zero value is usable. CallTimeout bounds every
+// call to etcd, and the dial and authentication when the client is
+// created. Getenv reads ETCDCTL_USER and ETCDCTL_PASSWORD. Log receives
+// debug messages, including the etcd client's own log lines; the first
+// Open also routes gRPC's process-wide log lines to it at debug level (gRPC
+// allows that only before any other gRPC use in the process).
+type Options = lease.OpenOptions
 
 // Store is a lease.Store on etcd. It is safe for concurrent use; Close it
 // when done.

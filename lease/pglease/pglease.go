@@ -92,20 +92,13 @@ const epsilon = 5 * time.Millisecond
 // maxToken bounds fencing tokens: from 2^53 on, JSON readers lose integers.
 const maxToken = 1<<53 - 1
 
-// Options tunes a Store. The zero value is usable.
-type Options struct {
-	// CallTimeout bounds every call (connect included) and is the server's
-	// statement_timeout. Zero means DefaultCallTimeout.
-	CallTimeout time.Duration
-	// Getenv reads PGPASSWORD (EnvPassword) when the URL has no password.
-	// Nil means os.Getenv. The other PG* variables (PGHOST, PGUSER,
-	// PGPASSFILE, PGSSLMODE, …) are read by pgx from the process
-	// environment itself, as libpq does.
-	Getenv func(string) string
-	// Log receives debug messages (the LISTEN connection dropping and coming
-	// back). Nil discards.
-	Log *slog.Logger
-}
+// Options tunes a Store; the zero value is usable. CallTimeout bounds every
+// call (connect included) and is the server's statement_timeout. Getenv
+// reads PGPASSWORD (EnvPassword) when the URL has no password; the other
+// PG* variables (PGHOST, PGUSER, PGPASSFILE, PGSSLMODE, …) are read by pgx
+// from the process environment itself, as libpq does. Log receives debug
+// messages (the LISTEN connection dropping and coming back).
+type Options = lease.OpenOptions
 
 // Store is a lease.Store on PostgreSQL. It is safe for concurrent use (calls
 // take turns on one connection); Close it when done.

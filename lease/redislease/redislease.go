@@ -110,19 +110,12 @@ const MinTTL = 100 * time.Millisecond
 // Redis documents an expiry error of 0–1 ms; the rest is headroom.
 const epsilon = 5 * time.Millisecond
 
-// Options tunes a Store. The zero value is usable.
-type Options struct {
-	// CallTimeout bounds every call to Redis (dial, read, write, pool wait).
-	// Zero means DefaultCallTimeout.
-	CallTimeout time.Duration
-	// Getenv reads credentials from the environment (REDISCLI_AUTH and
-	// LEADERRUN_REDIS_SENTINEL_PASSWORD). Nil means os.Getenv.
-	Getenv func(string) string
-	// Log receives debug messages (the release subscription dropping and
-	// coming back). The first Open also routes go-redis' own process-wide
-	// log lines to it at debug level. Nil discards.
-	Log *slog.Logger
-}
+// Options tunes a Store; the zero value is usable. CallTimeout bounds every
+// call to Redis (dial, read, write, pool wait). Getenv reads REDISCLI_AUTH
+// and LEADERRUN_REDIS_SENTINEL_PASSWORD. Log receives debug messages (the
+// release subscription dropping and coming back); the first Open also
+// routes go-redis' own process-wide log lines to it at debug level.
+type Options = lease.OpenOptions
 
 // Store is a lease.Store on Redis. It is safe for concurrent use; Close it
 // when done.
