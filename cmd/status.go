@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -81,13 +82,28 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 		return classify(fmt.Errorf("status of lease %s: %w", name, err))
 	}
 	h := v.holder
-	out := statusJSON{Name: name}
 	var current uint64
 	if h != nil && h.HeldUntil.IsZero() {
 		current = h.Token // running: its start record is not the last run
 	}
-	out.LastRun = lastRun(sctx, store, name, current)
-	if h != nil {
+	out := newStatusJSON(name, v, lastRun(sctx, store, name, current))
+	if c.Bool("json") {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(e.stdio.Out, string(b))
+	} else {
+		printStatus(e.stdio.Out, out, v, time.Now())
+	}
+	if h == nil {
+		return &outcome{code: ExitStatusFree, level: slog.LevelDebug, msg: "lease " + name + " is free"}
+	}
+	return &outcome{code: 0, level: slog.LevelDebug, msg: "lease " + name + " is held"}
+}
+
+// newStatusJSON is status's answer for lease name: its view v and the last
+// run (nil when none is recorded or the store keeps no history).
+func newStatusJSON(name string, v leaseView, last *lease.Run) statusJSON {
+	out := statusJSON{Name: name, LastRun: last}
+	if h := v.holder; h != nil {
 		out.Held, out.Holder, out.Token, out.RemainingMS = true, h.Label, h.Token, h.Remaining.Milliseconds()
 		if !h.Since.IsZero() {
 			since := h.Since
@@ -99,53 +115,50 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 		}
 	}
 	for _, s := range v.standbys {
-		out.Standbys = append(out.Standbys, standbyJSON{Holder: s.Holder, Priority: s.Priority, Since: s.Since})
+		out.Standbys = append(out.Standbys, standbyJSON{Holder: s.Label, Priority: s.Priority, Since: s.Since})
 	}
-	if c.Bool("json") {
-		b, _ := json.Marshal(out)
-		fmt.Fprintln(e.stdio.Out, string(b))
-	} else {
-		now := time.Now()
-		if h == nil {
-			fmt.Fprintf(e.stdio.Out, "%s: free\n", name)
-		} else {
-			line := fmt.Sprintf("%s: held by %s", name, printable(h.Label))
-			if h.Label == "" {
-				// A lock without a record: not leaderrun's (flock(1) on a
-				// shared lock file), or a holder about to write its record.
-				line = name + ": held by an unknown process (no leaderrun record)"
-			}
-			if !h.Since.IsZero() {
-				line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
-			}
-			if h.Token != 0 {
-				line += fmt.Sprintf(", token %d", h.Token)
-			}
-			if !h.HeldUntil.IsZero() {
-				line += holdText(h.HeldUntil, now)
-			} else if h.Remaining > 0 {
-				line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
-			}
-			fmt.Fprintln(e.stdio.Out, line)
-		}
-		if out.LastRun != nil {
-			fmt.Fprintf(e.stdio.Out, "  %s\n", lastRunText(*out.LastRun, now))
-		}
-		for i, s := range v.standbys {
-			fmt.Fprintf(e.stdio.Out, "  standby %d: %s\n", i+1, standbyText(s, now))
-		}
-	}
+	return out
+}
+
+// printStatus writes status's text: the holder's line, then the last run
+// and the standbys, indented.
+func printStatus(w io.Writer, out statusJSON, v leaseView, now time.Time) {
+	name, h := out.Name, v.holder
 	if h == nil {
-		return &outcome{code: ExitStatusFree, level: slog.LevelDebug, msg: "lease " + name + " is free"}
+		fmt.Fprintf(w, "%s: free\n", name)
+	} else {
+		line := fmt.Sprintf("%s: held by %s", name, printable(h.Label))
+		if h.Label == "" {
+			// A lock without a record: not leaderrun's (flock(1) on a
+			// shared lock file), or a holder about to write its record.
+			line = name + ": held by an unknown process (no leaderrun record)"
+		}
+		if !h.Since.IsZero() {
+			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
+		}
+		if h.Token != 0 {
+			line += fmt.Sprintf(", token %d", h.Token)
+		}
+		if !h.HeldUntil.IsZero() {
+			line += holdText(h.HeldUntil, now)
+		} else if h.Remaining > 0 {
+			line += fmt.Sprintf(", expires in %v unless renewed", h.Remaining.Round(100*time.Millisecond))
+		}
+		fmt.Fprintln(w, line)
 	}
-	return &outcome{code: 0, level: slog.LevelDebug, msg: "lease " + name + " is held"}
+	if out.LastRun != nil {
+		fmt.Fprintf(w, "  %s\n", lastRunText(*out.LastRun, now))
+	}
+	for i, s := range v.standbys {
+		fmt.Fprintf(w, "  standby %d: %s\n", i+1, standbyText(s, now))
+	}
 }
 
 // standbyText describes a standby: "web-2:41, priority 5, waiting since
 // 14:03:07 (2m ago)".
 func standbyText(s lease.Candidate, now time.Time) string {
 	var b strings.Builder
-	b.WriteString(printable(s.Holder))
+	b.WriteString(printable(s.Label))
 	fmt.Fprintf(&b, ", priority %d", s.Priority)
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, ", waiting since %s (%s ago)", FormatTimeZone(s.Since, now), now.Sub(s.Since).Round(time.Second))

@@ -33,12 +33,11 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	if interval < MinWatchInterval {
 		return classify(usagef("--interval %v: want at least %v (watch polls the store that often)", interval, MinWatchInterval))
 	}
-	once, asJSON := c.Bool("once"), c.Bool("json")
-	// Polls are sequential, so a short interval must not shorten the call
-	// timeout: a slow answer only delays the next poll.
 	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)
 	}
+	// Polls are sequential, so a short interval must not shorten the call
+	// timeout: a slow answer only delays the next poll.
 	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
 	if err != nil {
 		return classify(err)
@@ -55,72 +54,105 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 			_, _ = f.WriteString(freshLine(int(f.Fd())))
 		}
 	}()
-	ended := &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
-
-	// The watch starts before the first reading, so nothing after it is missed.
-	var changes lease.Changes
-	if cw, ok := store.(lease.ChangeWatcher); ok {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		changes, err = cw.WatchChanges(wctx, name)
-		cancel()
-		if err != nil {
-			log.Debug("cannot watch the store for changes; polling", "lease", name, "err", err)
-			changes = nil
-		} else {
-			defer changes.Close()
-		}
+	w := &watchLoop{store: store, name: name, interval: interval, log: log,
+		p: watchPrinter{e: e, asJSON: c.Bool("json"), name: name, started: time.Now()}, once: c.Bool("once")}
+	w.changes = watchChanges(ctx, store, name, log)
+	if w.changes != nil {
+		defer w.changes.Close()
 	}
+	return w.run(ctx)
+}
 
-	first, started := true, time.Now()
-	var (
-		last    leaseView
-		failing error
-		// highest is the highest token seen held.
-		highest uint64
-	)
+// watchChanges starts watching the store for changes of name, when it can
+// tell of them, before the first reading, so that nothing after it is
+// missed; nil means polling only.
+func watchChanges(ctx context.Context, store lease.Store, name string, log *slog.Logger) lease.Changes {
+	cw, ok := store.(lease.ChangeWatcher)
+	if !ok {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	changes, err := cw.WatchChanges(wctx, name)
+	if err != nil {
+		log.Debug("cannot watch the store for changes; polling", "lease", name, "err", err)
+		return nil
+	}
+	return changes
+}
+
+// watchLoop is one watch: it reads the lease's view at each change (or
+// every interval) and prints what changed.
+type watchLoop struct {
+	store    lease.Store
+	name     string
+	interval time.Duration
+	changes  lease.Changes // nil: poll only
+	log      *slog.Logger
+	p        watchPrinter
+	once     bool
+
+	first   bool
+	last    leaseView
+	failing error
+	highest uint64 // the highest token seen held
+}
+
+// run watches until ctx ends or, with --once, the first change.
+func (w *watchLoop) run(ctx context.Context) *outcome {
+	ended := &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
+	w.first = true
 	for {
-		sctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
-		v, err := readView(sctx, store, name)
+		sctx, cancel := context.WithTimeout(ctx, max(w.interval, 5*time.Second))
+		v, err := readView(sctx, w.store, w.name)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ended
 		case err != nil:
-			if first {
-				return classify(fmt.Errorf("watching lease %s: %w", name, err))
+			if w.first {
+				return classify(fmt.Errorf("watching lease %s: %w", w.name, err))
 			}
-			if failing == nil {
-				log.Warn("status failed; still watching", "lease", name, "err", err)
+			if w.failing == nil {
+				w.log.Warn("status failed; still watching", "lease", w.name, "err", err)
 			}
-			failing = err
+			w.failing = err
 		default:
-			failing = nil
-			if unrecorded(v.holder, last.holder, highest) {
-				// Taken, but its holder not yet recorded (Azure writes the
-				// record just after the lease): the next look will tell.
-				v.holder = last.holder
-			}
-			if v.holder != nil {
-				highest = max(highest, v.holder.Token)
-			}
-			p := watchPrinter{e: e, asJSON: asJSON, name: name, started: started}
-			if first {
-				log.Debug("watching lease "+name, "event", "watching", "push", changes != nil)
-				if !once {
-					p.holder(v.holder)
-					for _, s := range v.standbys {
-						p.standby("standby_waiting", s)
-					}
-				}
-			} else if printChanges(p, last, v) && once {
+			w.failing = nil
+			if w.show(v) {
 				return ended
 			}
-			first, last = false, v
 		}
-		if err := nextChange(ctx, changes, last, interval); err != nil {
+		if err := nextChange(ctx, w.changes, w.last, w.interval); err != nil {
 			return ended
 		}
 	}
+}
+
+// show prints what changed since the last view (on the first, the holder
+// and the standbys, unless --once) and reports whether --once is satisfied.
+func (w *watchLoop) show(v leaseView) (done bool) {
+	if unrecorded(v.holder, w.last.holder, w.highest) {
+		// Taken, but its holder not yet recorded (Azure writes the record
+		// just after the lease): the next look will tell.
+		v.holder = w.last.holder
+	}
+	if v.holder != nil {
+		w.highest = max(w.highest, v.holder.Token)
+	}
+	if w.first {
+		w.log.Debug("watching lease "+w.name, "event", "watching", "push", w.changes != nil)
+		if !w.once {
+			w.p.holder(v.holder)
+			for _, s := range v.standbys {
+				w.p.standby("standby_waiting", s)
+			}
+		}
+	} else if printChanges(w.p, w.last, v) && w.once {
+		return true
+	}
+	w.first, w.last = false, v
+	return false
 }
 
 // unrecorded reports whether h is a lease taken by a holder that has not
@@ -189,7 +221,7 @@ func printChanges(p watchPrinter, last, v leaseView) bool {
 		if now[s.ID] {
 			continue
 		}
-		if newHolder && v.holder != nil && v.holder.Label == s.Holder {
+		if newHolder && v.holder != nil && v.holder.Label == s.Label {
 			continue // it took over: the holder line says so
 		}
 		p.standby("standby_left", s)
@@ -252,12 +284,12 @@ func (p watchPrinter) standby(event string, s lease.Candidate) {
 			Name  string    `json:"name"`
 			Event string    `json:"event"`
 			standbyJSON
-		}{now, p.name, event, standbyJSON{Holder: s.Holder, Priority: s.Priority, Since: s.Since}})
+		}{now, p.name, event, standbyJSON{Holder: s.Label, Priority: s.Priority, Since: s.Since}})
 		fmt.Fprintln(p.e.stdio.Out, string(b))
 		return
 	}
 	what := map[string]string{"standby_waiting": "is waiting", "standby_joined": "joined", "standby_left": "left"}[event]
-	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, printable(s.Holder), what, s.Priority)
+	fmt.Fprintf(p.e.stdio.Out, "%s %s: standby %s %s (priority %d)\n", p.stamp(now), p.name, printable(s.Label), what, s.Priority)
 }
 
 // watchEndSignals are the signals that end a watch: INT (unless it was

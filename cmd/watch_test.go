@@ -14,7 +14,7 @@ func TestPrintChanges(t *testing.T) {
 	a := &lease.Holder{Label: "a", Token: 5}
 	b := &lease.Holder{Label: "b", Token: 6}
 	sb := func(id, holder string, p int) lease.Candidate {
-		return lease.Candidate{ID: id, Holder: holder, Priority: p}
+		return lease.Candidate{ID: id, Label: holder, Priority: p}
 	}
 	for _, tc := range []struct {
 		name      string

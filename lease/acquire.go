@@ -246,7 +246,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	a.report(held)
 	a.waited = true
 	if a.cand == nil && a.reg != nil {
-		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Holder: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
+		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Label: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
 	}
 	// A reminder bounds the store's wait: when it is due, Wait returns
 	// early and the loop tries again, which also refreshes the holder it

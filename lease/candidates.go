@@ -16,8 +16,8 @@ type Candidate struct {
 	// ID identifies the candidacy: the acquisition ID (Request.ID) of the
 	// waiting Acquire call. Status output leaves it out.
 	ID string `json:"id,omitempty"`
-	// Holder is the instance's human label (Request.Holder).
-	Holder string `json:"holder"`
+	// Label is the instance's human label (Request.Label).
+	Label string `json:"holder"`
 	// Priority ranks candidates: when the lease becomes free, the live
 	// candidate with the highest priority tries first (AcquireOptions.Priority).
 	Priority int `json:"priority"`

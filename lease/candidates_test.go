@@ -86,7 +86,7 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	// A registered candidate that never tries: a frozen standby, registered
 	// for as long as a real heartbeat asks.
 	_, expiry := s.Timing.HeartbeatEvery(1)
-	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "frozen", Holder: "frozen", Priority: 10, Since: time.Now()}, expiry); err != nil {
+	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "frozen", Label: "frozen", Priority: 10, Since: time.Now()}, expiry); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -127,7 +127,7 @@ func TestAcquireIgnoresFarFutureRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "squatter", Holder: "squatter", Priority: 1000, Since: time.Now()}, 365*24*time.Hour); err != nil {
+	if _, err := s.Join(ctx, "j", lease.Candidate{ID: "squatter", Label: "squatter", Priority: 1000, Since: time.Now()}, 365*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

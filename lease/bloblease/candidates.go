@@ -57,7 +57,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		return 0, storeerr.Config("candidate ID must be 32 hex digits (lease.NewID)")
 	}
 	meta := map[string]*string{
-		metaHolder:   to(escapeMeta(c.Holder)),
+		metaHolder:   to(escapeMeta(c.Label)),
 		metaPriority: to(strconv.Itoa(c.Priority)),
 		metaSince:    to(c.Since.UTC().Format(time.RFC3339Nano)),
 		metaExpiry:   to(strconv.FormatInt(expiry.Milliseconds(), 10)),
@@ -205,7 +205,7 @@ func (s *Store) list(ctx context.Context, name string) (cs []lease.Candidate, h 
 func candidateFrom(id string, md map[string]*string) (lease.Candidate, time.Duration, bool) {
 	c := lease.Candidate{ID: id}
 	if v, ok := metaGet(md, metaHolder); ok {
-		c.Holder = unescapeMeta(v)
+		c.Label = unescapeMeta(v)
 	}
 	if v, ok := metaGet(md, metaPriority); ok {
 		c.Priority, _ = strconv.Atoi(v)

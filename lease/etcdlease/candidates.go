@@ -115,7 +115,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		}
 		// Lapsed (we were cut off for longer than expiry): register anew.
 	}
-	rec, err := json.Marshal(candRecord{Holder: c.Holder, Priority: c.Priority, Since: c.Since.UTC()})
+	rec, err := json.Marshal(candRecord{Holder: c.Label, Priority: c.Priority, Since: c.Since.UTC()})
 	if err != nil {
 		return 0, err
 	}
@@ -254,7 +254,7 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		if json.Unmarshal(kv.Value, &r) != nil {
 			continue // not ours: skip rather than fail the listing
 		}
-		cs = append(cs, lease.Candidate{ID: id, Holder: r.Holder, Priority: r.Priority, Since: r.Since})
+		cs = append(cs, lease.Candidate{ID: id, Label: r.Holder, Priority: r.Priority, Since: r.Since})
 	}
 	lease.SortCandidates(cs)
 	return cs, h, nil

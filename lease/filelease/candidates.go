@@ -105,7 +105,7 @@ func (s *Store) register(name string, c lease.Candidate) error {
 	if err := adopt(fd, d); err != nil {
 		return fail(classified(err, "cannot set the permissions of "+tmp))
 	}
-	b, _ := json.Marshal(candFile{Holder: c.Holder, Priority: c.Priority, Since: c.Since.UTC(), PID: os.Getpid()})
+	b, _ := json.Marshal(candFile{Holder: c.Label, Priority: c.Priority, Since: c.Since.UTC(), PID: os.Getpid()})
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		return fail(classified(err, "cannot write candidate file "+tmp))
 	}
@@ -260,7 +260,7 @@ func readCandidate(path string) (lease.Candidate, bool) {
 	if json.Unmarshal([]byte(strings.TrimSpace(string(buf[:n]))), &r) != nil {
 		return lease.Candidate{}, false
 	}
-	return lease.Candidate{Holder: r.Holder, Priority: r.Priority, Since: r.Since}, true
+	return lease.Candidate{Label: r.Holder, Priority: r.Priority, Since: r.Since}, true
 }
 
 // CandidateTiming: no heartbeat (a lock is the liveness), δ candidateStep.

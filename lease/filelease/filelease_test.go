@@ -389,7 +389,7 @@ func TestDeadCandidateIsNotListed(t *testing.T) {
 	}
 	defer b.Close()
 	ctx := context.Background()
-	dead := lease.Candidate{ID: lease.NewID(), Holder: "dead", Since: time.Now()}
+	dead := lease.Candidate{ID: lease.NewID(), Label: "dead", Since: time.Now()}
 	if _, err := a.Join(ctx, "job", dead, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestDeadCandidateIsNotListed(t *testing.T) {
 	if cs, _, err := b.Candidates(ctx, "job"); err != nil || len(cs) != 0 {
 		t.Fatalf("candidates %+v, %v; want none after the standby died", cs, err)
 	}
-	live := lease.Candidate{ID: lease.NewID(), Holder: "live", Since: time.Now()}
+	live := lease.Candidate{ID: lease.NewID(), Label: "live", Since: time.Now()}
 	if n, err := b.Join(ctx, "job", live, 0); err != nil || n != 1 {
 		t.Fatalf("Join: %d live, %v; want 1", n, err)
 	}

@@ -30,7 +30,7 @@ func RunCandidates(t *testing.T, h Harness) {
 		n, ctx := name(t), ctxFor(t)
 		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 		for i, p := range []int{0, 10, 5, 5} {
-			c := lease.Candidate{ID: lease.NewID(), Holder: fmt.Sprintf("c%d-p%d", i, p), Priority: p, Since: base.Add(time.Duration(i) * time.Second)}
+			c := lease.Candidate{ID: lease.NewID(), Label: fmt.Sprintf("c%d-p%d", i, p), Priority: p, Since: base.Add(time.Duration(i) * time.Second)}
 			if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func RunCandidates(t *testing.T, h Harness) {
 		}
 		var got []string
 		for _, c := range cs {
-			got = append(got, c.Holder)
+			got = append(got, c.Label)
 		}
 		if want := "[c1-p10 c2-p5 c3-p5 c0-p0]"; fmt.Sprint(got) != want {
 			t.Fatalf("candidates %v; want %s", got, want)
@@ -56,8 +56,8 @@ func RunCandidates(t *testing.T, h Harness) {
 	t.Run("LeaveAndHolder", func(t *testing.T) {
 		s, r := reg(t)
 		n, ctx := name(t), ctxFor(t)
-		a := lease.Candidate{ID: lease.NewID(), Holder: "a", Since: time.Now()}
-		b := lease.Candidate{ID: lease.NewID(), Holder: "b", Since: time.Now()}
+		a := lease.Candidate{ID: lease.NewID(), Label: "a", Since: time.Now()}
+		b := lease.Candidate{ID: lease.NewID(), Label: "b", Since: time.Now()}
 		for _, c := range []lease.Candidate{a, b} {
 			if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
 				t.Fatal(err)
@@ -86,7 +86,7 @@ func RunCandidates(t *testing.T, h Harness) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cs) == 1 && cs[0].Holder == "b" {
+			if len(cs) == 1 && cs[0].Label == "b" {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -104,7 +104,7 @@ func RunCandidates(t *testing.T, h Harness) {
 		if !r.CandidateTiming().Heartbeat {
 			t.Skip("the store's candidates live as long as their process (see the store's own tests)")
 		}
-		c := lease.Candidate{ID: lease.NewID(), Holder: "short", Since: time.Now()}
+		c := lease.Candidate{ID: lease.NewID(), Label: "short", Since: time.Now()}
 		if _, err := r.Join(ctx, n, c, time.Second); err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	var live int64
 	err := s.do(ctx, "join the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
 		return s.withStandbys(ctx, conn, func() error {
-			return conn.QueryRow(ctx, s.q.join, name, c.ID, c.Holder, c.Priority, c.Since, storeopt.Millis(expiry)).Scan(&live)
+			return conn.QueryRow(ctx, s.q.join, name, c.ID, c.Label, c.Priority, c.Since, storeopt.Millis(expiry)).Scan(&live)
 		})
 	})
 	s.idle()
@@ -105,7 +105,7 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 				holder = &h
 				continue
 			}
-			cs = append(cs, lease.Candidate{ID: id, Holder: label, Priority: int(num), Since: since, Remaining: time.Duration(remMs) * time.Millisecond})
+			cs = append(cs, lease.Candidate{ID: id, Label: label, Priority: int(num), Since: since, Remaining: time.Duration(remMs) * time.Millisecond})
 		}
 		return rows.Err()
 	}

@@ -63,7 +63,7 @@ func TestACLUser(t *testing.T) {
 			if h, err := a.Status(ctxT(t), name); err != nil || h == nil {
 				t.Fatalf("Status: %v, %v", h, err)
 			}
-			cand := lease.Candidate{ID: lease.NewID(), Holder: "standby", Since: time.Now()}
+			cand := lease.Candidate{ID: lease.NewID(), Label: "standby", Since: time.Now()}
 			if n, err := b.Join(ctxT(t), name, cand, time.Minute); err != nil || n != 1 {
 				t.Fatalf("Join: %d, %v", n, err)
 			}

@@ -66,7 +66,7 @@ type candRecord struct {
 // number of live candidates. A new candidate is announced on the changed
 // channel.
 func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry time.Duration) (int, error) {
-	rec, err := json.Marshal(candRecord{Holder: c.Holder, Priority: c.Priority, Since: c.Since.UTC()})
+	rec, err := json.Marshal(candRecord{Holder: c.Label, Priority: c.Priority, Since: c.Since.UTC()})
 	if err != nil {
 		return 0, err
 	}
@@ -158,7 +158,7 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		if json.Unmarshal([]byte(raw), &r) != nil {
 			continue // not ours: skip rather than fail the listing
 		}
-		c := lease.Candidate{ID: id, Holder: r.Holder, Priority: r.Priority, Since: r.Since}
+		c := lease.Candidate{ID: id, Label: r.Holder, Priority: r.Priority, Since: r.Since}
 		if exp, err := strconv.ParseFloat(score, 64); err == nil && int64(exp) > now {
 			c.Remaining = time.Duration(int64(exp)-now) * time.Millisecond
 		}

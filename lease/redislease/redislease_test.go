@@ -399,13 +399,13 @@ func TestJoinPrunesLapsedStandbys(t *testing.T) {
 	name := "prune-" + lease.NewID()[:8]
 	ctx := ctxT(t)
 	for range 600 {
-		if _, err := s.Join(ctx, name, lease.Candidate{ID: lease.NewID(), Holder: "brief", Since: time.Now()}, time.Millisecond); err != nil {
+		if _, err := s.Join(ctx, name, lease.Candidate{ID: lease.NewID(), Label: "brief", Since: time.Now()}, time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Registrations of 1ms lapse on the server's clock; nothing announces it.
 	time.Sleep(20 * time.Millisecond)
-	live := lease.Candidate{ID: lease.NewID(), Holder: "live", Since: time.Now()}
+	live := lease.Candidate{ID: lease.NewID(), Label: "live", Since: time.Now()}
 	if n, err := s.Join(ctx, name, live, time.Minute); err != nil || n != 1 {
 		t.Fatalf("Join: %d live, %v; want 1", n, err)
 	}
