@@ -38,57 +38,21 @@ type runConfig struct {
 	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
 }
 
-// parseRun validates every flag before anything starts (STYLE habit 7).
-func parseRun(c *cli.Context, args []string, getenv func(string) string) (runConfig, error) {
+// parseRun validates every flag before anything starts: bad input never
+// starts a child.
+func parseRun(c *cli.Context, args []string) (runConfig, error) {
 	rc := runConfig{args: args, storeURL: c.String("store"), conflictCode: c.Int("conflict-exit-code")}
 	if args[0] == "" {
 		return rc, newOutcome(ExitNotFound, slog.LevelError, "the command name after -- is empty: nothing to run", "event", "not_found")
 	}
-	rc.name = c.String("name")
-	if rc.name == "" {
-		if isLauncher(args[0]) {
-			return rc, usagef("%s is a shell, interpreter or wrapper: as the default lease name it would make every job it runs share one lease; give --name", filepath.Base(args[0]))
-		}
-		rc.name = filepath.Base(args[0])
-	}
-	if err := lease.ValidateName(rc.name); err != nil {
-		if !c.IsSet("name") {
-			return rc, usagef("cannot use the command's name %q as the lease name; give --name", filepath.Base(args[0]))
-		}
-		return rc, usageError{err}
-	}
 	var err error
-	if rc.wait, err = parseWait(c.String("wait")); err != nil {
+	if rc.name, err = leaseName(c, args[0]); err != nil {
 		return rc, err
 	}
-	if c.Bool("no-wait") {
-		rc.wait = 0
-	}
-	rc.waitGiven = c.IsSet("wait") || c.IsSet("no-wait")
-	if rc.contain, err = parseContain(c.String("contain")); err != nil {
+	if rc.holder, err = holderLabel(c.String("holder")); err != nil {
 		return rc, err
 	}
-	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
-		return rc, err
-	}
-	if rc.conflictCode < 0 || rc.conflictCode > 255 {
-		return rc, usagef("--conflict-exit-code %d: want 0-255", rc.conflictCode)
-	}
-	if rc.priority = c.Int("priority"); rc.priority < -MaxPriority || rc.priority > MaxPriority {
-		return rc, usagef("--priority %d: want a whole number from -%d to %d", rc.priority, MaxPriority, MaxPriority)
-	}
-	rc.holder = c.String("holder")
-	if rc.holder == "" {
-		host, _ := os.Hostname()
-		rc.holder = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	if len(rc.holder) > 200 || strings.ContainsAny(rc.holder, "\n\r") {
-		return rc, usagef("--holder must be one line of at most 200 bytes")
-	}
-	if err := checkPrintable(rc.holder); err != nil {
-		return rc, usagef("--holder %q: %v", rc.holder, err)
-	}
-	if rc.passEnv, err = parsePassEnv(c.StringSlice("pass-env")); err != nil {
+	if err := rc.parseBehaviour(c); err != nil {
 		return rc, err
 	}
 	t := lease.Timing{TTL: c.Duration("ttl"), RenewEvery: c.Duration("renew-every"), Grace: c.Duration("grace"), CallTimeout: c.Duration("call-timeout")}
@@ -102,13 +66,76 @@ func parseRun(c *cli.Context, args []string, getenv func(string) string) (runCon
 	if rc.health, err = parseHealth(c, t.TTL); err != nil {
 		return rc, err
 	}
+	return rc, nil
+}
+
+// leaseName is --name, or else the command's base name, checked.
+func leaseName(c *cli.Context, command string) (string, error) {
+	name := c.String("name")
+	if name == "" {
+		if isLauncher(command) {
+			return "", usagef("%s is a shell, interpreter or wrapper: as the default lease name it would make every job it runs share one lease; give --name", filepath.Base(command))
+		}
+		name = filepath.Base(command)
+	}
+	if err := lease.ValidateName(name); err != nil {
+		if !c.IsSet("name") {
+			return "", usagef("cannot use the command's name %q as the lease name; give --name", filepath.Base(command))
+		}
+		return "", usageError{err}
+	}
+	return name, nil
+}
+
+// holderLabel is --holder, or else hostname:pid, checked.
+func holderLabel(holder string) (string, error) {
+	if holder == "" {
+		host, _ := os.Hostname()
+		holder = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if len(holder) > 200 || strings.ContainsAny(holder, "\n\r") {
+		return "", usagef("--holder must be one line of at most 200 bytes")
+	}
+	if err := checkPrintable(holder); err != nil {
+		return "", usagef("--holder %q: %v", holder, err)
+	}
+	return holder, nil
+}
+
+// parseBehaviour reads the flags that say how to wait, stop, contain and
+// record: --wait/--no-wait, --contain, --stop-signal, --conflict-exit-code,
+// --priority, --pass-env, --hold-at-least and --history-keep.
+func (rc *runConfig) parseBehaviour(c *cli.Context) error {
+	var err error
+	if rc.wait, err = parseWait(c.String("wait")); err != nil {
+		return err
+	}
+	if c.Bool("no-wait") {
+		rc.wait = 0
+	}
+	rc.waitGiven = c.IsSet("wait") || c.IsSet("no-wait")
+	if rc.contain, err = parseContain(c.String("contain")); err != nil {
+		return err
+	}
+	if rc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
+		return err
+	}
+	if rc.conflictCode < 0 || rc.conflictCode > 255 {
+		return usagef("--conflict-exit-code %d: want 0-255", rc.conflictCode)
+	}
+	if rc.priority = c.Int("priority"); rc.priority < -MaxPriority || rc.priority > MaxPriority {
+		return usagef("--priority %d: want a whole number from -%d to %d", rc.priority, MaxPriority, MaxPriority)
+	}
+	if rc.passEnv, err = parsePassEnv(c.StringSlice("pass-env")); err != nil {
+		return err
+	}
 	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 || rc.hold > MaxHold {
-		return rc, usagef("--hold-at-least %v: want a duration from 0 to %s (31 days: a monthly schedule's slot)", rc.hold, humanDuration(MaxHold))
+		return usagef("--hold-at-least %v: want a duration from 0 to %s (31 days: a monthly schedule's slot)", rc.hold, humanDuration(MaxHold))
 	}
 	if rc.historyKeep = c.Int("history-keep"); rc.historyKeep < 0 || rc.historyKeep > lease.MaxHistoryKeep {
-		return rc, usagef("--history-keep %d: want 0 (record nothing) to %d runs", rc.historyKeep, lease.MaxHistoryKeep)
+		return usagef("--history-keep %d: want 0 (record nothing) to %d runs", rc.historyKeep, lease.MaxHistoryKeep)
 	}
-	return rc, nil
+	return nil
 }
 
 // MaxHold bounds --hold-at-least: a hold keeps a schedule slot taken, and

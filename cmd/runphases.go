@@ -47,7 +47,7 @@ func (r *runState) close() {
 // taken, opens the store and resolves the timing. On a non-nil outcome
 // nothing is left to close.
 func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *slog.Logger) (_ *runState, o *outcome) {
-	rc, err := parseRun(c, args, e.getenv)
+	rc, err := parseRun(c, args)
 	if err != nil {
 		return nil, classify(err)
 	}
