@@ -376,12 +376,31 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 }
 
 // tryOnce makes one attempt; retry is true when the lock file was replaced
-// under us and the attempt should be repeated on the new inode.
+// under us and the attempt should be repeated on the new inode. Its steps:
+// take the lock (lock), open the holder's descriptor on the same inode
+// (openHolder), write the record with a new token (hold).
 func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bool, _ error) {
 	d, err := s.dirInfo(true)
 	if err != nil {
 		return nil, false, err
 	}
+	lockf, retry, err := lock(path, req, d)
+	if lockf == nil {
+		return nil, retry, err
+	}
+	rw, retry, err := openHolder(path, d, lockf)
+	if rw == nil {
+		lockf.Close()
+		return nil, retry, err
+	}
+	return s.hold(path, req, lockf, rw)
+}
+
+// lock takes the exclusive lock on the lock file at path and returns its
+// descriptor, or nil with a *lease.HeldError (someone holds it, or a
+// finished holder's hold runs), with retry (the file was replaced), or
+// with another error.
+func lock(path string, req lease.Request, d dirInfo) (_ *os.File, retry bool, _ error) {
 	// The lock is probed on a read-only descriptor: a failed attempt then
 	// closes without IN_CLOSE_WRITE, so waiters don't wake each other.
 	lockf, err := openLock(path, unix.O_RDONLY, d, true)
@@ -396,18 +415,6 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 		lockf.Close()
 		return nil, false, classified(err, "cannot lock "+path)
 	}
-	if got {
-		// A finished holder's hold (ReleaseHeld) keeps the lease taken
-		// without a lock: honour it, and let go of the lock without a
-		// write descriptor, so no waiter wakes for nothing.
-		if r, err := readRecord(lockf); err == nil {
-			if left := r.holdLeft(time.Now()); left > 0 {
-				_ = unix.Flock(int(lockf.Fd()), unix.LOCK_UN)
-				lockf.Close()
-				return nil, false, r.heldError(req.Name, left)
-			}
-		}
-	}
 	if !got {
 		defer lockf.Close()
 		r, _ := readRecord(lockf) // best effort: a torn record just names no one
@@ -417,6 +424,16 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 			by = lease.Holder{Name: req.Name}
 		}
 		return nil, false, &lease.HeldError{By: by}
+	}
+	// A finished holder's hold (ReleaseHeld) keeps the lease taken without
+	// a lock: honour it, and let go of the lock without a write descriptor,
+	// so no waiter wakes for nothing.
+	if r, err := readRecord(lockf); err == nil {
+		if left := r.holdLeft(time.Now()); left > 0 {
+			_ = unix.Flock(int(lockf.Fd()), unix.LOCK_UN)
+			lockf.Close()
+			return nil, false, r.heldError(req.Name, left)
+		}
 	}
 	// The OFD read lock lives on the same open file description as the
 	// flock, so it is dropped with it (a crash, or the last duplicate of the
@@ -432,11 +449,16 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 		}
 		return nil, true, nil
 	}
-	// The holder's descriptor is opened for writing: its close, on release or
-	// on death, is the IN_CLOSE_WRITE event that wakes waiters.
+	return lockf, false, nil
+}
+
+// openHolder opens the holder's descriptor on the locked file lockf, for
+// writing: its close, on release or on death, is the IN_CLOSE_WRITE event
+// that wakes waiters. It returns nil with retry when path no longer names
+// lockf's inode. It never closes lockf.
+func openHolder(path string, d dirInfo, lockf *os.File) (_ *os.File, retry bool, _ error) {
 	rw, err := openLock(path, unix.O_RDWR, d, false)
 	if err != nil {
-		lockf.Close()
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, true, nil
 		}
@@ -444,12 +466,18 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 	}
 	if same, err := sameFile(rw, path); err != nil || !same || !sameInode(rw, lockf) {
 		rw.Close()
-		lockf.Close()
 		if err != nil {
 			return nil, false, classified(err, "cannot read lock file "+path)
 		}
 		return nil, true, nil
 	}
+	return rw, false, nil
+}
+
+// hold writes the new holder's record, with a token above the previous
+// one, through rw, and returns the lease; it closes both descriptors when
+// it fails.
+func (s *Store) hold(path string, req lease.Request, lockf, rw *os.File) (_ lease.Lease, retry bool, _ error) {
 	fail := func(err error) (lease.Lease, bool, error) {
 		rw.Close()
 		lockf.Close()
@@ -465,7 +493,7 @@ func (s *Store) tryOnce(path string, req lease.Request) (_ lease.Lease, retry bo
 	if err != nil {
 		return fail(err)
 	}
-	now := time.Now().UTC() // the record's clock; UTC spares a run reading the time zone (issue 11)
+	now := time.Now().UTC() // the record's clock; UTC spares a run reading the time zone
 	rec := record{Name: req.Name, Holder: req.Label, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
 	if err := writeRecord(rw, rec); err != nil {
 		return fail(classified(err, "cannot write lock file "+path))
@@ -598,7 +626,6 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 		return err
 	}
 	path := s.Path(name)
-	base := filepath.Base(path)
 	// One Wait at a time reads the shared instance; a concurrent Wait on the
 	// same Store (not leaderrun's case) falls back to polling.
 	if !s.notifyMu.TryLock() {
@@ -619,14 +646,28 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	if free {
 		return nil
 	}
-	// The fallback deadline is set once, before cancellation can move it into
-	// the past, so a cancel is never overwritten. A hold ends without any
-	// event: wake when it does.
-	deadline := time.Now().Add(jitter(PollInterval))
+	return s.sleepOnEvents(ctx, in, path, holdEnd)
+}
+
+// wakeAt is when a waiter looks again without an event: after interval,
+// jittered, or just after a hold ends if that is sooner (a hold ends
+// without any event).
+func wakeAt(interval time.Duration, holdEnd time.Time) time.Time {
+	deadline := time.Now().Add(jitter(interval))
 	if !holdEnd.IsZero() && holdEnd.Before(deadline) {
 		deadline = holdEnd.Add(time.Millisecond)
 	}
-	_ = in.SetReadDeadline(deadline)
+	return deadline
+}
+
+// sleepOnEvents is Wait's sleep on the inotify instance in: it returns when
+// a descriptor opened for writing on the lock file at path closes, ctx
+// ends, or a look at the fallback deadline finds the lease free.
+func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, path string, holdEnd time.Time) error {
+	base := filepath.Base(path)
+	// The fallback deadline is set once, before cancellation can move it into
+	// the past, so a cancel is never overwritten.
+	_ = in.SetReadDeadline(wakeAt(PollInterval, holdEnd))
 	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
 	// A callback still running after stop can only leave a past deadline
 	// for the next Wait: a spurious wake-up, never a missed one.
@@ -653,10 +694,7 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 			// a holder that sends none, flock(1) or an old version, is
 			// noticed this late).
 			idle = min(2*idle, idlePollMax)
-			deadline := time.Now().Add(jitter(idle))
-			if !holdEnd.IsZero() && holdEnd.Before(deadline) {
-				deadline = holdEnd.Add(time.Millisecond)
-			}
+			deadline := wakeAt(idle, holdEnd)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
