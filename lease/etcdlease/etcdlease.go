@@ -328,17 +328,9 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 			return nil, &lease.HeldError{By: h}
 		}
 	}
-	var g *clientv3.LeaseGrantResponse
-	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		g, err = cli.Grant(ctx, ttl)
-		return err
-	})
+	g, err := s.grant(cctx, req.Name, ttl)
 	if err != nil {
-		return nil, s.classify("acquire "+req.Name, err)
-	}
-	if g.TTL != ttl {
-		s.revoke(cctx, g.ID)
-		return nil, storeerr.Config("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
+		return nil, err
 	}
 	since := time.Now().UTC()
 	val, _ := json.Marshal(record{Holder: req.Label, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
@@ -363,6 +355,31 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		}}, nil
 	}
 	s.revoke(cctx, g.ID)
+	return s.heldOrOurs(cctx, req, tr)
+}
+
+// grant asks for an etcd lease of ttl seconds, and refuses a longer one
+// (etcd raises a TTL below its minimum without saying so).
+func (s *Store) grant(ctx context.Context, name string, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	var g *clientv3.LeaseGrantResponse
+	err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		g, err = cli.Grant(ctx, ttl)
+		return err
+	})
+	if err != nil {
+		return nil, s.classify("acquire "+name, err)
+	}
+	if g.TTL != ttl {
+		s.revoke(ctx, g.ID)
+		return nil, storeerr.Config("%s granted a %d s lease when asked for %d s: its shortest lease (1.5 election timeouts) is longer than --ttl; use --ttl %ds or more", s.cfg.where, g.TTL, ttl, g.TTL)
+	}
+	return g, nil
+}
+
+// heldOrOurs reads the answer of a create transaction that found the key
+// taken (tr's Else read it): a *lease.HeldError, or the lease when the key
+// is our own earlier attempt, whose answer was lost.
+func (s *Store) heldOrOurs(ctx context.Context, req lease.Request, tr *clientv3.TxnResponse) (lease.Lease, error) {
 	var kv *mvccpb.KeyValue
 	if len(tr.Responses) == 1 {
 		if kvs := tr.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
@@ -376,7 +393,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if h.ID == req.ID && kv.Lease != 0 {
 		// Our earlier attempt, whose answer was lost: restart its TTL and
 		// take it. (If its lease has just run out, the key is going: held.)
-		err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) error {
+		err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 			return keepAliveOnce(ctx, cli, clientv3.LeaseID(kv.Lease))
 		})
 		if err == nil {

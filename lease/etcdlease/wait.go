@@ -37,21 +37,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key := s.key(name)
-	gctx, cancel := s.callCtx(ctx)
-	var (
-		cli *clientv3.Client
-		gr  *clientv3.GetResponse
-	)
-	err := s.do(gctx, func(ctx context.Context, c *clientv3.Client) (err error) {
-		cli = c
-		gr, err = c.Get(ctx, key)
-		return err
-	})
-	if err != nil {
-		err = s.classify("wait "+name, err)
-	}
-	cancel()
+	cli, gr, err := s.readKey(ctx, name)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -62,32 +48,66 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if len(gr.Kvs) == 0 {
 		return nil // free now
 	}
-	holderLease := clientv3.LeaseID(gr.Kvs[0].Lease)
+	w := &keyWait{s: s, name: name, held: held, holderLease: clientv3.LeaseID(gr.Kvs[0].Lease)}
+	defer w.stop()
+	return w.watch(ctx, cli, s.key(name), gr.Header.Revision+1)
+}
 
-	// Require a leader: a member cut off from the majority ends the watch
-	// (then the fallback below) instead of keeping it open and silent.
-	wctx, wcancel := context.WithCancel(withToken(clientv3.WithRequireLeader(ctx), s.currentToken()))
-	defer wcancel()
-	wch := cli.Watch(wctx, key, clientv3.WithRev(gr.Header.Revision+1))
-
+// readKey reads the lease's key, and returns the client it read it with.
+func (s *Store) readKey(ctx context.Context, name string) (*clientv3.Client, *clientv3.GetResponse, error) {
+	gctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	var (
-		fallback <-chan time.Time
-		timer    *time.Timer
+		cli *clientv3.Client
+		gr  *clientv3.GetResponse
 	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	arm := func(why string) {
-		if timer != nil {
-			return
-		}
-		d := s.remaining(ctx, holderLease, held)
-		s.log.Debug(why+"; waking when the holder's lease runs out", "name", name, "in", d)
-		timer = time.NewTimer(d + wakeup.Jitter(d))
-		fallback = timer.C
+	err := s.do(gctx, func(ctx context.Context, c *clientv3.Client) (err error) {
+		cli = c
+		gr, err = c.Get(ctx, s.key(name))
+		return err
+	})
+	if err != nil {
+		return nil, nil, s.classify("wait "+name, err)
 	}
+	return cli, gr, nil
+}
+
+// keyWait is one Wait on a held key: the watch, and the fallback timer
+// armed when the watch ends or goes silent.
+type keyWait struct {
+	s           *Store
+	name        string
+	held        *lease.HeldError
+	holderLease clientv3.LeaseID
+	timer       *time.Timer
+	fallback    <-chan time.Time // fires when the holder's lease has run out
+}
+
+// arm starts the fallback: wake when the holder's lease runs out.
+func (w *keyWait) arm(ctx context.Context, why string) {
+	if w.timer != nil {
+		return
+	}
+	d := w.s.remaining(ctx, w.holderLease, w.held)
+	w.s.log.Debug(why+"; waking when the holder's lease runs out", "name", w.name, "in", d)
+	w.timer = time.NewTimer(d + wakeup.Jitter(d))
+	w.fallback = w.timer.C
+}
+
+func (w *keyWait) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// watch waits for a change of key from revision rev on, checking the
+// watch with a progress request every progressEvery, or for the fallback.
+func (w *keyWait) watch(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
+	// Require a leader: a member cut off from the majority ends the watch
+	// (then the fallback) instead of keeping it open and silent.
+	wctx, wcancel := context.WithCancel(withToken(clientv3.WithRequireLeader(ctx), w.s.currentToken()))
+	defer wcancel()
+	wch := cli.Watch(wctx, key, clientv3.WithRev(rev))
 	hb := time.NewTicker(progressEvery)
 	defer hb.Stop()
 	pending := false // a progress request is unanswered
@@ -98,7 +118,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		case resp, ok := <-wch:
 			if !ok || resp.Canceled || resp.Err() != nil {
 				wch = nil
-				arm("the watch ended")
+				w.arm(ctx, "the watch ended")
 				continue
 			}
 			if len(resp.Events) > 0 {
@@ -106,25 +126,25 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 			}
 			pending = false // a progress notification: the watch is alive
 		case <-hb.C:
-			if wch == nil || fallback != nil {
+			if wch == nil || w.fallback != nil {
 				continue
 			}
 			if pending {
-				arm("the watch does not answer")
+				w.arm(ctx, "the watch does not answer")
 				continue
 			}
-			rctx, rcancel := s.callCtx(wctx)
+			rctx, rcancel := w.s.callCtx(wctx)
 			err := cli.RequestProgress(rctx)
 			rcancel()
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				arm("the watch does not answer")
+				w.arm(ctx, "the watch does not answer")
 				continue
 			}
 			pending = true
-		case <-fallback:
+		case <-w.fallback:
 			return nil
 		}
 	}

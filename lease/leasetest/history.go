@@ -88,9 +88,7 @@ func testHistory(t *testing.T, h Harness) {
 	if err != nil || len(runs) != keep || runs[keep-1].Token != base+6 {
 		t.Fatalf("Runs after an older token's write = %+v, %v; want it dropped by the cap", runs, err)
 	}
-	if _, err := hr.Runs(ctxT(t), "bad name", 0); err == nil {
-		t.Fatal("Runs of a bad name: no error")
-	}
+	// Names are checked where they enter, not by the store (lease.Store).
 }
 
 // sameRun compares two runs field by field, times with Equal. A store may
