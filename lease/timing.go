@@ -76,7 +76,9 @@ func (t Timing) Resolve(lim Limits) (Timing, error) {
 	return r, nil
 }
 
-// resolve is Resolve without the advice: it says what is wrong.
+// resolve is Resolve without the advice: it says what is wrong. Its steps:
+// defaults, bounds, the derived durations (derive), then the grace that
+// must fit the lease's validity (fitGrace).
 func (t Timing) resolve(lim Limits) (Timing, error) {
 	if t.TTL == 0 {
 		t.TTL = DefaultTTL
@@ -87,16 +89,37 @@ func (t Timing) resolve(lim Limits) (Timing, error) {
 	if t.KillBound == 0 {
 		t.KillBound = DefaultKillBound
 	}
+	if err := t.checkBounds(); err != nil {
+		return t, err
+	}
+	if lim.Expires {
+		if err := t.checkStoreTTL(lim); err != nil {
+			return t, err
+		}
+	}
+	t, err := t.derive()
+	if err != nil {
+		return t, err
+	}
+	if !lim.Expires {
+		// The lease ends only with our process: nothing to fit the grace into.
+		return t, nil
+	}
+	return t.fitGrace(lim)
+}
+
+// checkBounds refuses negative durations and any longer than MaxTTL.
+func (t Timing) checkBounds() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"--ttl", t.TTL}, {"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
 		if d.v < 0 {
-			return t, fmt.Errorf("%w: %s %v: durations must not be negative", ErrUnsafeTiming, d.flag, d.v)
+			return fmt.Errorf("%w: %s %v: durations must not be negative", ErrUnsafeTiming, d.flag, d.v)
 		}
 	}
 	if t.TTL > MaxTTL {
-		return t, fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)
+		return fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)
 	}
 	// Nothing longer than the longest TTL makes sense, and bounding every
 	// duration here keeps the arithmetic below from overflowing (found by
@@ -106,14 +129,15 @@ func (t Timing) resolve(lim Limits) (Timing, error) {
 		v    time.Duration
 	}{{"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
 		if d.v > MaxTTL {
-			return t, fmt.Errorf("%w: %s %v is longer than %v, the longest --ttl", ErrUnsafeTiming, d.flag, d.v, MaxTTL)
+			return fmt.Errorf("%w: %s %v is longer than %v, the longest --ttl", ErrUnsafeTiming, d.flag, d.v, MaxTTL)
 		}
 	}
-	if lim.Expires {
-		if err := t.checkStoreTTL(lim); err != nil {
-			return t, err
-		}
-	}
+	return nil
+}
+
+// derive fills in the renewal interval, call timeout and grace not given,
+// and refuses those below their floors.
+func (t Timing) derive() (Timing, error) {
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
 		if t.RenewEvery < MinRenewEvery {
@@ -135,13 +159,14 @@ func (t Timing) resolve(lim Limits) (Timing, error) {
 	if !t.Explicit.Grace {
 		t.Grace = DefaultGrace
 	}
-	if !lim.Expires {
-		// The lease ends only with our process: nothing to fit the grace into.
-		return t, nil
-	}
-	// docs/design.md, safety rule 6: the scheduled renewal plus one retry must fit before the
-	// stop point: L(1−ρ) − ε − K − G ≥ renew-every + 2·call-timeout (+ the
-	// keeper's FirstRetry delay between the two).
+	return t, nil
+}
+
+// fitGrace checks docs/design.md, safety rule 6: the scheduled renewal plus
+// one retry must fit before the stop point: L(1−ρ) − ε − K − G ≥
+// renew-every + 2·call-timeout (+ the keeper's FirstRetry delay between the
+// two). A grace that was not given shrinks to fit.
+func (t Timing) fitGrace(lim Limits) (Timing, error) {
 	room := t.Validity(lim) - t.KillBound - t.RenewEvery - 2*t.CallTimeout - FirstRetry
 	if !t.Explicit.Grace && t.Grace > room {
 		t.Grace = max(room, 0).Truncate(time.Millisecond)
