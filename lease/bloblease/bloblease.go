@@ -214,47 +214,53 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if t.poll > 0 {
 		s.poll = t.poll
 	}
-	tryTimeout := max(o.CallTimeout/2, 250*time.Millisecond)
-	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Retry: policy.RetryOptions{
-			MaxRetries:    1,
-			TryTimeout:    tryTimeout,
-			RetryDelay:    100 * time.Millisecond,
-			MaxRetryDelay: 500 * time.Millisecond,
-		},
-		Telemetry: policy.TelemetryOptions{ApplicationID: "leaderrun"},
-	}}
-	containerURL := a.serviceURL + "/" + t.container
-	switch a.kind {
-	case credConnKey, credKey:
-		cred, err := container.NewSharedKeyCredential(a.account, a.key)
-		if err != nil {
-			return nil, storeerr.Config("the %s is not valid base64", a.kind)
-		}
-		s.cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
-		if err != nil {
-			return nil, s.clientErr("create client", err)
-		}
-	case credURLSAS, credConnSAS, credEnvSAS:
-		s.cc, err = container.NewClientWithNoCredential(containerURL+"?"+a.sas, opts)
-		if err != nil {
-			return nil, s.clientErr("create client", err)
-		}
-	default:
-		cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
-		if err != nil {
-			return nil, s.clientErr("DefaultAzureCredential", err)
-		}
-		s.cc, err = container.NewClient(containerURL, tokenCred{cred}, opts)
-		if err != nil {
-			return nil, s.clientErr("create client", err)
-		}
+	if s.cc, err = s.newClient(a, a.serviceURL+"/"+t.container, o.CallTimeout); err != nil {
+		return nil, err
 	}
 	for _, n := range notes {
 		s.log.Debug("azblob: " + n)
 	}
 	s.log.Debug("azblob store opened", "container", s.where, "credential", string(s.kind), "call_timeout", s.callTimeout, "poll", s.poll)
 	return s, nil
+}
+
+// newClient makes the container client for containerURL with the
+// credential a names. Each try of a call gets half of callTimeout, so that
+// one retry fits.
+func (s *Store) newClient(a auth, containerURL string, callTimeout time.Duration) (*container.Client, error) {
+	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Retry: policy.RetryOptions{
+			MaxRetries:    1,
+			TryTimeout:    max(callTimeout/2, 250*time.Millisecond),
+			RetryDelay:    100 * time.Millisecond,
+			MaxRetryDelay: 500 * time.Millisecond,
+		},
+		Telemetry: policy.TelemetryOptions{ApplicationID: "leaderrun"},
+	}}
+	var (
+		cc  *container.Client
+		err error
+	)
+	switch a.kind {
+	case credConnKey, credKey:
+		cred, cerr := container.NewSharedKeyCredential(a.account, a.key)
+		if cerr != nil {
+			return nil, storeerr.Config("the %s is not valid base64", a.kind)
+		}
+		cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+	case credURLSAS, credConnSAS, credEnvSAS:
+		cc, err = container.NewClientWithNoCredential(containerURL+"?"+a.sas, opts)
+	default:
+		cred, cerr := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
+		if cerr != nil {
+			return nil, s.clientErr("DefaultAzureCredential", cerr)
+		}
+		cc, err = container.NewClient(containerURL, tokenCred{cred}, opts)
+	}
+	if err != nil {
+		return nil, s.clientErr("create client", err)
+	}
+	return cc, nil
 }
 
 // Limits reports Azure's lease bounds.
@@ -525,6 +531,49 @@ type blobLease struct {
 // maxToken bounds fencing tokens: from 2^53 on, JSON readers lose integers.
 const maxToken = 1<<53 - 1
 
+// tokenFloor reads what the next token of name must exceed, from the
+// blob's properties: the counter (prev), and the service's clock in
+// microseconds (now), taken from a later second than props.Date when there
+// is no counter.
+func (s *Store) tokenFloor(ctx context.Context, bc *blockblob.Client, name string, props blob.GetPropertiesResponse) (prev uint64, now uint64, _ error) {
+	v, ok := metaGet(props.Metadata, metaToken)
+	if ok {
+		n, ok := parseToken(v)
+		if !ok || n >= maxToken {
+			shown := v
+			if len(shown) > 24 {
+				shown = shown[:24] + "…"
+			}
+			return 0, 0, lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
+				"refusing to mint a token from it. If nothing edited it on purpose, remove that metadata or the blob: the next token then comes from Azure's clock and is still above every token leaderrun issued",
+				s.where, metaToken, blobName(name), shown))
+		}
+		return n, uint64(props.Date.Unix() * 1e6), nil
+	}
+	// No counter: the name's first use, or the blob (or its metadata) was
+	// lost. Earlier tokens were minted from responses dated no later than
+	// props.Date, and each is below (its second + 1)·10⁶; waiting for a
+	// later second puts this one above all of them. A call whose deadline
+	// leaves no time for that (a --call-timeout under about 1.5s) takes the
+	// middle of this second instead: above the tokens minted from this
+	// second the usual way (fewer than half a million), below the next
+	// second's; only a second such mint within the same second could
+	// repeat it.
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
+		s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", name)
+		return 0, uint64(props.Date.Unix()*1e6 + fallbackOffset), nil
+	}
+	next, err := s.nextSecond(ctx, bc, *props.Date)
+	if err != nil {
+		var se *lease.Error
+		if errors.As(err, &se) {
+			return 0, 0, err
+		}
+		return 0, 0, s.recordErr(ctx, name, err)
+	}
+	return 0, uint64(next), nil
+}
+
 // record writes the holder record and the next fencing token under the lease.
 // The token is max(previous + 1, the service's clock in microseconds), the
 // clock read from the Date of a response (whole seconds); see the package
@@ -538,42 +587,11 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 	if props.Date == nil {
 		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s sent no Date header: cannot mint a fencing token", s.where), lease.ErrUnavailable)
 	}
-	now := props.Date.Unix() * 1e6
-	var prev uint64
-	if v, ok := metaGet(props.Metadata, metaToken); ok {
-		n, ok := parseToken(v)
-		if !ok || n >= maxToken {
-			shown := v
-			if len(shown) > 24 {
-				shown = shown[:24] + "…"
-			}
-			return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
-				"refusing to mint a token from it. If nothing edited it on purpose, remove that metadata or the blob: the next token then comes from Azure's clock and is still above every token leaderrun issued",
-				s.where, metaToken, blobName(req.Name), shown))
-		}
-		prev = n
-	} else {
-		// No counter: the name's first use, or the blob (or its metadata)
-		// was lost. Earlier tokens were minted from responses dated no later
-		// than props.Date, and each is below (its second + 1)·10⁶; waiting
-		// for a later second puts this one above all of them. A call whose
-		// deadline leaves no time for that (a --call-timeout under about
-		// 1.5s) takes the middle of this second instead: above the tokens
-		// minted from this second the usual way (fewer than half a million),
-		// below the next second's; only a second such mint within the same
-		// second could repeat it.
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
-			now = props.Date.Unix()*1e6 + fallbackOffset
-			s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", req.Name)
-		} else if now, err = s.nextSecond(ctx, bc, *props.Date); err != nil {
-			var se *lease.Error
-			if errors.As(err, &se) {
-				return err
-			}
-			return s.recordErr(ctx, req.Name, err)
-		}
+	prev, now, err := s.tokenFloor(ctx, bc, req.Name, props)
+	if err != nil {
+		return err
 	}
-	token := max(prev+1, uint64(now))
+	token := max(prev+1, now)
 	if token > maxToken {
 		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
 	}
