@@ -96,22 +96,9 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	key := prefix + c.ID
 	secs := max(int64((expiry+time.Second-1)/time.Second), 1)
 	if cl, ok := s.regs.get(key); ok && cl.secs >= secs {
-		err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) error {
-			return keepAliveOnce(ctx, cli, cl.id)
-		})
-		if err == nil {
-			var gr *clientv3.GetResponse
-			err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-				gr, err = cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-				return err
-			})
-			if err != nil {
-				return 0, s.classify("join standbys of "+name, err)
-			}
-			return int(gr.Count), nil
-		}
+		n, err := s.refresh(cctx, name, prefix, cl.id)
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, s.classify("join standbys of "+name, err)
+			return n, err
 		}
 		// Lapsed (we were cut off for longer than expiry): register anew.
 	}
@@ -153,6 +140,30 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 		return 0, fmt.Errorf("%s: join standbys of %s: the transaction answered %d results, want 2", s.cfg.where, name, len(tr.Responses))
 	}
 	return int(tr.Responses[1].GetResponseRange().GetCount()), nil
+}
+
+// refresh keeps the registration's etcd lease id alive and counts the
+// standbys under prefix. It returns rpctypes.ErrLeaseNotFound itself when
+// the lease lapsed.
+func (s *Store) refresh(ctx context.Context, name, prefix string, id clientv3.LeaseID) (int, error) {
+	err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		return keepAliveOnce(ctx, cli, id)
+	})
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, s.classify("join standbys of "+name, err)
+	}
+	var gr *clientv3.GetResponse
+	err = s.do(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		gr, err = cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err
+	})
+	if err != nil {
+		return 0, s.classify("join standbys of "+name, err)
+	}
+	return int(gr.Count), nil
 }
 
 // Leave removes the candidate id of name: it revokes the standby's etcd
