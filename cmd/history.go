@@ -48,7 +48,7 @@ func newRunRecord(store lease.Store, keep int, info lease.Holder, timeout time.D
 		start = time.Now()
 	}
 	return &runRecord{h: h, keep: keep, timeout: timeout, log: log,
-		run: lease.Run{Name: info.Name, Holder: info.Label, Token: info.Token, Start: start.UTC(), Version: version()}}
+		run: lease.Run{Name: info.Name, Label: info.Label, Token: info.Token, Start: start.UTC(), Version: version()}}
 }
 
 // start writes the start record (no end: what a SIGKILLed leaderrun leaves)
@@ -314,7 +314,7 @@ func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log
 
 // runLine is one run in history's text output.
 func runLine(r lease.Run, running bool, now time.Time) string {
-	return fmt.Sprintf("%s  %s  %s  token %d", runSpan(r, now), printable(r.Holder), runResult(r, running), r.Token)
+	return fmt.Sprintf("%s  %s  %s  token %d", runSpan(r, now), printable(r.Label), runResult(r, running), r.Token)
 }
 
 // runSpan is a run's start and end: "02:00:03–02:04:41 UTC", with the
@@ -353,7 +353,7 @@ func runResult(r lease.Run, running bool) string {
 // lastRunText is status's "last run:" line: the holder, the span, and the
 // exit code or what is known instead.
 func lastRunText(r lease.Run, now time.Time) string {
-	s := fmt.Sprintf("last run: %s, %s", printable(r.Holder), runSpan(r, now))
+	s := fmt.Sprintf("last run: %s, %s", printable(r.Label), runSpan(r, now))
 	switch {
 	case !r.Ended():
 		return s + ", no end recorded"
@@ -458,7 +458,7 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 
 // checkRunText describes a run on check's line.
 func checkRunText(r lease.Run, current uint64, now time.Time) string {
-	return fmt.Sprintf("%s, %s, %s", printable(r.Holder), runSpan(r, now), runResult(r, !r.Ended() && r.Token == current))
+	return fmt.Sprintf("%s, %s, %s", printable(r.Label), runSpan(r, now), runResult(r, !r.Ended() && r.Token == current))
 }
 
 // humanAgo rounds an age for check's line: whole minutes from an hour up.

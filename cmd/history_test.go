@@ -26,15 +26,15 @@ func TestRunTexts(t *testing.T) {
 		running         bool
 		span, res, last string
 	}{
-		{"ok today", lease.Run{Holder: "host-b", Start: start, End: end, Outcome: lease.OutcomeOK},
+		{"ok today", lease.Run{Label: "host-b", Start: start, End: end, Outcome: lease.OutcomeOK},
 			false, "02:00:03–02:04:41 UTC", "ok (exit 0)", "last run: host-b, 02:00:03–02:04:41 UTC, exit 0"},
-		{"failed yesterday", lease.Run{Holder: "host-a", Start: yesterday, End: yesterday.Add(time.Minute), Outcome: lease.OutcomeFailed, ExitCode: 3},
+		{"failed yesterday", lease.Run{Label: "host-a", Start: yesterday, End: yesterday.Add(time.Minute), Outcome: lease.OutcomeFailed, ExitCode: 3},
 			false, "2026-03-09 02:00:03–02:01:03 UTC", "failed (exit 3)", "last run: host-a, 2026-03-09 02:00:03–02:01:03 UTC, failed (exit 3)"},
-		{"across midnight", lease.Run{Holder: "h", Start: yesterday, End: start, Outcome: lease.OutcomeLost, ExitCode: 124, Signal: "SIGTERM"},
+		{"across midnight", lease.Run{Label: "h", Start: yesterday, End: start, Outcome: lease.OutcomeLost, ExitCode: 124, Signal: "SIGTERM"},
 			false, "2026-03-09 02:00:03–2026-03-10 02:00:03 UTC", "lost (exit 124, SIGTERM)", "last run: h, 2026-03-09 02:00:03–2026-03-10 02:00:03 UTC, lost (exit 124, SIGTERM)"},
-		{"no end", lease.Run{Holder: "h", Start: start},
+		{"no end", lease.Run{Label: "h", Start: start},
 			false, "02:00:03 UTC–", "no end recorded (leaderrun was killed, or is still running)", "last run: h, 02:00:03 UTC–, no end recorded"},
-		{"running", lease.Run{Holder: "h", Start: start}, true, "02:00:03 UTC–", "running", ""},
+		{"running", lease.Run{Label: "h", Start: start}, true, "02:00:03 UTC–", "running", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := runSpan(tc.run, now); got != tc.span {

@@ -36,8 +36,8 @@ const (
 type Run struct {
 	// Name is the lease name.
 	Name string `json:"name"`
-	// Holder is the holder label of the run (see Holder.Holder).
-	Holder string `json:"holder"`
+	// Label is the holder label of the run (see Holder.Label).
+	Label string `json:"holder"`
 	// Token is the fencing token of the acquisition: it identifies the run.
 	Token uint64 `json:"token"`
 	// Start is when the lease was acquired (the holder's Since).

@@ -22,7 +22,7 @@ func TestRunHistoryCompacted(t *testing.T) {
 	start := time.Now().UTC()
 	maxLines := 0
 	for i := 1; i <= runs; i++ {
-		r := lease.Run{Name: "compact", Holder: "h", Token: uint64(i), Start: start.Add(time.Duration(i) * time.Second)}
+		r := lease.Run{Name: "compact", Label: "h", Token: uint64(i), Start: start.Add(time.Duration(i) * time.Second)}
 		if err := s.RecordRun(ctx, r, keep); err != nil {
 			t.Fatalf("start %d: %v", i, err)
 		}

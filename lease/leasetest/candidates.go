@@ -17,166 +17,191 @@ import (
 // Acquire giving the lease to the highest-priority standby.
 func RunCandidates(t *testing.T, h Harness) {
 	t.Helper()
-	reg := func(t *testing.T) (lease.Store, lease.CandidateRegistry) {
-		s := open(t, h)
-		r, ok := s.(lease.CandidateRegistry)
-		if !ok {
-			t.Fatalf("%T is not a lease.CandidateRegistry", s)
-		}
-		return s, r
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"Order", candidatesOrder},
+		{"LeaveAndHolder", candidatesLeaveAndHolder},
+		{"Lapse", candidatesLapse},
+		{"HighestPriorityTakesOver", candidatesHighestPriority},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}
-	t.Run("Order", func(t *testing.T) {
-		_, r := reg(t)
-		n, ctx := name(t), ctxFor(t)
-		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-		for i, p := range []int{0, 10, 5, 5} {
-			c := lease.Candidate{ID: lease.NewID(), Label: fmt.Sprintf("c%d-p%d", i, p), Priority: p, Since: base.Add(time.Duration(i) * time.Second)}
-			if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
-				t.Fatal(err)
-			}
+}
+
+// registry opens a store of h that must be a lease.CandidateRegistry.
+func registry(t *testing.T, h Harness) (lease.Store, lease.CandidateRegistry) {
+	s := open(t, h)
+	r, ok := s.(lease.CandidateRegistry)
+	if !ok {
+		t.Fatalf("%T is not a lease.CandidateRegistry", s)
+	}
+	return s, r
+}
+
+// candidatesOrder: the listing is in takeover order (priority, then
+// longest waiting) and keeps Since.
+func candidatesOrder(t *testing.T, h Harness) {
+	_, r := registry(t, h)
+	n, ctx := name(t), ctxFor(t)
+	base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for i, p := range []int{0, 10, 5, 5} {
+		c := lease.Candidate{ID: lease.NewID(), Label: fmt.Sprintf("c%d-p%d", i, p), Priority: p, Since: base.Add(time.Duration(i) * time.Second)}
+		if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
+			t.Fatal(err)
 		}
-		cs, holder, err := r.Candidates(ctx, n)
+	}
+	cs, holder, err := r.Candidates(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder != nil {
+		t.Fatalf("holder %+v of a lease nobody took", holder)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Label)
+	}
+	if want := "[c1-p10 c2-p5 c3-p5 c0-p0]"; fmt.Sprint(got) != want {
+		t.Fatalf("candidates %v; want %s", got, want)
+	}
+	if !cs[0].Since.Equal(base.Add(time.Second)) {
+		t.Fatalf("since %v; want %v", cs[0].Since, base.Add(time.Second))
+	}
+}
+
+// candidatesLeaveAndHolder: a refresh counts the live standbys, Leave is
+// idempotent, and the listing reports the holder.
+func candidatesLeaveAndHolder(t *testing.T, h Harness) {
+	s, r := registry(t, h)
+	n, ctx := name(t), ctxFor(t)
+	a := lease.Candidate{ID: lease.NewID(), Label: "a", Since: time.Now()}
+	b := lease.Candidate{ID: lease.NewID(), Label: "b", Since: time.Now()}
+	for _, c := range []lease.Candidate{a, b} {
+		if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if live, err := r.Join(ctx, n, a, time.Minute); err != nil || live != 2 {
+		t.Fatalf("refresh: %d live, %v; want 2", live, err)
+	}
+	if err := r.Leave(ctx, n, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Leave(ctx, n, a.ID); err != nil {
+		t.Fatalf("leaving twice: %v", err)
+	}
+	l, err := s.TryAcquire(ctx, lease.Request{Name: n, Label: "leader", ID: lease.NewID(), TTL: h.TTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	var (
+		cs     []lease.Candidate
+		holder *lease.Holder
+	)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		cs, holder, err = r.Candidates(ctx, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if holder != nil {
-			t.Fatalf("holder %+v of a lease nobody took", holder)
+		if len(cs) == 1 && cs[0].Label == "b" {
+			break
 		}
-		var got []string
-		for _, c := range cs {
-			got = append(got, c.Label)
+		if time.Now().After(deadline) {
+			t.Fatalf("candidates %+v; want only b", cs)
 		}
-		if want := "[c1-p10 c2-p5 c3-p5 c0-p0]"; fmt.Sprint(got) != want {
-			t.Fatalf("candidates %v; want %s", got, want)
-		}
-		if !cs[0].Since.Equal(base.Add(time.Second)) {
-			t.Fatalf("since %v; want %v", cs[0].Since, base.Add(time.Second))
-		}
-	})
-	t.Run("LeaveAndHolder", func(t *testing.T) {
-		s, r := reg(t)
-		n, ctx := name(t), ctxFor(t)
-		a := lease.Candidate{ID: lease.NewID(), Label: "a", Since: time.Now()}
-		b := lease.Candidate{ID: lease.NewID(), Label: "b", Since: time.Now()}
-		for _, c := range []lease.Candidate{a, b} {
-			if _, err := r.Join(ctx, n, c, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if live, err := r.Join(ctx, n, a, time.Minute); err != nil || live != 2 {
-			t.Fatalf("refresh: %d live, %v; want 2", live, err)
-		}
-		if err := r.Leave(ctx, n, a.ID); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Leave(ctx, n, a.ID); err != nil {
-			t.Fatalf("leaving twice: %v", err)
-		}
-		l, err := s.TryAcquire(ctx, lease.Request{Name: n, Label: "leader", ID: lease.NewID(), TTL: h.TTL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = l.Release(ctx) }()
-		var (
-			cs     []lease.Candidate
-			holder *lease.Holder
-		)
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			cs, holder, err = r.Candidates(ctx, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cs) == 1 && cs[0].Label == "b" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("candidates %+v; want only b", cs)
-			}
-			time.Sleep(5 * time.Millisecond) // a store may finish Leave after it returned; nothing announces it here
-		}
-		if holder == nil || holder.Label != "leader" || holder.Token != l.Info().Token {
-			t.Fatalf("holder %+v; want leader with token %d", holder, l.Info().Token)
-		}
-	})
-	t.Run("Lapse", func(t *testing.T) {
-		s, r := reg(t)
-		n, ctx := name(t), ctxFor(t)
-		if !r.CandidateTiming().Heartbeat {
-			t.Skip("the store's candidates live as long as their process (see the store's own tests)")
-		}
-		c := lease.Candidate{ID: lease.NewID(), Label: "short", Since: time.Now()}
-		if _, err := r.Join(ctx, n, c, time.Second); err != nil {
-			t.Fatal(err)
-		}
-		joined := time.Now()
+		time.Sleep(5 * time.Millisecond) // a store may finish Leave after it returned; nothing announces it here
+	}
+	if holder == nil || holder.Label != "leader" || holder.Token != l.Info().Token {
+		t.Fatalf("holder %+v; want leader with token %d", holder, l.Info().Token)
+	}
+}
+
+// candidatesLapse: a registration that is not refreshed lapses after its
+// expiry, not before (stores with heartbeats).
+func candidatesLapse(t *testing.T, h Harness) {
+	s, r := registry(t, h)
+	n, ctx := name(t), ctxFor(t)
+	if !r.CandidateTiming().Heartbeat {
+		t.Skip("the store's candidates live as long as their process (see the store's own tests)")
+	}
+	c := lease.Candidate{ID: lease.NewID(), Label: "short", Since: time.Now()}
+	if _, err := r.Join(ctx, n, c, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	joined := time.Now()
+	cs, _, err := r.Candidates(ctx, n)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("candidates %+v, %v; want the one just joined", cs, err)
+	}
+	for {
 		cs, _, err := r.Candidates(ctx, n)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("candidates %+v, %v; want the one just joined", cs, err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 0 {
+			// A store whose clock has coarse steps (Azure: Last-Modified in
+			// whole seconds) may end it up to ε early.
+			if time.Since(joined) < time.Second-s.Limits().Epsilon-100*time.Millisecond {
+				t.Fatalf("registration lapsed after %v; asked for 1s", time.Since(joined))
+			}
+			return
+		}
+		if time.Since(joined) > 10*time.Second {
+			t.Fatalf("registration still live %v after asking for 1s", time.Since(joined))
+		}
+		// The lapse is a moment on the store's clock: nothing announces it.
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// candidatesHighestPriority: when the lease frees, Acquire gives it to the
+// highest-priority standby.
+func candidatesHighestPriority(t *testing.T, h Harness) {
+	for round := range 3 {
+		s, r := registry(t, h)
+		n, ctx := name(t), ctxFor(t)
+		first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Label: "leader", TTL: h.TTL}, lease.AcquireOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		won := make(chan string, 3)
+		var wg sync.WaitGroup
+		for _, p := range []int{0, 10, 5} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ws := open(t, h) // each standby its own store, as its own process would
+				a, err := lease.Acquire(ctx, ws, lease.Request{Name: n, Label: fmt.Sprint("p", p), TTL: h.TTL},
+					lease.AcquireOptions{Wait: lease.WaitForever, Priority: p, CallTimeout: 5 * time.Second})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				won <- a.Lease.Info().Label
+				_ = a.Lease.Release(ctx)
+			}()
 		}
 		for {
 			cs, _, err := r.Candidates(ctx, n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cs) == 0 {
-				// A store whose clock has coarse steps (Azure: Last-Modified in
-				// whole seconds) may end it up to ε early.
-				if time.Since(joined) < time.Second-s.Limits().Epsilon-100*time.Millisecond {
-					t.Fatalf("registration lapsed after %v; asked for 1s", time.Since(joined))
-				}
-				return
+			if len(cs) == 3 {
+				break
 			}
-			if time.Since(joined) > 10*time.Second {
-				t.Fatalf("registration still live %v after asking for 1s", time.Since(joined))
-			}
-			// The lapse is a moment on the store's clock: nothing announces it.
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the standbys join from their own goroutines
 		}
-	})
-	t.Run("HighestPriorityTakesOver", func(t *testing.T) {
-		for round := range 3 {
-			s, r := reg(t)
-			n, ctx := name(t), ctxFor(t)
-			first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Label: "leader", TTL: h.TTL}, lease.AcquireOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			won := make(chan string, 3)
-			var wg sync.WaitGroup
-			for _, p := range []int{0, 10, 5} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ws := open(t, h) // each standby its own store, as its own process would
-					a, err := lease.Acquire(ctx, ws, lease.Request{Name: n, Label: fmt.Sprint("p", p), TTL: h.TTL},
-						lease.AcquireOptions{Wait: lease.WaitForever, Priority: p, CallTimeout: 5 * time.Second})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					won <- a.Lease.Info().Label
-					_ = a.Lease.Release(ctx)
-				}()
-			}
-			for {
-				cs, _, err := r.Candidates(ctx, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(cs) == 3 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond) // the standbys join from their own goroutines
-			}
-			// A short TTL may have run out already: the standbys then
-			// take over on expiry, in the same order.
-			_ = first.Lease.Release(ctx)
-			if got := <-won; got != "p10" {
-				t.Fatalf("round %d: %s took the lease first; want p10", round, got)
-			}
-			wg.Wait()
+		// A short TTL may have run out already: the standbys then
+		// take over on expiry, in the same order.
+		_ = first.Lease.Release(ctx)
+		if got := <-won; got != "p10" {
+			t.Fatalf("round %d: %s took the lease first; want p10", round, got)
 		}
-	})
+		wg.Wait()
+	}
 }
 
 func ctxFor(t *testing.T) context.Context {

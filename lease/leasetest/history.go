@@ -12,6 +12,8 @@ import (
 // one: a start record is visible as a run without an end, the end replaces
 // it, every outcome reads back as written from another Store, runs come
 // newest first, limit and the cap hold, and tokens near 2^53 stay exact.
+// It is one scenario, long because each step reads what the steps before it
+// wrote.
 func testHistory(t *testing.T, h Harness) {
 	w, r := open(t, h), open(t, h)
 	hw, ok := w.(lease.History)
@@ -27,7 +29,7 @@ func testHistory(t *testing.T, h Harness) {
 	began := time.Now()
 	start := began.Add(-time.Hour).UTC().Truncate(time.Microsecond)
 	run := func(i int, o lease.Outcome, code int, sig string) lease.Run {
-		r := lease.Run{Name: nm, Holder: fmt.Sprintf("host-%d:4%d", i, i), Token: base + uint64(i),
+		r := lease.Run{Name: nm, Label: fmt.Sprintf("host-%d:4%d", i, i), Token: base + uint64(i),
 			Start: start.Add(time.Duration(i) * time.Minute), Version: "v1.2.3"}
 		if o != "" {
 			r.End, r.Outcome, r.ExitCode, r.Signal = r.Start.Add(30*time.Second), o, code, sig
@@ -99,6 +101,6 @@ func testHistory(t *testing.T, h Harness) {
 func sameRun(got, want lease.Run, since time.Time) bool {
 	end := got.End.Equal(want.End) ||
 		want.Ended() && !got.End.Before(since.Add(-time.Second)) && !got.End.After(time.Now().Add(time.Second))
-	return got.Name == want.Name && got.Holder == want.Holder && got.Token == want.Token && got.Start.Equal(want.Start) && end &&
+	return got.Name == want.Name && got.Label == want.Label && got.Token == want.Token && got.Start.Equal(want.Start) && end &&
 		got.Outcome == want.Outcome && got.ExitCode == want.ExitCode && got.Signal == want.Signal && got.Version == want.Version
 }

@@ -84,7 +84,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	q := s.historyQueries()
 	return s.do(ctx, "record run of "+r.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		exec := func() error {
-			_, err := c.Exec(ctx, q.record, r.Name, int64(r.Token), r.Holder, r.Start, r.Ended(),
+			_, err := c.Exec(ctx, q.record, r.Name, int64(r.Token), r.Label, r.Start, r.Ended(),
 				string(r.Outcome), r.ExitCode, r.Signal, r.Version, lease.HistoryKeep(keep))
 			return err
 		}
@@ -141,7 +141,7 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 				ended *time.Time
 				out   string
 			)
-			if err := rows.Scan(&tok, &r.Holder, &r.Start, &ended, &out, &r.ExitCode, &r.Signal, &r.Version); err != nil {
+			if err := rows.Scan(&tok, &r.Label, &r.Start, &ended, &out, &r.ExitCode, &r.Signal, &r.Version); err != nil {
 				return err
 			}
 			r.Token, r.Outcome = uint64(tok), lease.Outcome(out)

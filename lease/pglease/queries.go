@@ -21,6 +21,9 @@ type queries struct {
 	join, leave, candidates, candsOnly string
 }
 
+// newQueries writes every statement of the store for table (tableS is its
+// sanitized name). It is long because it is the SQL text, one statement
+// after another, each beside the next so that they can be read together.
 func newQueries(table pgx.Identifier, tableS string) queries {
 	t := table.Sanitize()
 	seqID := append(pgx.Identifier{}, table...)

@@ -118,7 +118,7 @@ func TestACLUser(t *testing.T) {
 			}
 			// The run history, capped, with the same ACL.
 			for i := range 3 {
-				run := lease.Run{Name: name, Holder: "a", Token: la.Info().Token + uint64(i), Start: time.Now()}
+				run := lease.Run{Name: name, Label: "a", Token: la.Info().Token + uint64(i), Start: time.Now()}
 				if err := a.RecordRun(ctxT(t), run, 2); err != nil {
 					t.Fatalf("RecordRun: %v", err)
 				}
