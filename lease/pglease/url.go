@@ -56,95 +56,171 @@ type config struct {
 // the URL leaves out from the PG* environment variables, ~/.pgpass
 // (PGPASSFILE) and the service file, as libpq does, reading the process
 // environment itself; the password alone is read through getenv
-// (PGPASSWORD), so that leaderrun knows it consumed it. Errors wrap lease.ErrConfig and never contain the
-// password or anything that could be one: they name the part that is wrong
-// and never echo the URL's text.
+// (PGPASSWORD), so that leaderrun knows it consumed it. Errors wrap
+// lease.ErrConfig and never contain the password or anything that could be
+// one: they name the part that is wrong and never echo the URL's text. It
+// works in steps: the scheme, the user info, the hosts and path, leaderrun's
+// query parameters, the TLS files, pgx's parse, the password, then the text
+// for people.
 func parseURL(raw string, getenv func(string) string) (*config, error) {
-	fail := func(format string, args ...any) error {
-		return storeerr.Config("bad PostgreSQL store URL: "+format, args...)
+	p, rest, err := parseScheme(raw)
+	if err != nil {
+		return nil, err
 	}
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
+	if err := p.userInfo(userinfo); err != nil {
+		return nil, err
+	}
+	if err := checkHostsPath(hostPart, path); err != nil {
+		return nil, err
+	}
+	if err := p.params(rawQuery); err != nil {
+		return nil, err
+	}
+	if err := checkTLSFiles(p.q); err != nil {
+		return nil, err
+	}
+	cc, err := p.pgxConfig(hostPart + path)
+	if err != nil {
+		return nil, err
+	}
+	if !p.urlPass {
+		// pgx read os.Getenv; getenv may differ (tests), and leaderrun's
+		// records the read, so the child does not inherit a password the
+		// store used. It is not read when the URL has a password.
+		if v := getenv(EnvPassword); v != "" {
+			cc.Password = v
+		}
+	}
+	if cc.Password != "" {
+		p.secrets = append(p.secrets, cc.Password)
+	}
+	c := &config{conn: cc, table: p.ident, tableS: p.table, secrets: p.secrets, poll: p.poll}
+	c.where, c.display = p.describe(cc)
+	return c, nil
+}
+
+// badURL returns a store URL error; format and args must never carry the
+// URL's text or a password.
+func badURL(format string, args ...any) error {
+	return storeerr.Config("bad PostgreSQL store URL: "+format, args...)
+}
+
+// urlParser holds what parseURL's steps share.
+type urlParser struct {
+	scheme   string         // lower-case
+	userinfo string         // the user info re-encoded for pgx, "" when absent
+	secrets  []string       // passwords to keep out of every message
+	urlPass  bool           // the URL carries a password
+	q        url.Values     // the query, without leaderrun's own parameters
+	table    string         // table= as given, else DefaultTable
+	ident    pgx.Identifier // table as an identifier
+	poll     bool           // wait=poll
+}
+
+// parseScheme checks the scheme and the characters the URL may not hold
+// and returns the URL after "://".
+func parseScheme(raw string) (*urlParser, string, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, fail("want postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…] (the URL is not shown: it may hold a password)")
+		return nil, "", badURL("want postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…] (the URL is not shown: it may hold a password)")
 	}
 	scheme = strings.ToLower(scheme)
 	if scheme != "postgres" && scheme != "postgresql" {
-		return nil, fail("unknown scheme %s (want postgres or postgresql)", storeurl.SafeKey(scheme))
+		return nil, "", badURL("unknown scheme %s (want postgres or postgresql)", storeurl.SafeKey(scheme))
 	}
 	if strings.Contains(rest, "#") {
-		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
+		return nil, "", badURL("a fragment (#…) is not allowed; percent-encode '#' as %%23")
 	}
 	if strings.ContainsRune(raw, 0) {
-		return nil, fail("a NUL byte is not allowed")
+		return nil, "", badURL("a NUL byte is not allowed")
 	}
-	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
-	var secrets []string
-	urlPass := false
-	if userinfo != "" {
-		u, p, has := strings.Cut(userinfo, ":")
-		user, err1 := url.PathUnescape(u)
-		pass, err2 := url.PathUnescape(p)
-		if err1 != nil || err2 != nil {
-			return nil, fail("bad percent-encoding in the user info")
-		}
-		if has && pass != "" {
-			secrets = append(secrets, pass, p)
-			urlPass = true
-		}
-		// Split took the last '@' (a password may hold '@'); pgx must see
-		// the same split, so the user info it gets is re-encoded: else it
-		// took "ssW0rd@db" of "app:pa@ssW0rd@db" as the host, and printed it.
-		if has {
-			userinfo = url.UserPassword(user, pass).String()
-		} else {
-			userinfo = url.User(user).String()
-		}
+	return &urlParser{scheme: scheme}, rest, nil
+}
+
+// userInfo decodes the user info, keeps its password as a secret and
+// re-encodes it for pgx.
+func (p *urlParser) userInfo(userinfo string) error {
+	if userinfo == "" {
+		return nil
 	}
+	u, pw, has := strings.Cut(userinfo, ":")
+	user, err1 := url.PathUnescape(u)
+	pass, err2 := url.PathUnescape(pw)
+	if err1 != nil || err2 != nil {
+		return badURL("bad percent-encoding in the user info")
+	}
+	if has && pass != "" {
+		p.secrets = append(p.secrets, pass, pw)
+		p.urlPass = true
+	}
+	// Split took the last '@' (a password may hold '@'); pgx must see
+	// the same split, so the user info it gets is re-encoded: else it
+	// took "ssW0rd@db" of "app:pa@ssW0rd@db" as the host, and printed it.
+	if has {
+		p.userinfo = url.UserPassword(user, pass).String()
+	} else {
+		p.userinfo = url.User(user).String()
+	}
+	return nil
+}
+
+// checkHostsPath refuses a host that is not plainHost and a path that is
+// not /DBNAME.
+func checkHostsPath(hostPart, path string) error {
 	if hostPart != "" {
 		for i, h := range strings.Split(hostPart, ",") {
 			if !plainHost(h) {
-				return nil, fail("the %s host is not HOST[:PORT] with a port from 1 to 65535 or a percent-encoded socket directory; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
+				return badURL("the %s host is not HOST[:PORT] with a port from 1 to 65535 or a percent-encoded socket directory; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
 			}
 		}
 	}
 	if _, err := url.PathUnescape(strings.TrimPrefix(path, "/")); err != nil || strings.Count(path, "/") > 1 {
-		return nil, fail("the path must be /DBNAME (percent-encoded)")
+		return badURL("the path must be /DBNAME (percent-encoded)")
 	}
+	return nil
+}
 
+// params parses the query, takes out table= and wait=, and keeps the
+// passwords it holds as secrets.
+func (p *urlParser) params(rawQuery string) error {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return nil, fail("bad query string")
+		return badURL("bad query string")
 	}
-	table := DefaultTable
+	p.q = q
+	p.table = DefaultTable
 	if v, ok := q[TableParam]; ok {
 		if len(v) != 1 {
-			return nil, fail("%s= given %d times", TableParam, len(v))
+			return badURL("%s= given %d times", TableParam, len(v))
 		}
-		table = v[0]
+		p.table = v[0]
 		q.Del(TableParam)
 	}
-	ident, err := parseTable(table)
-	if err != nil {
-		return nil, fail("%v", err)
+	if p.ident, err = parseTable(p.table); err != nil {
+		return badURL("%v", err)
 	}
-	poll := false
 	if v, ok := q[WaitParam]; ok {
 		if len(v) != 1 || (v[0] != "listen" && v[0] != "poll") {
-			return nil, fail("%s= wants listen (the default: wake at once on a release, one connection per waiter) or poll (no connection held between checks)", WaitParam)
+			return badURL("%s= wants listen (the default: wake at once on a release, one connection per waiter) or poll (no connection held between checks)", WaitParam)
 		}
-		poll = v[0] == "poll"
+		p.poll = v[0] == "poll"
 		q.Del(WaitParam)
 	}
 	if v := q.Get("password"); v != "" {
-		secrets = append(secrets, v)
-		urlPass = true
+		p.secrets = append(p.secrets, v)
+		p.urlPass = true
 	}
 	if v := q.Get("sslpassword"); v != "" {
-		secrets = append(secrets, v)
+		p.secrets = append(p.secrets, v)
 	}
-	// pgx opens the TLS files itself, blocking: a FIFO would hang the run
-	// deaf to signals, /dev/zero would be read without end. Check them
-	// (from the URL, else libpq's variables) before pgx meets them.
+	return nil
+}
+
+// checkTLSFiles checks the TLS files named in q, else in libpq's variables.
+// pgx opens them itself, blocking: a FIFO would hang the run deaf to
+// signals, /dev/zero would be read without end.
+func checkTLSFiles(q url.Values) error {
 	for _, k := range []string{"sslrootcert", "sslcert", "sslkey"} {
 		f := q.Get(k)
 		if f == "" {
@@ -154,69 +230,68 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 			continue
 		}
 		if err := safefile.Check(f); err != nil {
-			return nil, fail("%s=: %v", k, err)
+			return badURL("%s=: %v", k, err)
 		}
 	}
-	dsn := scheme + "://"
-	if userinfo != "" {
-		dsn += userinfo + "@"
+	return nil
+}
+
+// pgxConfig has pgx parse the URL rebuilt from the re-encoded user info,
+// hostPath (the hosts and path as given) and the remaining query. Its error
+// shows only pgx's reason, with every query value and secret masked.
+func (p *urlParser) pgxConfig(hostPath string) (*pgx.ConnConfig, error) {
+	dsn := p.scheme + "://"
+	if p.userinfo != "" {
+		dsn += p.userinfo + "@"
 	}
-	dsn += hostPart + path
-	if len(q) > 0 {
-		dsn += "?" + q.Encode()
+	dsn += hostPath
+	if len(p.q) > 0 {
+		dsn += "?" + p.q.Encode()
 	}
 	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		// pgx redacts what it recognises as a password, best effort; show
-		// only its reason, with every query value and secret masked too.
-		var pe *pgconn.ParseConfigError
-		msg := "cannot parse it"
-		if errors.As(err, &pe) && errors.Unwrap(pe) != nil {
-			msg = errors.Unwrap(pe).Error()
-		}
-		hide := append([]string{}, secrets...)
-		for _, vs := range q {
-			hide = append(hide, vs...)
-		}
-		hide = append(hide, os.Getenv(EnvPassword)) // what pgx read; getenv is left alone so it records only real use
-		return nil, fail("%s (the URL is not shown: it may hold a password)", mask(msg, hide))
+	if err == nil {
+		return cc, nil
 	}
-	if !urlPass {
-		// pgx read os.Getenv; getenv may differ (tests), and leaderrun's
-		// records the read, so the child does not inherit a password the
-		// store used. It is not read when the URL has a password.
-		if v := getenv(EnvPassword); v != "" {
-			cc.Password = v
-		}
+	// pgx redacts what it recognises as a password, best effort; show
+	// only its reason, with every query value and secret masked too.
+	var pe *pgconn.ParseConfigError
+	msg := "cannot parse it"
+	if errors.As(err, &pe) && errors.Unwrap(pe) != nil {
+		msg = errors.Unwrap(pe).Error()
 	}
-	if cc.Password != "" {
-		secrets = append(secrets, cc.Password)
+	hide := append([]string{}, p.secrets...)
+	for _, vs := range p.q {
+		hide = append(hide, vs...)
 	}
-	c := &config{conn: cc, table: ident, tableS: table, secrets: secrets, poll: poll}
+	hide = append(hide, os.Getenv(EnvPassword)) // what pgx read; getenv is left alone so it records only real use
+	return nil, badURL("%s (the URL is not shown: it may hold a password)", mask(msg, hide))
+}
+
+// describe returns the server for people and the URL to display, which
+// never holds a password.
+func (p *urlParser) describe(cc *pgx.ConnConfig) (where, display string) {
 	host := cc.Host
 	if !strings.HasPrefix(host, "/") {
 		host = net.JoinHostPort(host, strconv.Itoa(int(cc.Port)))
 	} else {
 		host += " (port " + strconv.Itoa(int(cc.Port)) + ")"
 	}
-	c.where = "PostgreSQL at " + host
-	disp := scheme + "://"
+	disp := p.scheme + "://"
 	if cc.User != "" {
 		disp += url.PathEscape(cc.User) + "@"
 	}
 	if strings.HasPrefix(cc.Host, "/") {
 		disp += "/" + url.PathEscape(cc.Database) + "?host=" + url.QueryEscape(cc.Host) + "&port=" + strconv.Itoa(int(cc.Port))
-		if table != DefaultTable {
-			disp += "&table=" + table
+		if p.table != DefaultTable {
+			disp += "&table=" + p.table
 		}
 	} else {
 		disp += host + "/" + url.PathEscape(cc.Database)
-		if table != DefaultTable {
-			disp += "?table=" + table
+		if p.table != DefaultTable {
+			disp += "?table=" + p.table
 		}
 	}
-	c.display = disp
-	return c, nil
+	return "PostgreSQL at " + host, disp
 }
 
 // parseTable checks table= (NAME or SCHEMA.NAME, lower-case letters, digits
