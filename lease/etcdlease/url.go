@@ -42,35 +42,74 @@ type config struct {
 // lease.ErrConfig and never contain the password or anything that could be
 // one: they name the part that is wrong and never echo the URL's text (a
 // typo can put a password anywhere, e.g. "etcd:/:PW@h" or "etcd://u:PW").
+// It works in steps: the scheme, the user and password, the query
+// parameters, the hosts, the key prefix, TLS, then the text for people.
 func parseURL(raw string, getenv func(string) string) (*config, error) {
-	fail := func(format string, args ...any) error {
-		return storeerr.Config("bad etcd store URL: "+format, args...)
+	scheme, rest, err := parseScheme(raw)
+	if err != nil {
+		return nil, err
 	}
+	tlsOn := scheme == "etcds"
+	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
+	c := &config{}
+	if err := c.credentials(userinfo, getenv); err != nil {
+		return nil, err
+	}
+	q, err := parseParams(rawQuery, tlsOn)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.hosts(hostPart); err != nil {
+		return nil, err
+	}
+	if err := c.keyPrefix(path); err != nil {
+		return nil, err
+	}
+	if tlsOn {
+		if c.tls, err = storeurl.TLSConfig(q); err != nil {
+			return nil, badURL("%v", err)
+		}
+	}
+	c.describe(scheme, userinfo != "")
+	return c, nil
+}
+
+// badURL returns a store URL error; format and args must never carry the
+// URL's text or a password.
+func badURL(format string, args ...any) error {
+	return storeerr.Config("bad etcd store URL: "+format, args...)
+}
+
+// parseScheme returns the lower-case scheme and the URL after "://",
+// refusing an unknown scheme and a fragment.
+func parseScheme(raw string) (scheme, rest string, err error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, fail("want scheme://…, e.g. etcd://host:2379 (the URL is not shown: it may hold a password)")
+		return "", "", badURL("want scheme://…, e.g. etcd://host:2379 (the URL is not shown: it may hold a password)")
 	}
 	scheme = strings.ToLower(scheme)
 	if scheme != "etcd" && scheme != "etcds" {
-		return nil, fail("unknown scheme %s (want etcd or etcds)", storeurl.SafeKey(scheme))
+		return "", "", badURL("unknown scheme %s (want etcd or etcds)", storeurl.SafeKey(scheme))
 	}
-	tlsOn := scheme == "etcds"
 	if strings.Contains(rest, "#") {
-		return nil, fail("a fragment (#…) is not allowed; percent-encode '#' as %%23")
+		return "", "", badURL("a fragment (#…) is not allowed; percent-encode '#' as %%23")
 	}
+	return scheme, rest, nil
+}
 
-	userinfo, hostPart, path, rawQuery := storeurl.Split(rest)
-
-	c := &config{}
+// credentials sets the user and password from the URL's user info, else
+// from EnvUser, the password from EnvPassword when neither gives one; a
+// user needs a password.
+func (c *config) credentials(userinfo string, getenv func(string) string) error {
 	if userinfo != "" {
 		var has bool
 		var err error
 		c.user, c.pass, has, err = storeurl.UserInfo(userinfo)
 		if err != nil {
-			return nil, fail("%v", err)
+			return badURL("%v", err)
 		}
 		if c.user == "" {
-			return nil, fail("a password without a user name: etcd://USER:PASSWORD@HOST")
+			return badURL("a password without a user name: etcd://USER:PASSWORD@HOST")
 		}
 		if !has {
 			c.pass = getenv(EnvPassword)
@@ -78,7 +117,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	} else if v := getenv(EnvUser); v != "" {
 		u, p, has := strings.Cut(v, ":")
 		if u == "" {
-			return nil, storeerr.Config("%s holds a password without a user name: want USER:PASSWORD", EnvUser)
+			return storeerr.Config("%s holds a password without a user name: want USER:PASSWORD", EnvUser)
 		}
 		c.user, c.pass = u, p
 		if !has {
@@ -89,54 +128,65 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		c.secrets = append(c.secrets, c.pass)
 	}
 	if c.user != "" && c.pass == "" {
-		return nil, storeerr.Config("the etcd user is given without a password: put it in the URL (etcd://USER:PASSWORD@HOST), in %s=USER:PASSWORD or in %s", EnvUser, EnvPassword)
+		return storeerr.Config("the etcd user is given without a password: put it in the URL (etcd://USER:PASSWORD@HOST), in %s=USER:PASSWORD or in %s", EnvUser, EnvPassword)
 	}
+	return nil
+}
 
+// parseParams parses the query, refusing an unknown parameter and a TLS
+// one without TLS.
+func parseParams(rawQuery string, tlsOn bool) (url.Values, error) {
 	q, err := storeurl.Query(rawQuery)
 	if err != nil {
-		return nil, fail("%v", err)
+		return nil, badURL("%v", err)
 	}
 	for k := range q {
 		switch k {
 		case "ca", "cert", "key", "servername":
 			if !tlsOn {
-				return nil, fail("%s= needs TLS: use etcds://", k)
+				return nil, badURL("%s= needs TLS: use etcds://", k)
 			}
 		default:
-			return nil, fail("unknown query parameter %s (known: ca, cert, key, servername)", storeurl.QueryKey(k, rawQuery))
+			return nil, badURL("unknown query parameter %s (known: ca, cert, key, servername)", storeurl.QueryKey(k, rawQuery))
 		}
 	}
+	return q, nil
+}
 
+// hosts sets the endpoints from the comma-separated HOST[:PORT] list.
+func (c *config) hosts(hostPart string) error {
 	if hostPart == "" {
-		return nil, fail("missing host")
+		return badURL("missing host")
 	}
 	for i, h := range strings.Split(hostPart, ",") {
 		addr, err := hostPort(h)
 		if err != nil {
-			return nil, fail("the %s host is not HOST[:PORT] with a port from 1 to 65535; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
+			return badURL("the %s host is not HOST[:PORT] with a port from 1 to 65535; it is not shown, since it may hold a password (a USER:PASSWORD must end with '@')", storeurl.Ordinal(i+1))
 		}
 		c.endpoints = append(c.endpoints, addr)
 	}
+	return nil
+}
 
+// keyPrefix sets the key prefix from the path, DefaultPrefix when it is
+// empty.
+func (c *config) keyPrefix(path string) error {
 	c.prefix = DefaultPrefix
 	if p := strings.Trim(path, "/"); p != "" {
 		dec, err := url.PathUnescape(p)
 		if err != nil || !plainPrefix(dec) {
-			return nil, fail("bad key prefix (the path; not shown): use letters, digits, '.', '_', '-' and '/'")
+			return badURL("bad key prefix (the path; not shown): use letters, digits, '.', '_', '-' and '/'")
 		}
 		c.prefix = dec + "/"
 	}
+	return nil
+}
 
-	if tlsOn {
-		tc, err := storeurl.TLSConfig(q)
-		if err != nil {
-			return nil, fail("%v", err)
-		}
-		c.tls = tc
-	}
-
+// describe sets the display URL, with the password masked (hasUser: the URL
+// has user info), and the cluster for people.
+func (c *config) describe(scheme string, hasUser bool) {
 	disp := scheme + "://"
-	if userinfo != "" {
+	if hasUser {
 		disp += url.PathEscape(c.user) + ":xxxxx@"
 	}
 	disp += strings.Join(c.endpoints, ",")
@@ -145,7 +195,6 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	}
 	c.display = disp
 	c.where = "etcd at " + strings.Join(c.endpoints, ",")
-	return c, nil
 }
 
 // plainPrefix accepts a key prefix made of the lease-name alphabet, with no
