@@ -49,27 +49,26 @@ type target struct {
 }
 
 // parseURL parses a store URL without touching the network or the
-// environment. Its errors never quote the URL's query (a SAS).
+// environment. Its errors never quote the URL's query (a SAS). It works in
+// steps: the scheme and URL syntax, the query, the host and path (as the
+// scheme reads them), then the container name.
 func parseURL(raw string) (target, error) {
 	var t target
-	bad := func(format string, args ...any) (target, error) {
-		return target{}, storeerr.Config("bad azblob store URL: "+format, args...)
-	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return bad("want azblob://ACCOUNT/CONTAINER, azblob+https://HOST/CONTAINER or azblob:///CONTAINER")
+		return target{}, badURL("want azblob://ACCOUNT/CONTAINER, azblob+https://HOST/CONTAINER or azblob:///CONTAINER")
 	}
 	scheme = strings.ToLower(scheme)
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse quotes the whole input, SAS included: say less.
-		return bad("cannot parse it as a URL")
+		return target{}, badURL("cannot parse it as a URL")
 	}
 	if u.User != nil {
-		return bad("user or password in the URL is not supported; put the key in %s or use a SAS query", envKey)
+		return target{}, badURL("user or password in the URL is not supported; put the key in %s or use a SAS query", envKey)
 	}
 	if u.Fragment != "" {
-		return bad("unexpected #fragment")
+		return target{}, badURL("unexpected #fragment")
 	}
 	if err := t.parseQuery(u.RawQuery); err != nil {
 		return target{}, err
@@ -77,65 +76,89 @@ func parseURL(raw string) (target, error) {
 	segs := splitPath(u.Path)
 	switch scheme {
 	case "azblob":
-		if u.Host == "" {
-			// Short form: azblob:///CONTAINER or azblob://.
-			t.fromEnv = true
-			if len(segs) > 1 {
-				return bad("azblob:///CONTAINER takes one path element, got %d", len(segs))
-			}
-		} else {
-			if u.Port() != "" || !accountRE.MatchString(u.Host) {
-				return bad("azblob://ACCOUNT/CONTAINER: %s is not a storage account name (3-24 lowercase letters and digits); use azblob+https://HOST/CONTAINER for other endpoints", safeEcho(u.Host))
-			}
-			if len(segs) > 1 {
-				return bad("azblob://ACCOUNT/CONTAINER takes one path element, got %d", len(segs))
-			}
-			t.account = u.Host
-			t.serviceURL = "https://" + u.Host + ".blob.core.windows.net"
-		}
-		if len(segs) == 1 {
-			t.container = segs[0]
-		}
+		err = t.accountURL(u, segs)
 	case "azblob+https", "azblob+http":
-		if u.Hostname() == "" {
-			return bad("%s:// needs a host", scheme)
-		}
-		base := strings.TrimPrefix(scheme, "azblob+") + "://" + u.Host
-		// Path style (Azurite, IP endpoints): /ACCOUNT[/CONTAINER].
-		// Host style (ACCOUNT.blob.core.windows.net): [/CONTAINER].
-		host := u.Hostname()
-		pathStyle := len(segs) == 2 || host == "localhost" || net.ParseIP(host) != nil
-		switch {
-		case len(segs) > 2:
-			return bad("want /CONTAINER or /ACCOUNT/CONTAINER after the host, got %d path elements", len(segs))
-		case pathStyle && len(segs) == 0:
-			return bad("%s://%s needs the account in the path, e.g. /devstoreaccount1/CONTAINER", scheme, safeEcho(u.Host))
-		case pathStyle:
-			t.account = segs[0]
-			t.serviceURL = base + "/" + segs[0]
-			if len(segs) == 2 {
-				t.container = segs[1]
-			}
-		default:
-			t.account, _, _ = strings.Cut(host, ".")
-			t.serviceURL = base
-			if len(segs) == 1 {
-				t.container = segs[0]
-			}
-		}
-		if !accountRE.MatchString(t.account) {
-			return bad("%s is not a storage account name (3-24 lowercase letters and digits)", safeEcho(t.account))
-		}
+		err = t.endpointURL(scheme, u, segs)
 	default:
-		return bad("unknown scheme %s; want azblob, azblob+https or azblob+http", safeEcho(scheme))
+		err = badURL("unknown scheme %s; want azblob, azblob+https or azblob+http", safeEcho(scheme))
+	}
+	if err != nil {
+		return target{}, err
 	}
 	if t.container == "" {
 		t.container = DefaultContainer
 	}
 	if n := len(t.container); n < 3 || n > 63 || !containerRE.MatchString(t.container) {
-		return bad("%s is not a container name (3-63 lowercase letters, digits and single hyphens)", safeEcho(t.container))
+		return target{}, badURL("%s is not a container name (3-63 lowercase letters, digits and single hyphens)", safeEcho(t.container))
 	}
 	return t, nil
+}
+
+// badURL returns a store URL error; format and args must never carry a
+// credential.
+func badURL(format string, args ...any) error {
+	return storeerr.Config("bad azblob store URL: "+format, args...)
+}
+
+// accountURL reads an azblob:// URL's host and path segs: ACCOUNT/CONTAINER,
+// or the short form azblob:///CONTAINER, whose endpoint the environment
+// gives.
+func (t *target) accountURL(u *url.URL, segs []string) error {
+	if u.Host == "" {
+		// Short form: azblob:///CONTAINER or azblob://.
+		t.fromEnv = true
+		if len(segs) > 1 {
+			return badURL("azblob:///CONTAINER takes one path element, got %d", len(segs))
+		}
+	} else {
+		if u.Port() != "" || !accountRE.MatchString(u.Host) {
+			return badURL("azblob://ACCOUNT/CONTAINER: %s is not a storage account name (3-24 lowercase letters and digits); use azblob+https://HOST/CONTAINER for other endpoints", safeEcho(u.Host))
+		}
+		if len(segs) > 1 {
+			return badURL("azblob://ACCOUNT/CONTAINER takes one path element, got %d", len(segs))
+		}
+		t.account = u.Host
+		t.serviceURL = "https://" + u.Host + ".blob.core.windows.net"
+	}
+	if len(segs) == 1 {
+		t.container = segs[0]
+	}
+	return nil
+}
+
+// endpointURL reads an azblob+https:// or azblob+http:// URL's host and
+// path segs, path style (/ACCOUNT[/CONTAINER]) or host style ([/CONTAINER]).
+func (t *target) endpointURL(scheme string, u *url.URL, segs []string) error {
+	if u.Hostname() == "" {
+		return badURL("%s:// needs a host", scheme)
+	}
+	base := strings.TrimPrefix(scheme, "azblob+") + "://" + u.Host
+	// Path style (Azurite, IP endpoints): /ACCOUNT[/CONTAINER].
+	// Host style (ACCOUNT.blob.core.windows.net): [/CONTAINER].
+	host := u.Hostname()
+	pathStyle := len(segs) == 2 || host == "localhost" || net.ParseIP(host) != nil
+	switch {
+	case len(segs) > 2:
+		return badURL("want /CONTAINER or /ACCOUNT/CONTAINER after the host, got %d path elements", len(segs))
+	case pathStyle && len(segs) == 0:
+		return badURL("%s://%s needs the account in the path, e.g. /devstoreaccount1/CONTAINER", scheme, safeEcho(u.Host))
+	case pathStyle:
+		t.account = segs[0]
+		t.serviceURL = base + "/" + segs[0]
+		if len(segs) == 2 {
+			t.container = segs[1]
+		}
+	default:
+		t.account, _, _ = strings.Cut(host, ".")
+		t.serviceURL = base
+		if len(segs) == 1 {
+			t.container = segs[0]
+		}
+	}
+	if !accountRE.MatchString(t.account) {
+		return badURL("%s is not a storage account name (3-24 lowercase letters and digits)", safeEcho(t.account))
+	}
+	return nil
 }
 
 // parseQuery takes poll=DURATION out of the query; whatever is left must be
