@@ -233,7 +233,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("%s not started: %w", cfg.Args[0], context.Cause(ctx))
 	}
 	r := newRun(cfg)
-
 	sigs := cfg.Signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 16)
@@ -241,52 +240,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer signal.Stop(ch)
 		sigs = ch
 	}
-
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   cfg.Args,
-		Env:    cfg.Env,
-		Stdin:  r.stdin,
-		Stdout: orDefault(cfg.Stdout, os.Stdout),
-		Stderr: orDefault(cfg.Stderr, os.Stderr),
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
-	if cfg.Cgroup != nil && cfg.Cgroup.fd != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cfg.Cgroup.fd.Fd())
-	}
 	term := openTerminal()
 	defer term.close()
 	r.term = term
-	if term.prepareStart() {
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = term.fd
-	}
+	cmd := r.command(path, term)
 	r.notifyJobSignals()
 	defer signal.Stop(r.jobSigs)
 
-	started := make(chan error, 1)
-	exited := make(chan waitResult, 1)
-	states := make(chan childState)
-	// Owned by Run: it receives from started, then always from exited.
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread must outlive the child
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		if cfg.Guard != nil {
-			// At once, before anything else: until the guard knows the
-			// group, a SIGKILL of leaderrun would leave the tree to Pdeathsig.
-			_ = cfg.Guard.Arm(cmd.Process.Pid)
-		}
-		started <- nil
-		exited <- waitChild(cmd.Process.Pid, states)
-	}()
-	if err := <-started; err != nil {
+	exited, states, err := start(cmd, cfg.Guard)
+	if err != nil {
 		// The child may have made itself the foreground group before its
 		// exec failed.
 		if err := term.restore(-1, false); err != nil {
@@ -305,19 +267,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	w := r.supervise(ctx, exited, states, sigs)
 	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
-	if w.err == nil {
-		if w.status.Signaled() {
-			r.res.Signal = w.status.Signal()
-			r.res.Code = 128 + int(w.status.Signal())
-		} else {
-			r.res.Code = w.status.ExitStatus()
-		}
-	}
-	if r.res.Signal != 0 {
-		r.log.Debug("child exited", "code", r.res.Code, "signal", r.res.Signal)
-	} else {
-		r.log.Debug("child exited", "code", r.res.Code)
-	}
+	r.exitedWith(w)
 	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
 		term.logErr(r.log, err)
 	}
@@ -332,6 +282,78 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return r.res, fmt.Errorf("wait for %s: %w", cfg.Args[0], w.err)
 	}
 	return r.res, nil
+}
+
+// command is the child's exec.Cmd: a process group of its own, SIGKILL
+// when this thread dies, the cgroup and the terminal's foreground when
+// there are.
+func (r *run) command(path string, term *terminal) *exec.Cmd {
+	cfg := r.cfg
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   cfg.Args,
+		Env:    cfg.Env,
+		Stdin:  r.stdin,
+		Stdout: orDefault(cfg.Stdout, os.Stdout),
+		Stderr: orDefault(cfg.Stderr, os.Stderr),
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if cfg.Cgroup != nil && cfg.Cgroup.fd != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cfg.Cgroup.fd.Fd())
+	}
+	if term.prepareStart() {
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = term.fd
+	}
+	return cmd
+}
+
+// start starts cmd on a thread locked for the child's life (Pdeathsig is
+// per thread) and arms guard with its group at once: until the guard knows
+// the group, a SIGKILL of leaderrun would leave the tree to Pdeathsig. The
+// goroutine, owned by Run, then waits for the child: exited receives its
+// end, states its stops and continues.
+func start(cmd *exec.Cmd, guard *Guard) (<-chan waitResult, <-chan childState, error) {
+	started := make(chan error, 1)
+	exited := make(chan waitResult, 1)
+	states := make(chan childState)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread must outlive the child
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		if guard != nil {
+			_ = guard.Arm(cmd.Process.Pid)
+		}
+		started <- nil
+		exited <- waitChild(cmd.Process.Pid, states)
+	}()
+	if err := <-started; err != nil {
+		return nil, nil, err
+	}
+	return exited, states, nil
+}
+
+// exitedWith records how the child ended.
+func (r *run) exitedWith(w waitResult) {
+	if w.err == nil {
+		if w.status.Signaled() {
+			r.res.Signal = w.status.Signal()
+			r.res.Code = 128 + int(w.status.Signal())
+		} else {
+			r.res.Code = w.status.ExitStatus()
+		}
+	}
+	if r.res.Signal != 0 {
+		r.log.Debug("child exited", "code", r.res.Code, "signal", r.res.Signal)
+	} else {
+		r.log.Debug("child exited", "code", r.res.Code)
+	}
 }
 
 // run is the state of one Run call; only Run's goroutine touches it.
