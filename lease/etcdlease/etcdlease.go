@@ -301,7 +301,7 @@ func checkTTL(ttl time.Duration) error {
 // MinTTL up wraps lease.ErrConfig, before anything is sent.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
 	if req.ID == "" {
-		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
+		return nil, storeopt.ErrNoID
 	}
 	if err := checkTTL(req.TTL); err != nil {
 		return nil, err

@@ -307,11 +307,8 @@ func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 // req.ID after a lost answer succeeds while the lease is still ours (same
 // token, expiry restarted). req.TTL below MinTTL wraps lease.ErrConfig.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if req.ID == "" {
-		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
-	}
-	if req.TTL < MinTTL {
-		return nil, storeerr.Config("the PostgreSQL lease TTL %v is below the minimum %v", req.TTL, MinTTL)
+	if err := storeopt.CheckRequest(req.ID, req.TTL, "PostgreSQL", MinTTL); err != nil {
+		return nil, err
 	}
 	ttl := storeopt.Millis(req.TTL)
 	var (

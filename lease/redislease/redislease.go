@@ -75,7 +75,6 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
@@ -280,11 +279,8 @@ func parseToken(raw json.RawMessage) uint64 {
 // req.ID after a lost answer succeeds while the lease is still ours (and
 // restarts its TTL). req.TTL below MinTTL wraps lease.ErrConfig.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if req.ID == "" {
-		return nil, errors.New("acquire with an empty acquisition ID (a bug in the caller)")
-	}
-	if req.TTL < MinTTL {
-		return nil, storeerr.Config("the Redis lease TTL %v is below the minimum %v", req.TTL, MinTTL)
+	if err := storeopt.CheckRequest(req.ID, req.TTL, "Redis", MinTTL); err != nil {
+		return nil, err
 	}
 	ttl := storeopt.Millis(req.TTL)
 	since := time.Now().UTC().Format(time.RFC3339Nano)

@@ -1,15 +1,17 @@
-// Package storeopt holds the option handling the network stores
-// (redislease, etcdlease, pglease) share: the zero values of their Options
-// fields and the rounding of a lease TTL to the milliseconds a server
-// stores. Each store keeps its own exported Options type, documented with
-// what its fields mean there.
+// Package storeopt holds the option and request handling the network
+// stores (redislease, etcdlease, pglease) share: the zero values of their
+// Options (lease.OpenOptions) fields, the rounding of a lease TTL to the
+// milliseconds a server stores, and the checks that head TryAcquire.
 package storeopt
 
 import (
+	"errors"
 	"log/slog"
 	"math"
 	"os"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 )
 
 // Defaults returns callTimeout, getenv and log with their zero values
@@ -32,4 +34,21 @@ func Defaults(callTimeout, def time.Duration, getenv func(string) string, log *s
 // grants less than asked.
 func Millis(d time.Duration) int64 {
 	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+}
+
+// ErrNoID is returned for a request without an acquisition ID: with none,
+// two callers could each take the other's lease for their own retry.
+var ErrNoID = errors.New("acquire with an empty acquisition ID (a bug in the caller)")
+
+// CheckRequest refuses a request that the store's TryAcquire must never send:
+// one without an ID (ErrNoID), or one whose TTL is below minTTL (store names
+// the store in the message).
+func CheckRequest(id string, ttl time.Duration, store string, minTTL time.Duration) error {
+	if id == "" {
+		return ErrNoID
+	}
+	if ttl < minTTL {
+		return storeerr.Config("the %s lease TTL %v is below the minimum %v", store, ttl, minTTL)
+	}
+	return nil
 }
