@@ -124,6 +124,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -178,7 +179,7 @@ type Store struct {
 
 	// leaving tracks standbys' Leave calls still in flight (candidates.go);
 	// Close waits for them.
-	leaving leavingSet
+	leaving background.Group
 }
 
 // Open parses a store URL (see the package doc) and builds the client. It
@@ -271,7 +272,7 @@ func (s *Store) Limits() lease.Limits {
 // Close waits for the standby removals still in flight (each bounded by the
 // call timeout); the SDK's HTTP client is shared and needs no closing.
 func (s *Store) Close() error {
-	s.leaving.close()
+	s.leaving.Close()
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -98,45 +97,18 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 // lapses by itself.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
 	ctx = context.WithoutCancel(ctx)
-	s.leaving.do(func() {
+	leave := func() {
 		_, err := call(ctx, s, func(ctx context.Context) (blob.DeleteResponse, error) {
 			return s.cc.NewBlobClient(standbyPrefix(name)+id).Delete(ctx, nil)
 		})
 		if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			s.log.Debug("azblob: leaving the standbys failed; the registration lapses by itself", "name", name, "err", s.classify(ctx, "leave standbys of "+name, err, nil))
 		}
-	})
-	return nil
-}
-
-// leavingSet runs background removals and lets Close wait for them. After
-// close, do runs fn on the caller's goroutine.
-type leavingSet struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (l *leavingSet) do(fn func()) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		fn()
-		return
 	}
-	l.wg.Add(1)
-	l.mu.Unlock()
-	go func() {
-		defer l.wg.Done()
-		fn()
-	}()
-}
-
-func (l *leavingSet) close() {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	l.wg.Wait()
+	if !s.leaving.Go(leave) {
+		leave() // after Close: at once, as nothing would wait for it
+	}
+	return nil
 }
 
 // Candidates lists the live standbys and the holder in one listing.

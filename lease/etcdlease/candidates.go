@@ -194,18 +194,11 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 		})
 		return s.classify("leave standbys of "+name, err)
 	}
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgClosed {
-		return nil
-	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
+	s.bg.Go(func() {
 		if err := leave(context.WithoutCancel(ctx)); err != nil {
 			s.log.Debug("leaving the standbys failed; the registration lapses by itself", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 

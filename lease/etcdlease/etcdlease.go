@@ -80,6 +80,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -132,11 +133,9 @@ type Store struct {
 	token    string     // the current auth token (see auth.go)
 	loggedIn bool
 
-	plain    plainToTLS     // whether a plain URL names a TLS port (tls.go)
-	regs     registrations  // our standby keys (candidates.go)
-	bgMu     sync.Mutex     // guards bgClosed and bg.Add
-	bgClosed bool           // Close has begun: no new background work
-	bg       sync.WaitGroup // background Leaves, waited for by Close
+	plain plainToTLS       // whether a plain URL names a TLS port (tls.go)
+	regs  registrations    // our standby keys (candidates.go)
+	bg    background.Group // background Leaves, waited for by Close
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -466,10 +465,7 @@ func (s *Store) Limits() lease.Limits {
 // and waits for their goroutines. Leases from this store must not be used
 // afterwards. Close is idempotent.
 func (s *Store) Close() error {
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	s.bg.Wait()
+	s.bg.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -103,18 +103,11 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 		}
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.announcing.Add(1)
-	go func() {
-		defer s.announcing.Done()
+	s.bg.Go(func() {
 		if err := leave(context.WithoutCancel(ctx)); err != nil {
 			s.log.Debug("leaving the standbys failed; the registration lapses by itself", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -189,18 +182,11 @@ func (s *Store) announce(name string) {
 	if s.noChannel.Load() {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	s.announcing.Add(1)
-	go func() {
-		defer s.announcing.Done()
+	s.bg.Go(func() {
 		ctx, cancel := s.callCtx(context.Background())
 		defer cancel()
 		s.publishChanged(ctx, name)
-	}()
+	})
 }
 
 // publishChanged publishes on the changed channel, best effort.

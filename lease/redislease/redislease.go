@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 	"github.com/redis/go-redis/v9"
 )
@@ -138,9 +139,9 @@ type Store struct {
 	closed   bool
 	watchers map[string]*watcher
 	wg       sync.WaitGroup
-	// announcing counts the change announcements in flight (candidates.go);
-	// Close lets them finish.
-	announcing sync.WaitGroup
+	// bg runs the change announcements and standbys' Leaves in flight
+	// (candidates.go); Close waits for them.
+	bg background.Group
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -363,7 +364,7 @@ func (s *Store) Close() error {
 	ws := s.watchers
 	s.watchers = nil
 	s.mu.Unlock()
-	s.announcing.Wait() // each bounded by the call timeout
+	s.bg.Close() // each bounded by the call timeout
 	s.stop()
 	for _, w := range ws {
 		w.close()
