@@ -1,5 +1,8 @@
 // Package bloblease keeps leaderrun's leases in Azure Blob Storage (or
-// Azurite), using the service's native blob leases.
+// Azurite), using the service's native blob leases. Like every store
+// package it is named for what holds the lease (a blob lease); its URLs
+// use the name users know the service by, azblob:// (the Azure SDK's
+// package and azcopy's), as pglease's use postgres://.
 //
 // # Layout
 //
