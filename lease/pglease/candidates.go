@@ -124,6 +124,9 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 	if err == nil && missing {
 		holder, err = s.Status(ctx, name)
 	}
+	// A standby lists when it joins and then sleeps until its turn: it
+	// must not hold a connection meanwhile.
+	s.idle()
 	if err != nil {
 		return nil, nil, err
 	}
