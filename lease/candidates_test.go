@@ -31,48 +31,8 @@ func waitCandidates(t *testing.T, s lease.CandidateRegistry, name string, n int)
 	}
 }
 
-func TestAcquireHighestPriorityStandbyWins(t *testing.T) {
-	for round := range 10 {
-		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
-				Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: 50 * time.Millisecond}}
-			ctx := context.Background()
-			first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			won := make(chan string, 3)
-			var wg sync.WaitGroup
-			for _, p := range []int{0, 10, 5} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: fmt.Sprint("p", p), TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: p})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					won <- a.Lease.Info().Label
-					_ = a.Lease.Release(ctx)
-				}()
-			}
-			cs := waitCandidates(t, s, "j", 3)
-			if cs[0].Priority != 10 || cs[1].Priority != 5 || cs[2].Priority != 0 {
-				t.Fatalf("candidates not in takeover order: %+v", cs)
-			}
-			if err := first.Lease.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if got := <-won; got != "p10" {
-				t.Fatalf("%s took the lease first; want p10", got)
-			}
-			wg.Wait()
-			if cs, _, _ := s.Candidates(ctx, "j"); len(cs) != 0 {
-				t.Fatalf("candidates left behind: %+v", cs)
-			}
-		})
-	}
-}
+// Acquire's takeover by priority is checked on every store, and on the
+// in-memory registry, by leasetest.RunCandidates (HighestPriorityTakesOver).
 
 func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	step := 200 * time.Millisecond
