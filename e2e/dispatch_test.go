@@ -24,9 +24,13 @@ func TestDispatchMissingStoreProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := filepath.Join(dir, "ran")
+	empty := t.TempDir()
 	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob"} {
 		cmd := exec.Command(lone, "--store", scheme+"://user:SECRETPW@127.0.0.1:1/x", "--name", "d", "--", "touch", marker)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "NO_COLOR=1"}
+		// PATH holds no store program: TestDebPackage may have one in
+		// /usr/bin at this moment (the run is refused before COMMAND is
+		// looked up, so no PATH is needed for touch).
+		cmd.Env = []string{"PATH=" + empty, "HOME=" + dir, "NO_COLOR=1"}
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 125 {
