@@ -252,8 +252,9 @@ Exit codes: 0 after INT or TERM (or the change, with --once), 125 error
 (usage, configuration, the store unreachable at the start).
 Flags may come before or after NAME, and before "watch".`
 
-// Main runs leaderrun with args (args[0] is the program name) and returns its
-// exit code. It never calls os.Exit. When the process was started as
+// Main runs leaderrun with args (args[0] is the program name) and environ
+// (os.Environ form: its variables, and the child's environment, come from
+// it) and returns its exit code. It never calls os.Exit. When the process was started as
 // leaderrun's guard (runner.IsGuard), Main is the guard instead. stores are
 // the stores linked into the calling program besides the file store; a
 // --store URL of another known store is handed to its own program
