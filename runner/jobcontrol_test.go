@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -197,13 +198,20 @@ func TestOrphanedStop(t *testing.T) {
 					}
 				}
 			}()
+			// Wait closes the pipes, so it waits until both are read to the
+			// end: stderr by the reader above, stdout by the test below.
+			stdoutRead := make(chan struct{})
+			var readOnce sync.Once
+			doneReading := func() { readOnce.Do(func() { close(stdoutRead) }) }
 			waited := make(chan error, 1)
 			go func() {
-				<-readerDone // Wait closes the pipes
+				<-readerDone
+				<-stdoutRead
 				waited <- mini.Wait()
 			}()
 			t.Cleanup(func() {
 				mini.Process.Kill()
+				doneReading()
 				<-waited
 			})
 			stdout := bufio.NewReader(out)
@@ -232,6 +240,7 @@ func TestOrphanedStop(t *testing.T) {
 				}
 			}
 			rest, _ := stdout.ReadString(0) // EOF once the group is gone
+			doneReading()
 			var child []string
 			for _, l := range strings.Split(strings.TrimSpace(rest), "\n") {
 				if !strings.HasPrefix(l, "mini: ") {
