@@ -132,19 +132,27 @@ func (p *lr) begin(withStdin bool) io.WriteCloser {
 			t.Fatal(err)
 		}
 	}
-	out, err := p.cmd.StdoutPipe()
+	// An os.Pipe, not StdoutPipe: Wait would close StdoutPipe's read end
+	// when the process exits, losing what the test has not read yet. This
+	// read end stays open until the test ends, so the output can be read to
+	// EOF after the exit.
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.cmd.Stdout = w
 	p.stdout = bufio.NewReader(out)
-	if err := p.cmd.Start(); err != nil {
+	err = p.cmd.Start()
+	w.Close()
+	if err != nil {
+		out.Close()
 		t.Fatal(err)
 	}
 	go func() {
-		// Wait closes the stdout pipe once the process exits.
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
+	t.Cleanup(func() { out.Close() })
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
