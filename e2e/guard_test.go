@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/runner"
 )
 
@@ -486,11 +487,8 @@ func TestFrozenLeaderChildFinishedReportsLost(t *testing.T) {
 		t.Fatalf("child said %q", l)
 	}
 	waitStderr(t, first, `"event":"renewed"`, 10*time.Second)
-	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.cmd.Process.Signal(syscall.SIGCONT) })
-	in.Close() // the child finishes by itself while leaderrun is frozen
+	leasetest.Freeze(t, first.cmd.Process.Pid) // every thread, before the child may end
+	in.Close()                                 // the child finishes by itself while leaderrun is frozen
 	second := start(t, env, "--name", name, "--ttl", "2s", "--wait", "30s", "--", "sh", "-c", `echo "took $LEADERRUN_LEASE_TOKEN"`)
 	if l := second.line(); !strings.HasPrefix(l, "took ") {
 		t.Fatalf("second instance said %q", l)

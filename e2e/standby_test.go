@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // Standbys, preferred leaders and watch (issue 8 items 2-4), on every store.
@@ -282,10 +284,10 @@ func TestPriorityFrozenBetterStandby(t *testing.T) {
 			awaitEvent(t, w, "standby_joined p10", true)
 			p5 := standby(t, env, name, flags, "p5", 5, marks)
 			awaitEvent(t, w, "standby_joined p5", true)
-			if err := p10.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = p10.cmd.Process.Signal(syscall.SIGCONT) }()
+			// Frozen for certain: kill(2) only queues SIGSTOP, and another
+			// thread of p10 may still take the lease for a few milliseconds
+			// on a busy machine (seen under go test -parallel 4).
+			leasetest.Freeze(t, p10.cmd.Process.Pid)
 			released := time.Now()
 			release()
 			if c := leader.wait(); c != 0 {
@@ -305,9 +307,7 @@ func TestPriorityFrozenBetterStandby(t *testing.T) {
 			if took > st.delta+3*time.Second {
 				t.Fatalf("p5 took over %v after the release; want within about δ = %v", took, st.delta)
 			}
-			if err := p10.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
+			leasetest.Thaw(t, p10.cmd.Process.Pid)
 			if c := p10.wait(); c != 0 {
 				t.Fatalf("p10 exited %d after SIGCONT: %s", c, p10.stderr.String())
 			}
