@@ -527,6 +527,39 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 	}
 }
 
+// A standby lists the standbys when it joins, then sleeps until its turn:
+// the listing closes the query connection when the store holds no lease,
+// as a heartbeat does (30 standbys joining at once held 11-15 connections
+// before).
+func TestListingHoldsNoConnection(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_list_" + lease.NewID()[:8]
+	count := func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
+	name := "list-" + lease.NewID()[:8]
+	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
+	if _, err := s.Join(ctxT(t), name, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, err := s.Candidates(ctxT(t), name); err != nil || len(cs) != 1 {
+		t.Fatalf("Candidates = %v, %v; want the one standby", cs, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after its listing a standby holds %d connections; want none", count())
+		}
+		time.Sleep(10 * time.Millisecond) // no event for another session's end
+	}
+}
+
 // A server that ends idle sessions (idle_session_timeout, SQLSTATE 57P05)
 // costs a reconnect, never an error: the next renew, acquire and release
 // each run on a new connection, as after 57P01.
