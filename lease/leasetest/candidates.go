@@ -163,7 +163,11 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 	for round := range 3 {
 		s, r := registry(t, h)
 		n, ctx := name(t), ctxFor(t)
-		first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Label: "leader", TTL: h.TTL}, lease.AcquireOptions{})
+		// The leader's lease must outlast the three standbys' joining (it is
+		// never renewed here): with the store's shortest TTL, a loaded
+		// machine let it expire first, a standby took over, and the three
+		// were never listed together. It is released explicitly below.
+		first, err := lease.Acquire(ctx, s, lease.Request{Name: n, Label: "leader", TTL: max(h.TTL, time.Minute)}, lease.AcquireOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +188,7 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 				_ = a.Lease.Release(ctx)
 			}()
 		}
-		for {
+		for deadline := time.Now().Add(30 * time.Second); ; {
 			cs, _, err := r.Candidates(ctx, n)
 			if err != nil {
 				t.Fatal(err)
@@ -192,11 +196,14 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 			if len(cs) == 3 {
 				break
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d standbys listed after 30s; want 3: %+v", round, len(cs), cs)
+			}
 			time.Sleep(10 * time.Millisecond) // the standbys join from their own goroutines
 		}
-		// A short TTL may have run out already: the standbys then
-		// take over on expiry, in the same order.
-		_ = first.Lease.Release(ctx)
+		if err := first.Lease.Release(ctx); err != nil {
+			t.Fatalf("round %d: the leader's release: %v", round, err)
+		}
 		if got := <-won; got != "p10" {
 			t.Fatalf("round %d: %s took the lease first; want p10", round, got)
 		}
