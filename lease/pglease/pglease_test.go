@@ -72,6 +72,18 @@ func open(t *testing.T, raw string, o pglease.Options) *pglease.Store {
 
 // admin is a plain pgx connection, not the store: the "operator" that
 // deletes rows and creates roles behind the store's back.
+// sessions returns a function that counts the server's sessions whose
+// application_name is app, as op sees them in pg_stat_activity.
+func sessions(t *testing.T, op *pgx.Conn, app string) func() int {
+	return func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
 func admin(t *testing.T, raw string) *pgx.Conn {
 	t.Helper()
 	c, err := pgx.Connect(ctxT(t), raw)
@@ -413,13 +425,7 @@ func TestConnections(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
 	app := "lr_conns_" + lease.NewID()[:8]
-	count := func() int {
-		var n int
-		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := sessions(t, op, app)
 	// awaitCount polls pg_stat_activity (there is no event for another
 	// session's start or end) until it shows want connections.
 	awaitCount := func(want int) {
@@ -486,13 +492,7 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
 	app := "lr_poll_" + lease.NewID()[:8]
-	count := func() int {
-		var n int
-		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := sessions(t, op, app)
 	a := open(t, raw, pglease.Options{})
 	b := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
 	name := "poll-" + lease.NewID()[:8]
@@ -535,13 +535,7 @@ func TestListingHoldsNoConnection(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
 	app := "lr_list_" + lease.NewID()[:8]
-	count := func() int {
-		var n int
-		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := sessions(t, op, app)
 	s := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
 	name := "list-" + lease.NewID()[:8]
 	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
