@@ -9,9 +9,9 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// TestRunHistoryCompacted: many runs with a small keep: readers see exactly
-// the newest keep runs, each with its end, and the blob is compacted so it
-// never holds more than about twice keep runs' lines.
+// TestRunHistoryCompacted: many runs with a small keep: readers see the
+// newest runs, each with its end, and the blob is compacted so it never
+// holds more than keep runs and slack runs' lines.
 func TestRunHistoryCompacted(t *testing.T) {
 	t.Parallel()
 	ep := azurite(t)
@@ -41,12 +41,14 @@ func TestRunHistoryCompacted(t *testing.T) {
 		dl.Body.Close()
 		maxLines = max(maxLines, lines)
 	}
-	if bound := 2*(keep+slack(keep)) + keep + 1; maxLines > bound {
+	if bound := keep + 2*(slack(keep)+1); maxLines > bound {
 		t.Fatalf("the blob grew to %d lines; compaction should keep it at most %d", maxLines, bound)
 	}
+	// Readers see every valid run the blob still holds (a writer's keep
+	// trims only at compaction): at least the newest keep, newest first.
 	got, err := s.Runs(ctx, "compact", 0)
-	if err != nil || len(got) != keep {
-		t.Fatalf("Runs = %d runs, %v; want the newest %d", len(got), err, keep)
+	if err != nil || len(got) < keep || len(got) > keep+slack(keep)+1 {
+		t.Fatalf("Runs = %d runs, %v; want %d to %d", len(got), err, keep, keep+slack(keep)+1)
 	}
 	for i, r := range got {
 		if want := uint64(runs - i); r.Token != want || !r.Ended() {
