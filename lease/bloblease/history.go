@@ -22,7 +22,9 @@ import (
 )
 
 // Run history (lease.History) is one append blob per lease name, NAME.runs
-// beside NAME.lease, holding one JSON lease.Run a line. Every record is one
+// beside NAME.lease, holding one JSON lease.Run a line (each appended with a
+// newline before it too, so that a line left open by another writer cannot
+// swallow it). Every record is one
 // Append Block (one round trip): a run's start, then its end, which
 // supersedes the start when read (the record of a token with an end wins).
 // Readers read the blob from its end, in chunks, down to the runs they need:
@@ -78,7 +80,9 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	// A newline before the record too: an append that did not end its line
+	// (junk, a cut write) must not swallow it.
+	b = append(append([]byte{'\n'}, b...), '\n')
 	ac := s.cc.NewAppendBlobClient(runsBlobName(r.Name))
 	appendRun := func(ctx context.Context) (appendblob.AppendBlockResponse, error) {
 		return ac.AppendBlock(ctx, streaming.NopCloser(bytes.NewReader(b)), nil)
