@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,7 +51,8 @@ type Run struct {
 	// Outcome is how the run ended; empty while no end was written.
 	Outcome Outcome `json:"outcome,omitempty"`
 	// ExitCode is leaderrun's exit code for the run (the child's own code,
-	// 128+N for signal N, 123, 124); meaningless while End is zero.
+	// 128+N for signal N, 123, 124); meaningless while End is zero, and
+	// written as null then (see MarshalJSON).
 	ExitCode int `json:"exit_code"`
 	// Signal names the signal that killed the child (SIGTERM), if any.
 	Signal string `json:"signal,omitempty"`
@@ -60,6 +62,22 @@ type Run struct {
 
 // Ended reports whether the run's end was written.
 func (r Run) Ended() bool { return !r.End.IsZero() }
+
+// MarshalJSON writes r with "exit_code":null while no end was written: a
+// run without an end has no exit code, and a script that tests exit_code
+// == 0 must not count it a success. (Reading null back gives 0.) A type that
+// embeds Run gets this method too: give it its own.
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run // without this method
+	v := struct {
+		plain
+		ExitCode *int `json:"exit_code"`
+	}{plain: plain(r)}
+	if r.Ended() {
+		v.ExitCode = &r.ExitCode
+	}
+	return json.Marshal(v)
+}
 
 // DefaultHistoryKeep is how many runs per lease name a store keeps when
 // the caller does not say.
