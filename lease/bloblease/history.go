@@ -201,9 +201,10 @@ func (s *Store) readRuns(ctx context.Context, name string, want int) ([]lease.Ru
 	}
 	tr := tailReader{b: lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}, tokens: map[uint64]bool{}}
 	size := *props.ContentLength
+	buf := make([]byte, runsChunk, runsChunk+maxRunLine+1) // room for the tail: see tailReader.add
 	for pos := size; pos > 0 && size-pos < maxRunsRead && len(tr.tokens) < want; {
 		off := max(0, pos-runsChunk)
-		chunk, err := s.readRange(ctx, bc, off, pos-off)
+		chunk, err := s.readRange(ctx, bc, off, buf[:pos-off])
 		if err != nil {
 			return nil, nil, s.classify(ctx, "read the run history of "+name, err, nil)
 		}
@@ -213,22 +214,21 @@ func (s *Store) readRuns(ctx context.Context, name string, want int) ([]lease.Ru
 	return lease.NewestRuns(tr.runs, tr.b, want), props.ETag, nil
 }
 
-// readRange reads count bytes from off. An append since the read began
-// changes nothing below the size read; a compaction re-creates the blob,
-// and a range it no longer has is an error (a range it has again holds
-// records just the same).
-func (s *Store) readRange(ctx context.Context, bc *blob.Client, off, count int64) ([]byte, error) {
+// readRange fills buf with the bytes from off. An append since the read
+// began changes nothing below the size read; a compaction re-creates the
+// blob, and a range it no longer has is an error (a range it has again
+// holds records just the same).
+func (s *Store) readRange(ctx context.Context, bc *blob.Client, off int64, buf []byte) ([]byte, error) {
 	return call(ctx, s, func(ctx context.Context) ([]byte, error) {
-		dl, err := bc.DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off, Count: count}})
+		dl, err := bc.DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off, Count: int64(len(buf))}})
 		if err != nil {
 			return nil, err
 		}
 		defer dl.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(dl.Body, count))
-		if err == nil && int64(len(b)) != count {
-			err = fmt.Errorf("read %d bytes of the %d at %d: the blob was re-created", len(b), count, off)
+		if n, err := io.ReadFull(dl.Body, buf); err != nil {
+			return nil, fmt.Errorf("read %d bytes of the %d at %d (the blob was re-created?): %w", n, len(buf), off, err)
 		}
-		return b, err
+		return buf, nil
 	})
 }
 
@@ -243,7 +243,8 @@ type tailReader struct {
 }
 
 // add parses chunk, which ends where the previous chunk (if any) began;
-// first says it is the blob's first chunk.
+// first says it is the blob's first chunk. The tail is appended to chunk:
+// give it the capacity (at most maxRunLine+1 more) to spare an allocation.
 func (t *tailReader) add(chunk []byte, first bool) {
 	if t.skip {
 		i := bytes.LastIndexByte(chunk, '\n')

@@ -66,7 +66,8 @@ func TestRunHistoryCompacted(t *testing.T) {
 // TestRunHistoryJunkAppends: six 4 MiB appends of junk (no newline: one
 // 24 MiB line) between runs: readers still see the runs after the junk and
 // the ones before it, a read of the newest run reads only the blob's end
-// (it allocates a small fraction of the blob), and the next start compacts
+// (it allocates a small fraction of the blob), a read of all holds about one
+// chunk at a time (it allocates less than half the blob), and the next start compacts
 // the blob by its size, junk gone, runs kept.
 func TestRunHistoryJunkAppends(t *testing.T) {
 	t.Parallel()
@@ -104,12 +105,21 @@ func TestRunHistoryJunkAppends(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Token != base+2 {
 		t.Fatalf("Runs(1) after the junk = %+v, %v; want the run after it", got, err)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+	alloc := after.TotalAlloc - before.TotalAlloc
+	if alloc > 4<<20 {
 		t.Errorf("Runs(1) allocated %d bytes of a %d-byte blob: it should read the end only", alloc, 6*len(junk))
 	}
-	if got, err := s.Runs(ctx, name, 0); err != nil || len(got) != 2 || got[1].Token != base+1 {
+	t.Logf("Runs(1) allocated %d KiB reading a %d MiB blob", alloc>>10, 6*len(junk)>>20)
+	runtime.ReadMemStats(&before)
+	got, err = s.Runs(ctx, name, 0)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(got) != 2 || got[1].Token != base+1 {
 		t.Fatalf("Runs(0) = %+v, %v; want both runs, the one before the junk too", got, err)
 	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 12<<20 {
+		t.Errorf("Runs(0) allocated %d MiB going through a 24 MiB blob: it should hold about one chunk at a time", alloc>>20)
+	}
+	t.Logf("Runs(0) allocated %d KiB in all, going through the whole blob", (after.TotalAlloc-before.TotalAlloc)>>10)
 	record(3, false) // a start: the blob is far beyond its size bound
 	props, err := s.cc.NewBlobClient(runsBlobName(name)).GetProperties(ctx, nil)
 	if err != nil {
