@@ -152,8 +152,11 @@ var ErrBadRun = errors.New("not a valid run record")
 // minted (file, Redis, Azure), so that a token from the future is refused
 // too.
 type RunBounds struct {
-	Name        string
-	Now         time.Time
+	// Name is the lease whose history it is.
+	Name string
+	// Now is the clock the records are judged at.
+	Now time.Time
+	// ClockTokens: the store's tokens count its clock's microseconds.
 	ClockTokens bool
 }
 
