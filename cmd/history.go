@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,7 +26,8 @@ const ExitCheckMissed = 2
 
 // runRecord writes the run history of one acquisition, best effort: the
 // start while the child starts, the end once the lease is released. A
-// failed write is a warning; it never changes the run's exit code.
+// failed write is a warning, one per run (with or without -v); it never
+// changes the run's exit code.
 type runRecord struct {
 	h       lease.History // nil: the store keeps no history, or --history-keep 0
 	run     lease.Run
@@ -35,6 +35,7 @@ type runRecord struct {
 	timeout time.Duration
 	log     *slog.Logger
 	started chan struct{} // closed when the start write is done; nil if none began
+	warned  bool          // a failed write was warned about (the end write follows the start's)
 }
 
 // newRunRecord prepares the record of the acquisition info.
@@ -85,15 +86,23 @@ func (r *runRecord) write(run lease.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	if err := r.h.RecordRun(ctx, run, r.keep); err != nil {
-		// A store that refuses it (a Redis ACL without the sorted set
-		// commands, a read-only SAS) refuses it every run: said at -v only.
+		// Once per run, whatever the cause: a store that refuses it (a role
+		// without a grant on the runs table, a Redis ACL without the sorted
+		// set commands, a read-only SAS) refuses it every run, and silence
+		// would let the history stop unnoticed; an outage passes. Either
+		// way the run is missing from the history, which is what a reader
+		// of check's answer needs to know.
 		level := slog.LevelWarn
-		if errors.Is(err, lease.ErrConfig) {
+		if r.warned {
 			level = slog.LevelDebug
 		}
-		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written (--history-keep 0 turns it off): "+err.Error(), "event", "history_not_written")
+		r.warned = true
+		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written ("+historyMissing+"): "+err.Error(), "event", "history_not_written")
 	}
 }
+
+// historyMissing is what a failed history write means for the run.
+const historyMissing = "leaderrun check may report MISSED for this run"
 
 // notStarted records a run whose lease was taken but whose child never
 // started, and returns o.
@@ -188,8 +197,11 @@ was sent INT or TERM while the command ran), not-started (the lease was taken
 but the command never started), running, or "no end recorded": leaderrun died
 (SIGKILL, a crash, a power cut) before it could write the end. --json prints
 an array of {"name","holder","token","start","end","outcome","exit_code",
-"signal","version","running"} instead. The store keeps the last 100 runs per
-name (--history-keep of the run changes it).
+"signal","version","running"} instead ("exit_code" is null for a run without
+an end). The store keeps the last 100 runs per name: each run trims to its
+own --history-keep, so the smallest one in use wins (give every host the
+same). Entries that are not records leaderrun wrote (another program's,
+or dated more than 5 minutes ahead of this host's clock) are not shown.
 Exit codes: 0, 125 error (usage, configuration, store, a store that keeps no
 history).
 Flags may come before or after NAME, and before "history".`
@@ -204,8 +216,9 @@ system's command check, or a timer that alerts:
 A run that is still going counts for --ran-within, not for --succeeded; a run
 whose lease was taken but whose command never started does not count, and
 neither do instances that found the lease taken (75) or a --hold-at-least
-slot already used. --json prints {"name","ok","ran_within_ms","succeeded",
-"match","last_run"} instead.
+slot already used, nor records dated more than 5 minutes ahead of this
+host's clock. --json prints {"name","ok","ran_within_ms","succeeded",
+"match","last_run"} instead (runs as in history --json).
 Exit codes: 0 a run was found, 2 none was, 125 error (usage, configuration,
 store, a store that keeps no history).
 Flags may come before or after NAME, and before "check".`
@@ -236,6 +249,16 @@ type runJSON struct {
 	lease.Run
 	// Running is true for the current holder's run.
 	Running bool `json:"running,omitempty"`
+}
+
+// MarshalJSON writes the run as lease.Run does (exit_code null without an
+// end), with "running" when it is.
+func (r runJSON) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Run)
+	if err != nil || !r.Running {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"running":true}`...), nil
 }
 
 // readRuns reads up to limit runs and the token of the current holder (0
@@ -343,9 +366,9 @@ func runResult(r lease.Run, running bool) string {
 	case !r.Ended():
 		return "no end recorded (leaderrun was killed, or is still running)"
 	}
-	s := fmt.Sprintf("%s (exit %d", r.Outcome, r.ExitCode)
+	s := fmt.Sprintf("%s (exit %d", printable(string(r.Outcome)), r.ExitCode)
 	if r.Signal != "" {
-		s += ", " + r.Signal
+		s += ", " + printable(r.Signal)
 	}
 	return s + ")"
 }
@@ -397,8 +420,11 @@ type checkJSON struct {
 // name started within --ran-within, else ExitCheckMissed.
 func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
 	within := c.Duration("ran-within")
-	if !c.IsSet("ran-within") || within <= 0 {
+	if !c.IsSet("ran-within") {
 		return classify(usagef("check needs --ran-within DURATION, such as 25h for a daily job"))
+	}
+	if within <= 0 {
+		return classify(usagef("--ran-within %v: want a duration above zero, such as 25h for a daily job", within))
 	}
 	succeeded := c.Bool("succeeded")
 	store, h, err := openHistory(ctx, c, name, e, log)
@@ -416,7 +442,10 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	out := checkJSON{Name: name, RanWithinMS: within.Milliseconds(), Succeeded: succeeded}
 	var last *lease.Run
 	for i, r := range runs {
-		if r.Outcome == lease.OutcomeNotStarted {
+		// A run counts from now − within to now + the clock skew a store's
+		// records may have (stores already drop those beyond it): a start
+		// further ahead is no run, and never "0s ago" for ever.
+		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
 			continue
 		}
 		if last == nil {

@@ -1,8 +1,11 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,5 +132,106 @@ func TestRunRecord(t *testing.T) {
 	off.end(lease.OutcomeOK, 0, 0)
 	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) != 2 {
 		t.Fatalf("--history-keep 0 wrote: %+v, %v", runs, err)
+	}
+}
+
+// Outcome and signal come from the store: what a terminal would interpret
+// is escaped in history's line, status's last run and check's line.
+func TestRunTextsEscaped(t *testing.T) {
+	now := time.Now()
+	r := lease.Run{Label: "h\u202eevil", Start: now.Add(-time.Minute), End: now, Outcome: "ok\x1b]0;title\a", ExitCode: 1, Signal: "SIG\x1b[2J"}
+	for what, s := range map[string]string{
+		"history": runLine(r, false, now),
+		"status":  lastRunText(r, now),
+		"check":   checkRunText(r, 0, now),
+	} {
+		if strings.ContainsAny(s, "\x1b\a\u202e") || !strings.Contains(s, `ok\x1b]0;title\x07`) || !strings.Contains(s, `SIG\x1b[2J`) || !strings.Contains(s, `h\u202eevil`) {
+			t.Errorf("%s: %q; want the store's text escaped", what, s)
+		}
+	}
+}
+
+// check --ran-within 0s names the value it refuses, not a missing flag.
+func TestCheckRanWithinZero(t *testing.T) {
+	code, out, errOut := runCapture(t, "check", "--store", "file://"+t.TempDir(), "--ran-within", "0s", "job")
+	if code != ExitFailure || out != "" || !strings.Contains(errOut, "--ran-within 0s: want a duration above zero") || strings.Contains(errOut, "needs") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 125 and the value refused", code, out, errOut)
+	}
+}
+
+// A run without an end has no exit code: null in history --json and in
+// check --json, 0 once the end is written.
+func TestNoEndNoExitCode(t *testing.T) {
+	dir := t.TempDir()
+	store, err := filelease.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r := lease.Run{Name: "job", Label: "h", Token: uint64(time.Now().Add(-time.Minute).UnixMicro()), Start: time.Now().Add(-time.Minute).UTC()}
+	if err := store.RecordRun(context.Background(), r, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"history", "--store", "file://" + dir, "--json", "job"},
+		{"check", "--store", "file://" + dir, "--json", "--ran-within", "1h", "job"},
+	} {
+		code, out, errOut := runCapture(t, args...)
+		if code != 0 || !strings.Contains(out, `"exit_code":null`) || strings.Contains(out, `"exit_code":0`) {
+			t.Errorf("%v: exit %d, stdout %s, stderr %s; want exit_code null", args, code, out, errOut)
+		}
+	}
+	r.End, r.Outcome = time.Now().UTC(), lease.OutcomeOK
+	if err := store.RecordRun(context.Background(), r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runCapture(t, "history", "--store", "file://"+dir, "--json", "job"); code != 0 || !strings.Contains(out, `"exit_code":0`) {
+		t.Errorf("after the end: exit %d, stdout %s; want exit_code 0", code, out)
+	}
+}
+
+// A record that starts in 2099 is no run: check says MISSED, not "started
+// 0s ago", and history does not show it.
+func TestCheckFutureStart(t *testing.T) {
+	dir := t.TempDir()
+	store, err := filelease.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	start := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := lease.Run{Name: "job", Label: "h", Token: 42, Start: start, End: start.Add(time.Minute), Outcome: lease.OutcomeOK}
+	if err := store.RecordRun(context.Background(), r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCapture(t, "check", "--store", "file://"+dir, "--ran-within", "1h", "--succeeded", "job"); code != ExitCheckMissed || !strings.HasPrefix(out, "MISSED") {
+		t.Errorf("check: exit %d, stdout %q, stderr %q; want MISSED (2)", code, out, errOut)
+	}
+	if code, out, _ := runCapture(t, "history", "--store", "file://"+dir, "job"); code != 0 || strings.Contains(out, "2099") {
+		t.Errorf("history: exit %d, stdout %q; want no run", code, out)
+	}
+}
+
+// A history that cannot be written (here NAME.runs is a directory) gets one
+// warning a run, without -v, that says what it means for check and does not
+// advise turning history off.
+func TestHistoryNotWrittenWarnsOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "job.runs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store, err := filelease.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rec := newRunRecord(store, 5, lease.Holder{Name: "job", Label: "h", Token: 41, Since: time.Now()}, time.Second, log)
+	rec.start()
+	rec.end(lease.OutcomeOK, 0, 0)
+	out := buf.String()
+	if strings.Count(out, "level=WARN") != 1 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "check may report MISSED for this run") || strings.Contains(out, "turns it off") {
+		t.Fatalf("log:\n%s\nwant one warning that check may report MISSED", out)
 	}
 }

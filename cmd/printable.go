@@ -25,14 +25,16 @@ func checkPrintable(s string) error {
 
 // printable returns s with what a terminal could interpret escaped: each
 // control character and each byte of invalid UTF-8 as \xNN (a backslash
-// itself as \\, so the escaping cannot be forged). Text read back from a
+// itself as \\, so the escaping cannot be forged), and the characters that
+// reorder or break the text around them (bidi controls such as U+202E, the
+// line and paragraph separators U+2028 and U+2029) as \uNNNN. Text read back from a
 // store (holder labels in lock files, candidate records written by other
 // users, Redis records, etcd keys) goes through it before it is printed,
 // whatever checkPrintable let in when it was written.
 func printable(s string) string {
 	clean := utf8.ValidString(s)
 	for _, r := range s {
-		if unicode.IsControl(r) || r == '\\' {
+		if unicode.IsControl(r) || r == '\\' || reorders(r) {
 			clean = false
 			break
 		}
@@ -48,7 +50,7 @@ func printable(s string) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\\':
 			b.WriteString(`\\`)
-		case unicode.IsControl(r):
+		case unicode.IsControl(r) || reorders(r):
 			if r < 0x100 {
 				fmt.Fprintf(&b, `\x%02x`, r)
 			} else {
@@ -60,4 +62,11 @@ func printable(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// reorders reports whether r changes how the text around it is laid out:
+// a bidi control (U+202E turns what follows around) or a line or paragraph
+// separator.
+func reorders(r rune) bool {
+	return unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }

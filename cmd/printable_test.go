@@ -23,7 +23,10 @@ func TestPrintable(t *testing.T) {
 		"bad\xffutf8":         `bad\xffutf8`,
 		`back\slash`:          `back\\slash`,
 		"nl\nand\rcr":         `nl\x0aand\x0dcr`,
-		"line\u2028separator": "line\u2028separator",
+		"line\u2028separator": `line\u2028separator`,
+		"para\u2029graph":     `para\u2029graph`,
+		"bidi\u202eevil":      `bidi\u202eevil`,
+		"isolate\u2066x":      `isolate\u2066x`,
 	} {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q; want %q", in, got, want)

@@ -191,6 +191,10 @@ func testRunHistory(t *testing.T, env []string, name, killTTL string, breakLease
 	if runs[0].Token != killed {
 		t.Fatalf("newest run has token %d; want the killed one's %d", runs[0].Token, killed)
 	}
+	// A run without an end has no exit code: null, never 0.
+	if code, out, _ := leaderOut(t, env, "history", "--json", "--limit", "1", name); code != 0 || !strings.Contains(out, `"exit_code":null`) {
+		t.Fatalf("history --json of the killed run: exit %d, %s; want exit_code null", code, out)
+	}
 
 	// Text forms.
 	code, out, _ := leaderOut(t, env, "history", "--limit", "2", name)
@@ -353,5 +357,20 @@ func TestFileSharedDirectoryHistory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A run whose history cannot be written (NAME.runs is a directory: as a
+// role without a grant on the runs table, it fails every run) exits as its
+// child did and says so in one line, without -v: check may report MISSED.
+func TestHistoryNotWrittenWarns(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "nohist.runs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, "--name", "nohist", "--", "true")
+	if n := strings.Count(stderr, "run history of lease nohist not written"); code != 0 || n != 1 ||
+		!strings.Contains(stderr, "check may report MISSED for this run") || strings.Contains(stderr, "turns it off") {
+		t.Fatalf("exit %d, stderr %q; want 0 and one warning that check may report MISSED", code, stderr)
 	}
 }

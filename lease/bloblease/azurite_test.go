@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -78,9 +79,18 @@ func TestConformance(t *testing.T) {
 	ep := azurite(t)
 	cont := freshContainer()
 	leasetest.Run(t, leasetest.Harness{
-		Open:  func(t *testing.T) lease.Store { return openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second}) },
-		TTL:   15 * time.Second,
-		Break: breakLease,
+		Open:         func(t *testing.T) lease.Store { return openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second}) },
+		TTL:          15 * time.Second,
+		Break:        breakLease,
+		TrimsAtStart: true,
+		PutRunEntry: func(t *testing.T, name string, _ uint64, value []byte) {
+			s := openAzurite(t, ep, cont, Options{CallTimeout: 5 * time.Second})
+			defer s.Close()
+			ac := s.cc.NewAppendBlobClient(runsBlobName(name))
+			if _, err := ac.AppendBlock(context.Background(), streaming.NopCloser(bytes.NewReader(append(value, '\n'))), nil); err != nil {
+				t.Fatalf("AppendBlock: %v", err)
+			}
+		},
 	})
 }
 

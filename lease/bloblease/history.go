@@ -1,13 +1,15 @@
 package bloblease
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -20,48 +22,67 @@ import (
 )
 
 // Run history (lease.History) is one append blob per lease name, NAME.runs
-// beside NAME.lease, holding one JSON record a line: a lease.Run and the
-// keep its writer asked for. Every record is one Append Block (one round
-// trip): a run's start, then its end, which supersedes the start when read
-// (the record of a token with an end wins). Readers apply the keep of the
-// last line: they see the newest keep runs exactly. The blob itself is
-// compacted by the writer of a start record that finds it holding more
-// blocks than 2·(keep + keep/10 + 1): it reads the blob, re-creates it
-// empty on the condition that nothing was appended since (If-Match on the
-// ETag: a concurrent append makes it give up until a later start), and
-// appends the newest keep runs in one block. So the blob stays below about
-// twice keep runs, a run's end costs one round trip, and compaction, off the
-// release path, comes once every keep runs or so. A compaction that fails
-// between the re-creation and its append loses the history (best effort,
-// as every history write).
+// beside NAME.lease, holding one JSON lease.Run a line (each appended with a
+// newline before it too, so that a line left open by another writer cannot
+// swallow it). Every record is one
+// Append Block (one round trip): a run's start, then its end, which
+// supersedes the start when read (the record of a token with an end wins).
+// Readers read the blob from its end, in chunks, down to the runs they need:
+// what was appended last is seen first, and junk appended before the newer
+// runs cannot hide them. A line that is not a valid record (lease.CheckRun:
+// written by hand, forged with a token from the future, another program's,
+// or longer than a record can be) is skipped and never counts. A keep in a
+// line (older versions wrote the writer's keep there) is ignored: readers
+// show every valid run they find, and only a writer's own keep trims.
+//
+// The blob is compacted by the writer of a start record that finds it
+// holding more blocks than 2·slack + 1 (slack = keep/10 + 1; compaction
+// leaves one block, each run then adds two: start and end), or more bytes
+// than 2·(keep + slack) records can take (1 KiB each at most: junk grows it
+// this way): it
+// reads the blob from the end, re-creates it empty on the condition that
+// nothing was appended since (If-Match on the ETag: a concurrent append
+// makes it give up until a later start), and appends the newest keep valid
+// runs in one block. So readers see from keep to keep + slack + 1 runs (the
+// trim comes at a start record, not at each write), a run's end costs one
+// round trip, and compaction, off the release path, comes once every slack
+// runs (a read and two writes of a blob of about keep runs). A compaction that fails between the
+// re-creation and its append loses the history (best effort, as every
+// history write).
 
 var _ lease.History = (*Store)(nil)
 
-// maxRunsBlob bounds what Runs reads: MaxHistoryKeep runs of well under
-// 1 KiB each, with room for the slack.
-const maxRunsBlob = 2 * lease.MaxHistoryKeep << 10
+// maxRunsRead bounds how much of a blob a read goes through from its end
+// (junk included) before it stops; memory stays about one chunk whatever
+// the blob holds.
+const maxRunsRead = 64 << 20
+
+// runsChunk is how much one ranged read takes.
+const runsChunk = 256 << 10
+
+// maxRunLine bounds a line: a record is well under 1 KiB (lease.CheckRun
+// bounds its fields); a longer line is junk and skipped unread.
+const maxRunLine = 16 << 10
+
+// recordBytes is what compaction allows a record, for the size bound.
+const recordBytes = 1 << 10
 
 func runsBlobName(name string) string { return name + ".runs" }
 
 // slack is how many runs beyond keep the blob may gain before compaction.
 func slack(keep int) int { return keep/10 + 1 }
 
-// runLine is one line of the blob.
-type runLine struct {
-	lease.Run
-	// Keep is the writer's keep (lease.HistoryKeep).
-	Keep int `json:"keep"`
-}
-
 // RecordRun appends r to the history of r.Name (see lease.History),
 // creating the container and the blob on first use.
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	keep = lease.HistoryKeep(keep)
-	b, err := json.Marshal(runLine{Run: r, Keep: keep})
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	// A newline before the record too: an append that did not end its line
+	// (junk, a cut write) must not swallow it.
+	b = append(append([]byte{'\n'}, b...), '\n')
 	ac := s.cc.NewAppendBlobClient(runsBlobName(r.Name))
 	appendRun := func(ctx context.Context) (appendblob.AppendBlockResponse, error) {
 		return ac.AppendBlock(ctx, streaming.NopCloser(bytes.NewReader(b)), nil)
@@ -76,13 +97,28 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err != nil {
 		return s.classify(ctx, "record run of "+r.Name, err, nil)
 	}
-	// Two blocks a run (start and end).
-	if !r.Ended() && resp.BlobCommittedBlockCount != nil && int(*resp.BlobCommittedBlockCount) > 2*(keep+slack(keep)) {
+	if !r.Ended() && overgrown(resp, len(b), keep) {
 		if err := s.compactRuns(ctx, r.Name, ac, keep); err != nil {
 			s.log.Debug("azblob: run history not compacted", "name", r.Name, "err", err)
 		}
 	}
 	return nil
+}
+
+// overgrown reports whether the blob, after the append that resp answers
+// (of n bytes), holds more than 2·slack + 1 blocks (one from the last
+// compaction, two a run since) or more bytes than 2·(keep + slack) records
+// take.
+func overgrown(resp appendblob.AppendBlockResponse, n, keep int) bool {
+	if resp.BlobCommittedBlockCount != nil && int(*resp.BlobCommittedBlockCount) > 2*slack(keep)+1 {
+		return true
+	}
+	limit := 2 * (keep + slack(keep))
+	if resp.BlobAppendOffset == nil {
+		return false
+	}
+	off, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
+	return err == nil && off+int64(n) > int64(limit)*recordBytes
 }
 
 // createRuns creates the empty append blob (and the container when
@@ -106,17 +142,17 @@ func (s *Store) createRuns(ctx context.Context, name string, ac *appendblob.Clie
 	return nil
 }
 
-// compactRuns rewrites the history of name with its newest keep runs,
-// unless a record was appended after it read the blob.
+// compactRuns rewrites the history of name with its newest keep valid
+// runs, unless a record was appended after it read the blob.
 func (s *Store) compactRuns(ctx context.Context, name string, ac *appendblob.Client, keep int) error {
-	runs, etag, err := s.readRuns(ctx, name)
+	runs, etag, err := s.readRuns(ctx, name, keep)
 	if err != nil || etag == nil {
 		return err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	for _, r := range runs[:min(len(runs), keep)] {
-		if err := enc.Encode(runLine{Run: r, Keep: keep}); err != nil {
+	for _, r := range slices.Backward(runs) { // oldest first, as appended
+		if err := enc.Encode(r); err != nil {
 			return err
 		}
 	}
@@ -127,6 +163,9 @@ func (s *Store) compactRuns(ctx context.Context, name string, ac *appendblob.Cli
 	})
 	if err != nil {
 		return s.classify(ctx, "compact the run history of "+name, err, nil)
+	}
+	if buf.Len() == 0 {
+		return nil
 	}
 	_, err = call(ctx, s, func(ctx context.Context) (appendblob.AppendBlockResponse, error) {
 		return ac.AppendBlock(ctx, streaming.NopCloser(bytes.NewReader(buf.Bytes())), nil)
@@ -139,61 +178,104 @@ func (s *Store) compactRuns(ctx context.Context, name string, ac *appendblob.Cli
 
 // Runs returns up to limit runs of name, newest first (see lease.History).
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
-	runs, _, err := s.readRuns(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if limit > 0 && len(runs) > limit {
-		runs = runs[:limit]
-	}
-	return runs, nil
+	runs, _, err := s.readRuns(ctx, name, limit)
+	return runs, err
 }
 
-// readRuns reads the history of name, one record per token (the one with
-// an end, else the last), newest first, the newest keep of the last line,
-// and the blob's ETag (nil when there is no blob yet: an empty history).
-func (s *Store) readRuns(ctx context.Context, name string) ([]lease.Run, *azcore.ETag, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-	defer cancel()
-	dl, err := s.cc.NewBlobClient(runsBlobName(name)).DownloadStream(ctx, nil)
-	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+// readRuns reads the history of name from the end of its blob, one valid
+// record per token (the one with an end, else the last), newest first, until
+// it has want runs (want <= 0: lease.MaxHistoryKeep), reached the blob's
+// start, or went through maxRunsRead bytes; and the blob's ETag when it was
+// read (nil when there is no blob yet: an empty history).
+func (s *Store) readRuns(ctx context.Context, name string, want int) ([]lease.Run, *azcore.ETag, error) {
+	if want <= 0 {
+		want = lease.MaxHistoryKeep
+	}
+	bc := s.cc.NewBlobClient(runsBlobName(name))
+	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) || err == nil && props.ContentLength == nil {
 		return []lease.Run{}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, s.classify(ctx, "read the run history of "+name, err, nil)
 	}
-	defer dl.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(dl.Body, maxRunsBlob))
-	if err != nil {
-		return nil, nil, s.classify(ctx, "read the run history of "+name, err, nil)
-	}
-	byToken := map[uint64]lease.Run{}
-	keep := lease.DefaultHistoryKeep
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), maxRunsBlob)
-	for sc.Scan() {
-		var l runLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Token == 0 {
-			continue // a line written by hand, or cut by the size bound
+	tr := tailReader{b: lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}, tokens: map[uint64]bool{}}
+	size := *props.ContentLength
+	buf := make([]byte, runsChunk, runsChunk+maxRunLine+1) // room for the tail: see tailReader.add
+	for pos := size; pos > 0 && size-pos < maxRunsRead && len(tr.tokens) < want; {
+		off := max(0, pos-runsChunk)
+		chunk, err := s.readRange(ctx, bc, off, buf[:pos-off])
+		if err != nil {
+			return nil, nil, s.classify(ctx, "read the run history of "+name, err, nil)
 		}
-		keep = lease.HistoryKeep(l.Keep)
-		if old, ok := byToken[l.Token]; ok && old.Ended() && !l.Ended() {
-			continue
-		}
-		byToken[l.Token] = l.Run
+		tr.add(chunk, off == 0)
+		pos = off
 	}
-	runs := make([]lease.Run, 0, len(byToken))
-	for _, r := range byToken {
-		runs = append(runs, r)
-	}
-	slices.SortFunc(runs, func(a, b lease.Run) int {
-		switch {
-		case a.Token > b.Token:
-			return -1
-		case a.Token < b.Token:
-			return 1
+	return lease.NewestRuns(tr.runs, tr.b, want), props.ETag, nil
+}
+
+// readRange fills buf with the bytes from off. An append since the read
+// began changes nothing below the size read; a compaction re-creates the
+// blob, and a range it no longer has is an error (a range it has again
+// holds records just the same).
+func (s *Store) readRange(ctx context.Context, bc *blob.Client, off int64, buf []byte) ([]byte, error) {
+	return call(ctx, s, func(ctx context.Context) ([]byte, error) {
+		dl, err := bc.DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off, Count: int64(len(buf))}})
+		if err != nil {
+			return nil, err
 		}
-		return 0
+		defer dl.Body.Close()
+		if n, err := io.ReadFull(dl.Body, buf); err != nil {
+			return nil, fmt.Errorf("read %d bytes of the %d at %d (the blob was re-created?): %w", n, len(buf), off, err)
+		}
+		return buf, nil
 	})
-	return runs[:min(len(runs), keep)], dl.ETag, nil
+}
+
+// tailReader parses a blob's lines from its end, one chunk at a time, the
+// chunks from the last to the first.
+type tailReader struct {
+	b      lease.RunBounds
+	runs   []lease.Run     // valid records, newest line first
+	tokens map[uint64]bool // their tokens
+	tail   []byte          // the start of the line that an earlier chunk ends
+	skip   bool            // tail grew past maxRunLine: drop up to the chunk's last newline
+}
+
+// add parses chunk, which ends where the previous chunk (if any) began;
+// first says it is the blob's first chunk. The tail is appended to chunk:
+// give it the capacity (at most maxRunLine+1 more) to spare an allocation.
+func (t *tailReader) add(chunk []byte, first bool) {
+	if t.skip {
+		i := bytes.LastIndexByte(chunk, '\n')
+		if i < 0 {
+			return // still inside the overlong line
+		}
+		chunk, t.skip = chunk[:i+1], false
+	}
+	buf := append(chunk, t.tail...)
+	end := len(buf)
+	for i := end - 1; i >= 0; i-- {
+		if buf[i] == '\n' {
+			t.line(buf[i+1 : end])
+			end = i
+		}
+	}
+	t.tail = append([]byte(nil), buf[:end]...)
+	switch {
+	case first:
+		t.line(t.tail)
+	case len(t.tail) > maxRunLine:
+		t.tail, t.skip = nil, true
+	}
+}
+
+// line takes one line, if it is a valid record of a size a record can have.
+func (t *tailReader) line(l []byte) {
+	var r lease.Run
+	if len(l) == 0 || len(l) > maxRunLine || json.Unmarshal(l, &r) != nil || lease.CheckRun(r, t.b) != nil {
+		return
+	}
+	t.runs = append(t.runs, r)
+	t.tokens[r.Token] = true
 }

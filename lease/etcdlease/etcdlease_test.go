@@ -3,6 +3,7 @@ package etcdlease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -90,6 +91,11 @@ func harness(url string, raw *clientv3.Client) leasetest.Harness {
 		Break: func(t *testing.T, _ lease.Store, name string) {
 			if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
 				t.Fatalf("Delete: %v", err)
+			}
+		},
+		PutRunEntry: func(t *testing.T, name string, token uint64, value []byte) {
+			if _, err := raw.Put(ctxT(t), fmt.Sprintf("%s%s:runs/%016d", etcdlease.DefaultPrefix, name, token), string(value)); err != nil {
+				t.Fatalf("Put: %v", err)
 			}
 		},
 	}

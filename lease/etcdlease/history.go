@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -15,16 +18,40 @@ import (
 //	PREFIX+NAME:runs/TOKEN    the JSON lease.Run, TOKEN in 16 digits (key order = token order)
 //
 // without an etcd lease. ':' is not in the lease-name alphabet, so no lease
-// or standby key is ever a run key. A write is one transaction: put the run,
-// then read the keys of the newest keep+1 runs; when there are keep+1 (the
-// history was full and this run is new: its start record), a second request
-// deletes every key from the oldest kept one down. The end record of a run
-// replaces its start key and never grows the history, so the write after a
-// release is one round trip.
+// or standby key is ever a run key. A key is a valid record only when its
+// TOKEN is 16 digits, its value a valid lease.Run (lease.CheckRun) of NAME
+// with that token, and the token below the key's own create revision: the
+// token is the create revision of the lease key, which was created before
+// any record of the run. So a key written by hand, or forged with a token
+// above the real ones to push them out, is no run: it never counts towards
+// the cap, readers skip it, and the trim deletes the ones it meets.
+//
+// A write is one transaction: put the run, then read the newest keep+1 keys
+// with their values; when they hold keep valid records and more keys follow
+// (the history is full: the start record of a new run), a second request
+// deletes every key below the keep-th valid record and the invalid keys
+// above it. The end record of a run replaces its start key and never grows
+// the history, so the write after a release is one round trip.
 
 var _ lease.History = (*Store)(nil)
 
 func (s *Store) runKeys(name string) string { return s.key(name) + ":runs/" }
+
+// runKey is the key of a run record.
+func runKey(prefix string, token uint64) string { return fmt.Sprintf("%s%016d", prefix, token) }
+
+// validRun decodes kv as a run record of name under prefix; false when it is
+// not a valid one (see the comment at the top).
+func validRun(kv *mvccpb.KeyValue, prefix string, b lease.RunBounds) (lease.Run, bool) {
+	var r lease.Run
+	suffix := string(kv.Key[min(len(prefix), len(kv.Key)):])
+	tok, err := strconv.ParseUint(suffix, 10, 64)
+	if err != nil || len(suffix) != 16 || json.Unmarshal(kv.Value, &r) != nil ||
+		r.Token != tok || int64(min(tok, 1<<62)) >= kv.CreateRevision || lease.CheckRun(r, b) != nil {
+		return lease.Run{}, false
+	}
+	return r, true
+}
 
 // RecordRun writes r into the history of r.Name (see lease.History).
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
@@ -34,14 +61,13 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	}
 	keep = lease.HistoryKeep(keep)
 	prefix := s.runKeys(r.Name)
-	end := clientv3.GetPrefixRangeEnd(prefix)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		tr, err = cli.Txn(ctx).Then(
-			clientv3.OpPut(fmt.Sprintf("%s%016d", prefix, r.Token), string(b)),
-			clientv3.OpGet(prefix, clientv3.WithRange(end), clientv3.WithKeysOnly(),
+			clientv3.OpPut(runKey(prefix, r.Token), string(b)),
+			clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)),
 				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1)),
 		).Commit()
 		return err
@@ -51,43 +77,104 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	}
 	kvs := tr.Responses[1].GetResponseRange().Kvs
 	if len(kvs) <= keep {
-		return nil
+		return nil // nothing beyond the cap, whatever is valid
 	}
-	// Drop from the newest key beyond the cap down to the oldest.
-	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.Delete(ctx, prefix, clientv3.WithRange(string(kvs[keep].Key)+"\x00"))
-		return err
-	})
-	if err != nil {
+	if err := s.trimRuns(cctx, r.Name, kvs, keep); err != nil {
 		return s.classify("trim the run history of "+r.Name, err)
 	}
 	return nil
 }
 
+// trimRuns deletes the keys of name's history below its keep-th valid
+// record, and the invalid ones above it; kvs are the first keys from the
+// top. Nothing is deleted while fewer than keep valid records exist.
+func (s *Store) trimRuns(ctx context.Context, name string, kvs []*mvccpb.KeyValue, keep int) error {
+	prefix := s.runKeys(name)
+	b := lease.RunBounds{Name: name, Now: time.Now()}
+	var bad []string
+	valid := 0
+	for {
+		for _, kv := range kvs {
+			if _, ok := validRun(kv, prefix, b); !ok {
+				bad = append(bad, string(kv.Key))
+				continue
+			}
+			if valid++; valid < keep {
+				continue
+			}
+			// The keep-th valid record: below it, everything goes.
+			ops := []clientv3.Op{clientv3.OpDelete(prefix, clientv3.WithRange(string(kv.Key)))}
+			for _, k := range bad {
+				ops = append(ops, clientv3.OpDelete(k))
+			}
+			// Transactions take at most 128 operations by default.
+			for len(ops) > 0 {
+				n := min(len(ops), 100)
+				err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+					_, err := cli.Txn(ctx).Then(ops[:n]...).Commit()
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				ops = ops[n:]
+			}
+			return nil
+		}
+		if len(kvs) == 0 {
+			return nil
+		}
+		// More invalid keys than the first page held: read on below.
+		below := string(kvs[len(kvs)-1].Key)
+		err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+			gr, err := cli.Get(ctx, prefix, clientv3.WithRange(below),
+				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1))
+			if err == nil {
+				kvs = gr.Kvs
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // Runs returns up to limit runs of name, newest first (see lease.History).
-// Values that do not parse (written by hand) are skipped.
+// Keys that are not valid records (written by hand, or forged) are skipped:
+// pages are read down from the newest key until limit valid ones are found.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
 	prefix := s.runKeys(name)
-	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
-	if limit > 0 {
-		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	b := lease.RunBounds{Name: name, Now: time.Now()}
+	page := int64(max(limit, 100))
+	if limit <= 0 {
+		page = 0 // all at once
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	var gr *clientv3.GetResponse
-	err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		gr, err = cli.Get(ctx, prefix, opts...)
-		return err
-	})
-	if err != nil {
-		return nil, s.classify("read the run history of "+name, err)
-	}
-	runs := make([]lease.Run, 0, len(gr.Kvs))
-	for _, kv := range gr.Kvs {
-		var r lease.Run
-		if json.Unmarshal(kv.Value, &r) == nil && r.Token != 0 {
-			runs = append(runs, r)
+	runs := []lease.Run{}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		var gr *clientv3.GetResponse
+		err := s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+			gr, err = cli.Get(ctx, prefix, clientv3.WithRange(end), clientv3.WithLimit(page),
+				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+			return err
+		})
+		if err != nil {
+			return nil, s.classify("read the run history of "+name, err)
 		}
+		for _, kv := range gr.Kvs {
+			if r, ok := validRun(kv, prefix, b); ok {
+				runs = append(runs, r)
+				if len(runs) == limit {
+					return runs, nil
+				}
+			}
+		}
+		if !gr.More || len(gr.Kvs) == 0 {
+			return runs, nil
+		}
+		end = string(gr.Kvs[len(gr.Kvs)-1].Key)
 	}
-	return runs, nil
 }

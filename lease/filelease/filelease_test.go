@@ -48,6 +48,20 @@ func TestConformance(t *testing.T) {
 			replaceFile(t, s.(*Store).Path(name))
 		},
 		Abandon: func(t *testing.T, l lease.Lease) { l.(*fileLease).abandon() },
+		PutRunEntry: func(t *testing.T, name string, _ uint64, value []byte) {
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(s.runsPath(name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err == nil {
+				_, err = f.Write(append(value, '\n'))
+				err = errors.Join(err, f.Close())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -73,9 +74,9 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 		return err
 	}
 	runs = slices.DeleteFunc(runs, func(o lease.Run) bool { return o.Token == r.Token })
-	runs = append(runs, r)
-	slices.SortFunc(runs, func(a, b lease.Run) int { return compareDesc(a.Token, b.Token) })
-	runs = runs[:min(len(runs), lease.HistoryKeep(keep))]
+	// The newest keep valid records: what is not one (another name's, a
+	// token or time from the future) is dropped, never counted.
+	runs = lease.NewestRuns(append(runs, r), runBounds(r.Name), lease.HistoryKeep(keep))
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for _, run := range runs {
@@ -107,10 +108,13 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	if err != nil {
 		return nil, err
 	}
-	if limit > 0 && len(runs) > limit {
-		runs = runs[:limit]
-	}
-	return runs, nil
+	return lease.NewestRuns(runs, runBounds(name), limit), nil
+}
+
+// runBounds are the records a history of name may hold: the file store's
+// tokens are at least the acquiring host's clock in microseconds.
+func runBounds(name string) lease.RunBounds {
+	return lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}
 }
 
 // readRuns reads a history file under the shared lock; a missing one is

@@ -1,7 +1,9 @@
 package leasetest
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +13,8 @@ import (
 // testHistory checks a store's run history (lease.History), when it keeps
 // one: a start record is visible as a run without an end, the end replaces
 // it, every outcome reads back as written from another Store, runs come
-// newest first, limit and the cap hold, and tokens near 2^53 stay exact.
+// newest first, limit and the cap hold, and tokens as large as the store
+// mints (16 digits) stay exact.
 // It is one scenario, long because each step reads what the steps before it
 // wrote.
 func testHistory(t *testing.T, h Harness) {
@@ -25,7 +28,7 @@ func testHistory(t *testing.T, h Harness) {
 	if runs, err := hr.Runs(ctxT(t), nm, 0); err != nil || len(runs) != 0 {
 		t.Fatalf("Runs of a name without history = %v, %v; want none", runs, err)
 	}
-	base := uint64(1<<53 - 100) // exact in JSON and as a Redis score only if kept as integers
+	base := realToken(t, w, h, nm) // 16 digits on the stores that mint tokens from their clock
 	began := time.Now()
 	start := began.Add(-time.Hour).UTC().Truncate(time.Microsecond)
 	run := func(i int, o lease.Outcome, code int, sig string) lease.Run {
@@ -72,21 +75,27 @@ func testHistory(t *testing.T, h Harness) {
 	if runs, err := hr.Runs(ctxT(t), nm, 2); err != nil || len(runs) != 2 || runs[0].Token != base+7 || runs[1].Token != base+6 {
 		t.Fatalf("Runs(limit 2) = %+v, %v; want tokens %d, %d", runs, err, base+7, base+6)
 	}
-	// The cap keeps the newest tokens, whatever the order of the writes.
+	// The cap keeps the newest tokens, whatever the order of the writes: a
+	// run's start and end, keeping 3.
 	const keep = 3
 	late := run(8, lease.OutcomeOK, 0, "")
-	if err := hw.RecordRun(ctxT(t), late, keep); err != nil {
-		t.Fatalf("RecordRun(keep %d): %v", keep, err)
+	for _, x := range []lease.Run{run(8, "", 0, ""), late} {
+		if err := hw.RecordRun(ctxT(t), x, keep); err != nil {
+			t.Fatalf("RecordRun(keep %d): %v", keep, err)
+		}
 	}
 	runs, err = hr.Runs(ctxT(t), nm, 0)
-	if err != nil || len(runs) != keep || runs[0].Token != late.Token || runs[keep-1].Token != base+6 {
-		t.Fatalf("Runs after a write keeping %d = %+v, %v; want tokens %d down to %d", keep, runs, err, late.Token, base+6)
+	if err != nil || len(runs) != keep || runs[0].Token != late.Token || !runs[0].Ended() || runs[keep-1].Token != base+6 {
+		t.Fatalf("Runs after a run keeping %d = %+v, %v; want tokens %d down to %d", keep, runs, err, late.Token, base+6)
 	}
 	old := run(1, lease.OutcomeOK, 0, "")
 	if err := hw.RecordRun(ctxT(t), old, keep); err != nil {
 		t.Fatalf("RecordRun(old token): %v", err)
 	}
 	runs, err = hr.Runs(ctxT(t), nm, 0)
+	if h.TrimsAtStart && len(runs) > keep {
+		runs = runs[:keep] // the old token's end lies beyond them until the next start
+	}
 	if err != nil || len(runs) != keep || runs[keep-1].Token != base+6 {
 		t.Fatalf("Runs after an older token's write = %+v, %v; want it dropped by the cap", runs, err)
 	}
@@ -103,4 +112,122 @@ func sameRun(got, want lease.Run, since time.Time) bool {
 		want.Ended() && !got.End.Before(since.Add(-time.Second)) && !got.End.After(time.Now().Add(time.Second))
 	return got.Name == want.Name && got.Label == want.Label && got.Token == want.Token && got.Start.Equal(want.Start) && end &&
 		got.Outcome == want.Outcome && got.ExitCode == want.ExitCode && got.Signal == want.Signal && got.Version == want.Version
+}
+
+// realToken takes and releases the lease name once, and returns its token:
+// the tokens of the records the tests write count up from it, as real runs'
+// would (a store may refuse a record whose token it cannot have minted yet).
+func realToken(t *testing.T, s lease.Store, h Harness, nm string) uint64 {
+	t.Helper()
+	l := mustAcquire(t, s, req(nm, "token-source", h))
+	tok := l.Info().Token
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	return tok
+}
+
+// testHistoryNotEvicted checks that what is not a valid run record never
+// displaces one: records written through RecordRun with a start in the
+// future or a token the store cannot have minted yet (forged, or a clock set
+// years ahead) are not runs; with PutRunEntry, entries that are not JSON,
+// another lease's records and records with tokens from the future placed
+// above the real runs are not either; none of them counts towards keep, so
+// the trim of the next real run keeps the real runs, and its own. A keep
+// found in the history (a forger's "keep":1) is not obeyed.
+func testHistoryNotEvicted(t *testing.T, h Harness) {
+	s := open(t, h)
+	hs, ok := s.(lease.History)
+	if !ok {
+		t.Skip("the store does not implement lease.History")
+	}
+	nm := name(t)
+	base := realToken(t, s, h, nm)
+	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	run := func(i int) lease.Run {
+		st := start.Add(time.Duration(i) * time.Minute)
+		return lease.Run{Name: nm, Label: fmt.Sprintf("host-%d", i), Token: base + uint64(i), Start: st,
+			End: st.Add(time.Second), Outcome: lease.OutcomeOK, Version: "v1"}
+	}
+	const keep = 5
+	for i := range keep {
+		if err := hs.RecordRun(ctxT(t), run(i), keep); err != nil {
+			t.Fatalf("RecordRun(%d): %v", i, err)
+		}
+	}
+	tokens := func(limit int) []uint64 {
+		t.Helper()
+		runs, err := hs.Runs(ctxT(t), nm, limit)
+		if err != nil {
+			t.Fatalf("Runs: %v", err)
+		}
+		var out []uint64
+		for _, r := range runs {
+			out = append(out, r.Token-base)
+		}
+		return out
+	}
+	// Through the store's own API: the future, in time and in tokens.
+	future := run(90)
+	future.Start, future.End = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2099, 1, 1, 0, 1, 0, 0, time.UTC)
+	if err := hs.RecordRun(ctxT(t), future, keep); err != nil {
+		t.Fatalf("RecordRun(a start in 2099): %v", err)
+	}
+	for i := range 3 {
+		high := run(100 + i)
+		high.Token = 1<<53 - 1 - uint64(i)
+		if err := hs.RecordRun(ctxT(t), high, keep); err != nil {
+			t.Fatalf("RecordRun(token near 2^53): %v", err)
+		}
+	}
+	if got := tokens(0); !slices.Equal(got, []uint64{4, 3, 2, 1, 0}) {
+		t.Fatalf("runs (as token - %d) after records from the future = %v; want the real 4 down to 0", base, got)
+	}
+	if h.PutRunEntry != nil {
+		for i := range 30 {
+			h.PutRunEntry(t, nm, base+uint64(20+i), []byte(fmt.Sprintf("junk %d \x1b]0;title\x07", i)))
+		}
+		for i := range 10 {
+			other := run(60 + i)
+			other.Name = nm + "-other"
+			b, _ := json.Marshal(other)
+			h.PutRunEntry(t, nm, other.Token, b)
+		}
+		for i := range 20 {
+			high := run(0)
+			high.Token = 1<<53 - 1000 - uint64(i)
+			b, _ := json.Marshal(high)
+			h.PutRunEntry(t, nm, high.Token, b)
+		}
+		// A valid record (the store cannot tell it from a real one) that
+		// carries a keep of 1: it is a run, but trims nothing.
+		b, _ := json.Marshal(run(5))
+		h.PutRunEntry(t, nm, base+5, append(b[:len(b)-1], []byte(`,"keep":1}`)...))
+		if got := tokens(0); !slices.Equal(got, []uint64{5, 4, 3, 2, 1, 0}) {
+			t.Fatalf("runs (as token - %d) after entries that are not runs = %v; want 5 down to 0", base, got)
+		}
+		if got := tokens(2); !slices.Equal(got, []uint64{5, 4}) {
+			t.Fatalf("2 runs (as token - %d) under entries that are not runs = %v; want 5, 4", base, got)
+		}
+	}
+	// The next real run: its start, then its end, each trimming to keep.
+	next := run(6)
+	next.End, next.Outcome = time.Time{}, ""
+	if err := hs.RecordRun(ctxT(t), next, keep); err != nil {
+		t.Fatalf("RecordRun(start): %v", err)
+	}
+	if err := hs.RecordRun(ctxT(t), run(6), keep); err != nil {
+		t.Fatalf("RecordRun(end): %v", err)
+	}
+	want := []uint64{6, 4, 3, 2, 1}
+	if h.PutRunEntry != nil {
+		want = []uint64{6, 5, 4, 3, 2}
+	}
+	runs, err := hs.Runs(ctxT(t), nm, 0)
+	if err != nil || len(runs) != len(want) || !runs[0].Ended() {
+		t.Fatalf("after the next run, Runs = %+v, %v; want tokens %v (as token - %d), the first with its end", runs, err, want, base)
+	}
+	if got := tokens(0); !slices.Equal(got, want) {
+		t.Fatalf("runs (as token - %d) after the next run = %v; want %v: the newest valid records, its own included", base, got, want)
+	}
 }

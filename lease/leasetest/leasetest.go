@@ -32,6 +32,17 @@ type Harness struct {
 	// would (file: close its descriptor). Nil means "do nothing": the lease
 	// runs out on its own.
 	Abandon func(t *testing.T, l lease.Lease)
+	// TrimsAtStart says RecordRun trims the history only when it writes a
+	// run's start record (Azure: compaction, off the release path, as
+	// lease.History allows): until then readers may see more than keep
+	// runs, the newest first as always.
+	TrimsAtStart bool
+	// PutRunEntry writes value, as it is, into the run history of name where
+	// the store keeps the record of token (file and Azure: a line at the
+	// end; Redis: a member scored token; etcd: the key of token), as another
+	// program, a hand edit or a forger could. Nil skips the checks that need
+	// it (a store whose history has typed columns: PostgreSQL).
+	PutRunEntry func(t *testing.T, name string, token uint64, value []byte)
 	// Rho and Epsilon are the clock-rate bound and store margin used to check
 	// that no takeover happens before t_s + TTL·(1−ρ) − ε. Zero Rho means 0.01.
 	Rho float64
@@ -60,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaitReturnsAfterRelease", testWaitAfterRelease},
 		{"ReleaseHeldKeepsTaken", testReleaseHeld},
 		{"History", testHistory},
+		{"HistoryNotEvicted", testHistoryNotEvicted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

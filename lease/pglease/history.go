@@ -26,7 +26,10 @@ import (
 // the server's clock when its end record is written, like the start (the
 // lease's since, which the server set), so a run's span never mixes two
 // hosts' clocks. A run older than
-// every kept one, with the history full, is not inserted at all.
+// every kept one, with the history full, is not inserted at all. Rows with a
+// token or start beyond the server's clock (and lease.MaxClockSkew) are not
+// runs: they never count towards the cap, the write deletes them, readers
+// skip them.
 
 var _ lease.History = (*Store)(nil)
 
@@ -55,13 +58,22 @@ func (s *Store) historyQueries() historyQueries {
 )`),
 		// $1 name, $2 token, $3 holder, $4 started, $5 whether it ended
 		// (the end is the server's clock, as the start, the lease's since),
-		// $6 outcome, $7 exit code, $8 signal, $9 version, $10 runs to keep.
-		// cut is the lowest token kept, counting this run: the DELETE sees
-		// the table as before the INSERT, so the new token is counted in by
-		// hand, and a run below cut is not inserted.
-		record: r.Replace(`WITH cut AS (
-	SELECT coalesce((SELECT t FROM (SELECT token AS t FROM {{R}} WHERE name = $1::text AND token <> $2::bigint
-		UNION ALL SELECT $2::bigint) k ORDER BY t DESC OFFSET $10::integer - 1 LIMIT 1), 0) AS t
+		// $6 outcome, $7 exit code, $8 signal, $9 version, $10 runs to keep,
+		// $11 the clock skew tolerated in microseconds (lease.MaxClockSkew).
+		// b bounds the valid rows: tokens are at least the server's clock in
+		// microseconds when minted, so a token or a start beyond the clock
+		// (plus the skew) is no run (a forged or hand-written row): it never
+		// counts and is deleted. cut is the lowest token kept, counting this
+		// run: the DELETE sees the table as before the INSERT, so the new
+		// token is counted in by hand, and a run below cut is not inserted.
+		record: r.Replace(`WITH b AS (
+	SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $11::bigint AS tok,
+		clock_timestamp() + $11::bigint * interval '1 microsecond' AS at
+), cut AS (
+	SELECT coalesce((SELECT t FROM (SELECT token AS t FROM {{R}}, b WHERE name = $1::text AND token <> $2::bigint
+		AND token <= b.tok AND started <= b.at
+		UNION ALL SELECT $2::bigint FROM b WHERE $2::bigint <= b.tok AND $4::timestamptz <= b.at) k
+		ORDER BY t DESC OFFSET $10::integer - 1 LIMIT 1), 0) AS t
 ), ins AS (
 	INSERT INTO {{R}} (name, token, holder, started, ended, outcome, exit_code, signal, version)
 	SELECT $1::text, $2::bigint, $3::text, $4::timestamptz, CASE WHEN $5::boolean THEN clock_timestamp() END, $6::text, $7::integer, $8::text, $9::text
@@ -71,10 +83,14 @@ func (s *Store) historyQueries() historyQueries {
 		signal = EXCLUDED.signal, version = EXCLUDED.version
 	RETURNING token
 )
-DELETE FROM {{R}} WHERE name = $1::text AND token < (SELECT t FROM cut)`),
-		// $1 name, $2 limit (NULL: all).
+DELETE FROM {{R}} WHERE name = $1::text
+	AND (token < (SELECT t FROM cut) OR token > (SELECT tok FROM b) OR started > (SELECT at FROM b))`),
+		// $1 name, $2 limit (NULL: all), $3 the highest token and $4 the
+		// latest start a valid run may have (the reader's clock plus the
+		// skew: lease.CheckRun).
 		runs: r.Replace(`SELECT token, holder, started, ended, outcome, exit_code, signal, version
-FROM {{R}} WHERE name = $1::text ORDER BY token DESC LIMIT $2::bigint`),
+FROM {{R}} WHERE name = $1::text AND token <= $3::bigint AND started <= $4::timestamptz
+ORDER BY token DESC LIMIT $2::bigint`),
 	}
 }
 
@@ -85,7 +101,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	return s.do(ctx, "record run of "+r.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		exec := func() error {
 			_, err := c.Exec(ctx, q.record, r.Name, int64(r.Token), r.Label, r.Start, r.Ended(),
-				string(r.Outcome), r.ExitCode, r.Signal, r.Version, lease.HistoryKeep(keep))
+				string(r.Outcome), r.ExitCode, r.Signal, r.Version, lease.HistoryKeep(keep), lease.MaxClockSkew.Microseconds())
 			return err
 		}
 		err := exec()
@@ -125,8 +141,11 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 		lim = &l
 	}
 	runs := []lease.Run{}
+	b := lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}
+	latest := b.Now.Add(lease.MaxClockSkew)
 	err := s.do(ctx, "read the run history of "+name, false, func(ctx context.Context, c *pgx.Conn) error {
-		rows, err := c.Query(ctx, q.runs, name, lim)
+		runs = runs[:0]
+		rows, err := c.Query(ctx, q.runs, name, lim, latest.UnixMicro(), latest)
 		if isCode(err, "42P01") {
 			return nil // nothing recorded yet
 		}
@@ -159,5 +178,5 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	if err != nil {
 		return nil, err
 	}
-	return runs, nil
+	return lease.NewestRuns(runs, b, limit), nil
 }

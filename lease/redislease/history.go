@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,7 +18,9 @@ import (
 //	leaderrun:{NAME}:runs  sorted set: member = a run's JSON record, score = its token
 //
 // A write is one script (history.lua): replace the run's record, drop the
-// oldest beyond the cap. A read is one ZRANGE.
+// oldest beyond the cap, counting valid records only (lease.CheckRun), so an
+// entry that is not one of leaderrun's records never pushes a run out. A
+// read is one ZRANGE; what is not a valid record is skipped.
 
 var (
 	//go:embed history.lua
@@ -39,34 +42,46 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	tok := strconv.FormatUint(r.Token, 10)
-	if err := historyScript.Run(cctx, s.client, []string{runsKey(r.Name)}, tok, string(b), lease.HistoryKeep(keep)).Err(); err != nil {
+	skew := lease.MaxClockSkew.Microseconds()
+	latest := time.Now().Add(lease.MaxClockSkew).UTC().Format("2006-01-02T15:04:05")
+	if err := historyScript.Run(cctx, s.client, []string{runsKey(r.Name)}, tok, string(b), lease.HistoryKeep(keep), r.Name, skew, latest).Err(); err != nil {
 		return s.classify("record run of "+r.Name, err)
 	}
 	return nil
 }
 
 // Runs returns up to limit runs of name, newest first (see lease.History).
-// Members that do not parse (written by hand) are skipped.
+// Members that are not valid records (written by hand, or forged to hide
+// the real runs) are skipped: pages are read down from the highest score
+// until limit valid ones are found.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	// The highest scores are the last ranks: ZRANGE with negative ranks
-	// (ZREVRANGE would need one more ACL grant, ZRANGE REV Redis 6.2).
-	first := int64(0)
-	if limit > 0 {
-		first = -int64(limit)
-	}
-	raw, err := s.client.ZRange(cctx, runsKey(name), first, -1).Result()
-	if err != nil {
-		return nil, s.classify("read the run history of "+name, err)
-	}
-	slices.Reverse(raw)
-	runs := make([]lease.Run, 0, len(raw))
-	for _, m := range raw {
-		var r lease.Run
-		if json.Unmarshal([]byte(m), &r) == nil && r.Token != 0 {
-			runs = append(runs, r)
+	b := lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}
+	page := int64(max(limit, 100))
+	var runs []lease.Run
+	for seen := int64(0); ; seen += page {
+		// The highest scores are the last ranks: ZRANGE with negative ranks
+		// (ZREVRANGE would need one more ACL grant, ZRANGE REV Redis 6.2).
+		first, last := -(seen + page), -(seen + 1)
+		if limit <= 0 {
+			first, last = 0, -1
+		}
+		raw, err := s.client.ZRangeWithScores(cctx, runsKey(name), first, last).Result()
+		if err != nil {
+			return nil, s.classify("read the run history of "+name, err)
+		}
+		for _, z := range slices.Backward(raw) {
+			var r lease.Run
+			m, _ := z.Member.(string)
+			// A member whose token is not its score is none of leaderrun's.
+			if json.Unmarshal([]byte(m), &r) == nil && float64(r.Token) == z.Score {
+				runs = append(runs, r)
+			}
+		}
+		runs = lease.NewestRuns(runs, b, limit)
+		if limit <= 0 || len(runs) >= limit || int64(len(raw)) < page {
+			return runs, nil
 		}
 	}
-	return runs, nil
 }

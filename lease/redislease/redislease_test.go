@@ -74,6 +74,12 @@ func harness(url string, raw redis.UniversalClient) leasetest.Harness {
 				t.Fatalf("DEL: %v", err)
 			}
 		},
+		PutRunEntry: func(t *testing.T, name string, token uint64, value []byte) {
+			z := redis.Z{Score: float64(token), Member: string(value)}
+			if err := raw.ZAdd(ctxT(t), "leaderrun:{"+name+"}:runs", z).Err(); err != nil {
+				t.Fatalf("ZADD: %v", err)
+			}
+		},
 	}
 }
 
