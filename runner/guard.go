@@ -174,6 +174,17 @@ func (g *Guard) Arm(pgid int) error {
 	return err
 }
 
+// Check tells the guard the process group of a health check that has just
+// started: should leaderrun die, the guard kills it with the child's tree
+// (before the message, Pdeathsig covers the check's shell only). Checked
+// must follow once the check's group is killed and before its shell is
+// reaped, while the group's ID cannot have been reused.
+func (g *Guard) Check(pgid int) error { return g.msg("check "+strconv.Itoa(pgid), nil) }
+
+// Checked tells the guard that the health check of process group pgid has
+// ended (see Check).
+func (g *Guard) Checked(pgid int) { _ = g.msg("checked "+strconv.Itoa(pgid), nil) }
+
 // Until hands the guard E, the boot-clock reading until which the lease is
 // certainly ours, after a confirmed acquisition or renewal. It never blocks:
 // values are coalesced and the largest is sent by a goroutine of the Guard.
