@@ -85,6 +85,7 @@ type healthGate struct {
 	notify *notifier
 	stop   context.CancelCauseFunc // ends the run: the runner's stop sequence
 	cg     *runner.Cgroup          // the child's cgroup, if any: checks run inside it
+	guard  *runner.Guard           // the run's guard: it kills a running check should leaderrun die
 	h      *runner.Health          // set by start, on Run's goroutine
 }
 
@@ -95,7 +96,7 @@ func (g *healthGate) start(ctx context.Context) {
 	}
 	g.h = runner.StartHealth(ctx, runner.HealthConfig{
 		Cmd: g.cfg.cmd, Interval: g.cfg.interval, Timeout: g.cfg.timeout,
-		StartPeriod: g.cfg.startPeriod, Retries: g.cfg.retries, Env: g.env, Log: g.log, Cgroup: g.cg,
+		StartPeriod: g.cfg.startPeriod, Retries: g.cfg.retries, Env: g.env, Log: g.log, Cgroup: g.cg, Guard: g.guard,
 		OnFail: func(err error) {
 			g.notify.status("stepping down: health check failed")
 			g.stop(healthCause{err})

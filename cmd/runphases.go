@@ -212,7 +212,7 @@ func (r *runState) supervise(ld *leadership) childRun {
 	tap := tapSignals(r.sigs)
 	var health *healthGate
 	if rc.health.cmd != "" {
-		health = &healthGate{cfg: rc.health, env: childEnv, log: log, notify: r.notify, stop: stepDown, cg: ld.prot.cg}
+		health = &healthGate{cfg: rc.health, env: childEnv, log: log, notify: r.notify, stop: stepDown, cg: ld.prot.cg, guard: ld.prot.guard}
 	}
 	res, runErr := runner.Run(runCtx, runner.Config{
 		Args:       r.args,

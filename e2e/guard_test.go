@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/runner"
@@ -530,5 +533,59 @@ func TestLostBetweenRenewalsReportsLost(t *testing.T) {
 	}
 	if m := lastJSON(t, p); m["event"] != "lost" || m["level"] != "ERROR" {
 		t.Fatalf("final line %v; want an error saying the lease was lost", m)
+	}
+}
+
+// A child that stops its guard and has leaderrun SIGKILLed in the same
+// instant (here: leaderrun frozen first, so that it cannot act on the
+// guard's stop, then the guard stopped, then leaderrun SIGKILLed): the guard
+// is in a process group of its own in leaderrun's session, which leaderrun's
+// death orphans, and the kernel continues a stopped process of a group that
+// becomes orphaned (SIGHUP, ignored by the guard, then SIGCONT). The guard
+// then kills the tree, and the next holder starts only after it is gone. The
+// tree's deaths are taken from pidfds.
+func TestGuardStoppedAndLeaderKilled(t *testing.T) {
+	t.Parallel()
+	store := fileStore(t)
+	env := []string{"LEADERRUN_STORE=" + store}
+	p := start(t, env, "-v", "--contain", "group", "--name", "guard-stop-kill", "--", treeChild(false)[0], treeChild(false)[1], treeChild(false)[2])
+	pids := treePIDs(t, p)
+	gpid := guardPID(t, p)
+	t.Cleanup(func() { _ = syscall.Kill(gpid, syscall.SIGKILL) })
+	var pidfds []int
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open %d: %v", pid, err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		pidfds = append(pidfds, fd)
+	}
+	out := filepath.Join(t.TempDir(), "probe")
+	waiter := start(t, env, "--wait", "1m", "--name", "guard-stop-kill", "--", overlapProbe(out, pids)[0], overlapProbe(out, pids)[1], overlapProbe(out, pids)[2])
+	leasetest.Freeze(t, p.cmd.Process.Pid)
+	leasetest.Freeze(t, gpid)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// Not p.wait() yet: the tree holds leaderrun's stderr open.
+	for i, fd := range pidfds {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 10_000)
+		for errors.Is(err, unix.EINTR) {
+			n, err = unix.Poll(fds, 10_000)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatalf("tree process %d still runs 10s after leaderrun was SIGKILLed with its guard stopped", pids[i])
+		}
+	}
+	t.Logf("measure: tree gone %v after SIGKILL of leaderrun (guard stopped)", time.Since(killed).Round(100*time.Microsecond))
+	p.wait()
+	if saw := probeSaw(t, waiter, out); strings.Contains(saw, "overlap") || !strings.Contains(saw, "started") {
+		t.Fatalf("the next holder saw %q; want no overlap", saw)
 	}
 }

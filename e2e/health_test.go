@@ -577,3 +577,73 @@ func TestPassEnvNotifySocket(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, p.stderr.String())
 	}
 }
+
+// A running health check dies with a SIGKILLed leaderrun in --contain group
+// mode too: the guard knows each check's process group and kills it with the
+// child's (the check's shell alone has Pdeathsig; what it started has not).
+// The deaths are taken from the kernel (pidfd), not from polling.
+func TestHealthCheckDiesWithLeaderrun(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "check")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, []string{"CHECKED=" + fifo}, "--store", fileStore(t), "--name", "hcdies", "--contain", "group",
+		"--health-cmd", `sleep 775 & echo $$ $! >"$CHECKED"; wait`,
+		"--health-interval", "1s", "--health-timeout", "900ms",
+		"--", "sh", "-c", "echo child $$; exec sleep 600")
+	child, err := strconv.Atoi(strings.TrimPrefix(p.line(), "child "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() { // ends when the check writes, or the test's cleanup kills leaderrun (its checks write nothing then)
+		b, _ := os.ReadFile(fifo)
+		read <- b
+	}()
+	var b []byte
+	select {
+	case b = <-read:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no health check ran: %s", p.stderr.String())
+	}
+	var sh, sleep int
+	if _, err := fmt.Sscan(string(b), &sh, &sleep); err != nil {
+		t.Fatalf("check wrote %q: %v", b, err)
+	}
+	pidfds := map[string]int{}
+	for what, pid := range map[string]int{"the child": child, "the check's shell": sh, "the check's sleep": sleep} {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open %s (%d): %v (the check ended before leaderrun was killed?)", what, pid, err)
+		}
+		t.Cleanup(func() {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
+		pidfds[what] = fd
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	p.wait()
+	for what, fd := range pidfds {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, 10_000)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				t.Errorf("%s still runs 10s after leaderrun was SIGKILLed", what)
+			} else {
+				t.Logf("measure: %s gone %v after SIGKILL of leaderrun", what, time.Since(killed).Round(100*time.Microsecond))
+			}
+			break
+		}
+	}
+}

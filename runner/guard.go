@@ -25,7 +25,7 @@ var ErrGuardDied = errors.New("the guard process died")
 var ErrGuardHandshake = errors.New("the guard did not complete its handshake")
 
 // Guard is leaderrun's side of the guard process: a second process, in a
-// session of its own and deaf to the signals leaderrun forwards, that knows
+// process group of its own and deaf to the signals leaderrun forwards, that knows
 // the child's process group (or cgroup) and the lease's current stop and
 // kill points, and enforces them should leaderrun die or freeze:
 //
@@ -95,9 +95,15 @@ func StartGuardProgram(path string) (*Guard, error) {
 		Stderr:     os.Stderr,
 		ExtraFiles: []*os.File{theirs},
 		Dir:        "/",
-		// Its own session: no terminal signals, and a kill of leaderrun's
-		// process group does not reach it.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		// A process group of its own, in leaderrun's session: a kill of
+		// leaderrun's group, and the terminal's signals (which go to the
+		// foreground group), do not reach it. Not a session of its own: the
+		// guard's group is then orphaned by leaderrun's death, and the
+		// kernel sends SIGHUP (ignored) and SIGCONT to a group that becomes
+		// orphaned with a stopped member, so a guard stopped in the instant
+		// leaderrun is SIGKILLed still runs, reads the closed socket and
+		// kills the tree.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := cmd.Start(); err != nil {
 		c.Close()
@@ -173,6 +179,17 @@ func (g *Guard) Arm(pgid int) error {
 	g.armOnce.Do(func() { close(g.armed) })
 	return err
 }
+
+// Check tells the guard the process group of a health check that has just
+// started: should leaderrun die, the guard kills it with the child's tree
+// (before the message, Pdeathsig covers the check's shell only). Checked
+// must follow once the check's group is killed and before its shell is
+// reaped, while the group's ID cannot have been reused.
+func (g *Guard) Check(pgid int) error { return g.msg("check "+strconv.Itoa(pgid), nil) }
+
+// Checked tells the guard that the health check of process group pgid has
+// ended (see Check).
+func (g *Guard) Checked(pgid int) { _ = g.msg("checked "+strconv.Itoa(pgid), nil) }
 
 // Until hands the guard E, the boot-clock reading until which the lease is
 // certainly ours, after a confirmed acquisition or renewal. It never blocks:

@@ -35,7 +35,7 @@ func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
 // It is the guard's argv[1]; a guard of another build refuses to start, so
 // a mixed installation fails safe (leaderrun sees its guard die: exit 124)
 // instead of misreading messages.
-const guardProtocol = "protocol-2"
+const guardProtocol = "protocol-3"
 
 // guardReady is the guard's first message: it has started, speaks
 // guardProtocol and reads its socket (Guard.Ready waits for it). A program
@@ -83,7 +83,8 @@ type guardProc struct {
 	until    time.Duration // E; 0 means no expiry known
 	stopSent bool          // the stop signal went out (by us or leaderrun)
 	killed   bool
-	held     []*os.File // lock descriptors to hold until the tree is gone
+	held     []*os.File   // lock descriptors to hold until the tree is gone
+	checks   map[int]bool // process groups of the health checks running
 }
 
 type guardMsg struct {
@@ -194,6 +195,15 @@ func (g *guardProc) handle(m guardMsg) {
 		if e := time.Duration(arg(1)); !g.stopSent && e > g.until {
 			g.until = e
 		}
+	case "check":
+		if g.checks == nil {
+			g.checks = make(map[int]bool)
+		}
+		if pg := int(arg(1)); pg > 0 {
+			g.checks[pg] = true
+		}
+	case "checked":
+		delete(g.checks, int(arg(1)))
 	case "stopping":
 		g.stopSent = true
 	case "gone":
@@ -207,7 +217,7 @@ func (g *guardProc) handle(m guardMsg) {
 // killed the guard (Guard.Disarm): leaderrun died. Kill the tree at once,
 // wait until it is gone, then let the held lock go.
 func (g *guardProc) ownerGone() int {
-	if g.pgid == 0 && g.cg == nil {
+	if g.pgid == 0 && g.cg == nil && len(g.checks) == 0 {
 		g.release()
 		return 0
 	}
@@ -231,10 +241,28 @@ func (g *guardProc) tree() tree { return tree{pgid: g.pgid, cg: g.cg} }
 // signalTree sends a catchable signal once to each process of the tree.
 func (g *guardProc) signalTree(sig syscall.Signal) { _ = g.tree().signal(sig) }
 
-// killTree SIGKILLs the whole tree.
+// killTree SIGKILLs the whole tree, and the health checks' groups with it:
+// a check runs under the lease as the child does.
 func (g *guardProc) killTree() {
 	g.killed = true
 	_ = g.tree().kill()
+	for pg := range g.checks {
+		_ = signalGroup(pg, syscall.SIGKILL)
+	}
+}
+
+// alive reports whether anything of the tree or of a health check may still
+// run.
+func (g *guardProc) alive() bool {
+	if g.tree().alive() {
+		return true
+	}
+	for pg := range g.checks {
+		if groupAlive(pg) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitGone polls until the tree is gone or d has passed, killing it again
@@ -243,7 +271,7 @@ func (g *guardProc) waitGone(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	poll := 500 * time.Microsecond
 	for {
-		if !g.tree().alive() {
+		if !g.alive() {
 			return true
 		}
 		if time.Now().After(deadline) {

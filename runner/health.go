@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,11 @@ type HealthConfig struct {
 	// the guard with the child's tree should leaderrun die. Without it a
 	// check runs in a process group of its own, killed when it ends.
 	Cgroup *Cgroup
+	// Guard, if not nil, is the run's guard: it is told each check's
+	// process group while the check runs (Guard.Check), so that it kills
+	// the check with the child's tree should leaderrun die, whether or not
+	// the check runs in a cgroup.
+	Guard *Guard
 }
 
 // HealthError describes the failed check that made a Health checker give up.
@@ -202,11 +208,17 @@ func (h *Health) loop(ctx context.Context) {
 
 // check runs the command once. It returns "" when the check passed, else
 // why it failed, and the last line of its output either way.
+//
+// The check's shell is started with Pdeathsig, as the child is, so the kernel
+// kills it should leaderrun die; the guard, told the check's group, kills
+// the rest. Pdeathsig fires when the thread that forked the shell exits, and
+// a thread ends with a goroutine that exits while locked to it: this
+// goroutine keeps the forking thread to itself until the shell is reaped.
 func (h *Health) check(ctx context.Context) (why, line string) {
-	cctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
-	defer cancel()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	out := &tailBuffer{max: healthOutputKeep}
-	cmd := exec.CommandContext(cctx, "/bin/sh", "-c", h.cfg.Cmd)
+	cmd := exec.Command("/bin/sh", "-c", h.cfg.Cmd)
 	cmd.Env = h.cfg.Env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -226,37 +238,70 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 			cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
 		}
 	}
-	timedOut := false
-	// Called only while the shell is not yet reaped, so its pid is still
-	// its group's ID: the whole group goes, not only the shell.
-	cmd.Cancel = func() error {
-		timedOut = ctx.Err() == nil
-		killCheck(cmd.Process.Pid, cg)
-		return nil
-	}
 	// A check that exited but left a process holding its output is judged
 	// by its exit status once the delay passes, not by the open pipe.
 	cmd.WaitDelay = healthWaitDelay
-	err := cmd.Run()
-	if cmd.Process != nil {
-		// Whatever the check left behind goes with it: its group (which
-		// exists only while members are left, so its ID cannot be reused
-		// yet) and, with a cgroup, even what left the group.
-		killCheck(cmd.Process.Pid, cg)
+	if err := cmd.Start(); err != nil {
+		return fmt.Sprintf("could not run it: %v", err), ""
 	}
+	pgid := cmd.Process.Pid
+	if h.cfg.Guard != nil {
+		if err := h.cfg.Guard.Check(pgid); err != nil {
+			h.log.Debug("the guard does not know this health check", "err", err)
+		}
+	}
+	exited := make(chan struct{})
+	go func() { // owned by check, which waits for it below
+		defer close(exited)
+		awaitExit(pgid)
+	}()
+	timer := time.NewTimer(h.cfg.Timeout)
+	timedOut := false
+	select {
+	case <-exited:
+	case <-timer.C:
+		timedOut = true
+		killCheck(pgid, cg)
+		<-exited
+	case <-ctx.Done():
+		killCheck(pgid, cg)
+		<-exited
+	}
+	timer.Stop()
+	// The shell has exited but is not reaped yet, so its pid is still its
+	// group's ID, which no other group can take: whatever the check left
+	// behind goes with it (its group and, with a cgroup, even what left
+	// the group), and the guard forgets the group before it can be reused.
+	killCheck(pgid, cg)
+	if h.cfg.Guard != nil {
+		h.cfg.Guard.Checked(pgid)
+	}
+	err := cmd.Wait()
 	line = lastLine(out.Bytes())
 	st := cmd.ProcessState
 	switch {
 	case timedOut:
 		return fmt.Sprintf("timed out after %v; killed", h.cfg.Timeout), line
 	case st == nil:
-		return fmt.Sprintf("could not run it: %v", err), line
+		return fmt.Sprintf("could not wait for it: %v", err), line
 	case st.Exited() && st.ExitCode() == 0:
 		return "", line
 	case st.Exited():
 		return fmt.Sprintf("exit code %d", st.ExitCode()), line
 	default:
 		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal()), line
+	}
+}
+
+// awaitExit returns once child pid has exited, leaving it unreaped
+// (waitid with WNOWAIT) for exec.Cmd.Wait.
+func awaitExit(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
 	}
 }
 

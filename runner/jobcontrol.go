@@ -86,7 +86,7 @@ func (r *run) childChanged(st childState) {
 	if !terminalStop(st.sig) && fg != r.pgid {
 		return
 	}
-	if why := cannotSuspend(); why != "" {
+	if why := r.cannotSuspend(); why != "" {
 		r.log.Debug("cannot stop with the child", "reason", why)
 		if st.sig == syscall.SIGTSTP {
 			// Nobody could continue a stopped job here: Ctrl-Z does
@@ -189,7 +189,12 @@ func (r *run) continueGroup() {
 }
 
 // cannotSuspend says why leaderrun cannot stop itself with SIGTSTP, or "".
-func cannotSuspend() string {
+// A leaderrun that is not a job of a shell in charge of its terminal (a
+// script's background job) has nobody to report the stop to and continue it.
+func (r *run) cannotSuspend() string {
+	if r.jobless != "" {
+		return r.jobless
+	}
 	if signal.Ignored(syscall.SIGTSTP) {
 		return "SIGTSTP is ignored"
 	}

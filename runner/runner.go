@@ -29,12 +29,16 @@
 // started and waited for on a goroutine locked to its OS thread that never
 // unlocks: that thread lives exactly as long as the child.
 //
-// Terminal and job control. When leaderrun has a controlling terminal and
-// is in its foreground, whatever its stdin is (cat f | leaderrun -- less),
-// the child's group becomes the foreground group, so the child can read the
-// terminal and Ctrl-C reaches it directly; leaderrun takes the foreground
-// back when the child exits and, if the child died by a signal or was
-// stopped, restores the terminal settings it found. Run follows the child's
+// Terminal and job control. When leaderrun has a controlling terminal, is
+// in its foreground, and is a job of the shell in charge of it (its stdin is
+// that terminal, or a job-control shell gave it a process group of its own,
+// as for cat f | leaderrun -- less), the child's group becomes the
+// foreground group, so the child can read the terminal and Ctrl-C reaches it
+// directly; leaderrun takes the foreground back when the child exits, if the
+// child's group still has it, and, if the child died by a signal or was
+// stopped, restores the terminal settings it found. A background job of a
+// shell without job control (leaderrun … & in a script, nohup) shares the
+// script's foreground group but leaves the terminal alone. Run follows the child's
 // job control as sudo does, seeing its stops with wait4(WUNTRACED) on the
 // locked goroutine: when the child stops on SIGTSTP (Ctrl-Z), SIGTTIN or
 // SIGTTOU (a background read or write of the terminal), or in any way while
@@ -240,9 +244,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer signal.Stop(ch)
 		sigs = ch
 	}
-	term := openTerminal()
+	term, jobless := openTerminal()
 	defer term.close()
-	r.term = term
+	r.term, r.jobless = term, jobless
+	if jobless != "" {
+		r.log.Debug("terminal left alone", "reason", jobless)
+	}
 	cmd := r.command(path, term)
 	r.notifyJobSignals()
 	defer signal.Stop(r.jobSigs)
@@ -369,6 +376,7 @@ type run struct {
 	killNow   <-chan struct{} // Config.KillNow until it fired
 	stopAt    time.Time       // when the stop signal was sent
 	term      *terminal       // the controlling terminal, or nil
+	jobless   string          // why the controlling terminal is not leaderrun's to use, or ""
 
 	childStopped bool           // the child was last reported stopped, not continued
 	suspended    bool           // leaderrun stopped itself with the child, and was not continued since

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,18 +24,55 @@ type terminal struct {
 	handed bool          // the child's group was made the foreground group
 }
 
-// openTerminal opens the controlling terminal, or returns nil if there is
-// none. Whether the child gets the terminal depends on the controlling
-// terminal and its foreground group, not on stdin: `cat f | leaderrun --
-// less` must give less the terminal it reads keys from.
-func openTerminal() *terminal {
+// openTerminal opens the controlling terminal if leaderrun is a job of a
+// shell in charge of that terminal, or returns nil and why not (no
+// controlling terminal: ""). Whether the child gets the terminal depends on
+// the controlling terminal and its foreground group, not on stdin alone:
+// `cat f | leaderrun -- less` must give less the terminal it reads keys from.
+// But a background job of a shell without job control (`leaderrun … &` in a
+// script, `nohup leaderrun … &`) shares the script's process group, which is
+// the terminal's foreground group while the script runs: the terminal is not
+// its to take (see jobless).
+func openTerminal() (*terminal, string) {
 	// O_NONBLOCK: never wait for a carrier; the descriptor is only used
 	// for ioctls.
 	fd, err := unix.Open("/dev/tty", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil // ENXIO: no controlling terminal
+		return nil, "" // ENXIO: no controlling terminal
 	}
-	return &terminal{fd: fd, pgrp: unix.Getpgrp()}
+	if why := jobless(); why != "" {
+		unix.Close(fd)
+		return nil, why
+	}
+	return &terminal{fd: fd, pgrp: unix.Getpgrp()}, ""
+}
+
+// jobless says why leaderrun, which has a controlling terminal, must leave
+// it alone, or "" if leaderrun is a job that may take the terminal when it is
+// in the foreground: its stdin is the controlling terminal (a job started
+// in the background by a shell without job control has /dev/null, and nohup
+// redirects a terminal away), or a job-control shell put it in a process
+// group of its own (its parent, in the same session, is in another group:
+// `cat f | leaderrun -- less`), or it leads the terminal's session. A
+// leaderrun whose parent died (a start script that ran `leaderrun … &` and
+// exited: leaderrun now belongs to init) is no job of anyone's, whatever
+// group still has the foreground.
+func jobless() string {
+	if _, err := unix.IoctlGetInt(0, unix.TIOCGSID); err == nil {
+		return "" // TIOCGSID answers only on the caller's controlling terminal
+	}
+	self, ok := readProcStat("self")
+	if !ok {
+		return "cannot read /proc/self/stat"
+	}
+	if self.session == os.Getpid() {
+		return ""
+	}
+	parent, ok := readProcStat(strconv.Itoa(os.Getppid()))
+	if ok && parent.session == self.session && parent.pgrp != self.pgrp {
+		return ""
+	}
+	return "stdin is not the terminal and leaderrun is not a job of its own (a background job of a script, or nohup)"
 }
 
 func (t *terminal) close() {
@@ -125,12 +164,15 @@ func (t *terminal) takeBack() error {
 	})
 }
 
-// restore runs once the child has exited: if the child's group (or a group
-// it gave the terminal to) still has the foreground, our group gets it back
-// and, if restoreState, the modes the terminal had when it was handed over
-// are put back, as shells do for a job killed by a signal (raw mode, no
-// echo). A terminal that is not the child's to give back (leaderrun was sent
-// to the background) is left alone.
+// restore runs once the child has exited: if the child's group still has
+// the foreground, or the child gave it to a group that has ended since,
+// our group (which exists: leaderrun is in it) gets it back and, if
+// restoreState, the modes the terminal had when it was handed over are put
+// back, as shells do for a job killed by a signal (raw mode, no echo). A
+// terminal that some other live group has (leaderrun was sent to the
+// background, or its shell took the terminal back when the job it started
+// leaderrun in ended) is left alone: taking it from a shell would make the
+// shell's next read fail, and an interactive shell exits on that.
 //
 // Members of our own group that read the terminal while the child held it
 // (the other commands of a pipeline, as in `leaderrun -- make | less`) were
@@ -141,7 +183,7 @@ func (t *terminal) restore(childPgid int, restoreState bool) error {
 		return nil
 	}
 	fg := t.foreground()
-	if t.ours(fg) || fg == -1 || (fg != childPgid && !t.handed) {
+	if t.ours(fg) || fg <= 0 || (fg != childPgid && !(t.handed && groupGone(fg))) {
 		return nil
 	}
 	return withSIGTTOUBlocked(func() error {
@@ -162,6 +204,11 @@ func (t *terminal) restore(childPgid int, restoreState bool) error {
 		}
 		return err
 	})
+}
+
+// groupGone reports whether process group pgid has no member left.
+func groupGone(pgid int) bool {
+	return errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
 
 // logErr logs a failed terminal operation: at debug level once the terminal

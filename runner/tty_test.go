@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/internal/ptytest"
 )
@@ -116,5 +119,79 @@ func TestTerminal(t *testing.T) {
 				t.Fatal("mini leaderrun did not exit")
 			}
 		})
+	}
+}
+
+// TestTerminalLeftToAnotherGroup: when the child's group no longer has the
+// foreground at its end (here a job of the child's has it, as a shell has
+// once it took the terminal back), the mini leaderrun leaves the terminal
+// where it is: taking it from a live group would take it from a shell, whose
+// next read then fails.
+func TestTerminalLeftToAnotherGroup(t *testing.T) {
+	t.Parallel()
+	master, slave := ptytest.Open(t)
+	exe, env := helperArgs(t, "mini")
+	// The child runs job control: its job gets a group of its own in the
+	// terminal's session and, brought to the foreground, reads a line.
+	mini := exec.Command(exe[0], "sh",
+		`set -m; sh -c 'read y; echo "other $$ $y"; exec sleep 600' & echo "ready $$"; fg >/dev/null`)
+	mini.Env = env
+	mini.Stdin, mini.Stdout, mini.Stderr = slave, slave, slave
+	mini.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := mini.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- mini.Wait() }()
+	var other int
+	t.Cleanup(func() {
+		mini.Process.Kill()
+		<-waited
+		if other > 0 {
+			syscall.Kill(-other, syscall.SIGKILL)
+		}
+	})
+	fg := func() int {
+		t.Helper()
+		rc, err := master.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pg int
+		rc.Control(func(fd uintptr) { pg, err = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
+		if err != nil {
+			t.Fatalf("TIOCGPGRP: %v", err)
+		}
+		return pg
+	}
+	term := ptytest.NewTerm(t, master)
+	term.Expect("ready ", 10*time.Second)
+	child, err := strconv.Atoi(term.Expect("\r\n", 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term.Send("go\n") // read by the job once the child's fg gave it the terminal
+	term.Expect("other ", 10*time.Second)
+	if other, err = strconv.Atoi(term.Expect(" go\r\n", 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fg(); got != other {
+		t.Fatalf("foreground group %d, want the job's %d", got, other)
+	}
+	if err := syscall.Kill(child, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	term.Expect("mini: code 143", 10*time.Second)
+	select {
+	case <-waited:
+		waited <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("mini leaderrun did not exit")
+	}
+	// The mini leaderrun prints this if it has the foreground after Run
+	// (once it has exited, its session has no terminal to look at).
+	if strings.Contains(term.Output(), "foreground restored") {
+		t.Error("the mini leaderrun took the terminal from a live group")
 	}
 }
