@@ -66,7 +66,7 @@
 //     on the name (see pglease).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
-//     guard process is started in a session of its own, deaf to forwarded
+//     guard process is started in a process group of its own, deaf to forwarded
 //     signals and without store access. The Keeper hands it every new E
 //     (KeeperConfig.OnExtend), the runner the child's process group (or
 //     cgroup). If leaderrun dies (its end of a socket closes while the
