@@ -81,16 +81,21 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 	b.WriteString(prefix)
 	b.WriteByte(' ')
 	b.WriteString(r.Message)
+	// The final line (the record with exit_code) has one shape: what
+	// happened, then "; exit N". Its event and lease are for JSON readers;
+	// the message already names the lease.
+	final, code := false, int64(0)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "exit_code" && a.Value.Kind() == slog.KindInt64 {
+			final, code = true, a.Value.Int64()
+		}
+		return true
+	})
 	write := func(a slog.Attr) bool {
-		if a.Key == "event" || a.Equal(slog.Attr{}) {
+		if a.Key == "event" || a.Equal(slog.Attr{}) || final && (a.Key == "exit_code" || a.Key == "lease") {
 			return true
 		}
 		v := a.Value.Resolve()
-		if a.Key == "exit_code" && v.Kind() == slog.KindInt64 &&
-			(strings.HasSuffix(r.Message, fmt.Sprintf("exit %d", v.Int64())) || strings.HasSuffix(r.Message, fmt.Sprintf("(exit %d)", v.Int64())) ||
-				strings.HasSuffix(r.Message, fmt.Sprintf("exited with code %d", v.Int64()))) {
-			return true // the line already ends with it ("…; exit 137", "… exited with code 1")
-		}
 		s := v.String()
 		if v.Kind() == slog.KindDuration {
 			s = v.Duration().Round(time.Millisecond).String()
@@ -105,6 +110,9 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 		write(a)
 	}
 	r.Attrs(write)
+	if final {
+		fmt.Fprintf(&b, "; exit %d", code)
+	}
 	b.WriteByte('\n')
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -133,11 +141,47 @@ type dropCounter struct {
 }
 
 func (h *dropCounter) Handle(ctx context.Context, r slog.Record) error {
+	r = signalNames(r)
 	if n := h.w.dropped.Load(); n > 0 {
 		r = r.Clone()
 		r.AddAttrs(slog.Int64("log_lines_dropped", n))
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// signalNames returns r with every signal attribute named as leaderrun's
+// messages name signals ("SIGTERM", not Go's "terminated" or "user defined
+// signal 1", nor a bare number in JSON), and signal 0 ("none") left out.
+func signalNames(r slog.Record) slog.Record {
+	has := false
+	r.Attrs(func(a slog.Attr) bool {
+		_, has = a.Value.Any().(syscall.Signal)
+		return !has
+	})
+	if !has {
+		return r
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if sig, ok := a.Value.Any().(syscall.Signal); ok {
+			if sig == 0 {
+				return true
+			}
+			a.Value = slog.StringValue(signalName(sig))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return out
+}
+
+// signalName is sig as leaderrun names signals everywhere: SIGTERM,
+// SIGUSR1, or "signal N" for one without a name.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
 
 func (h *dropCounter) WithAttrs(as []slog.Attr) slog.Handler {
