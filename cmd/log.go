@@ -28,6 +28,11 @@ import (
 func newLogger(w io.Writer, format string, level slog.Level, getenv func(string) string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	dw := &dropWriter{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fw := newFileLineWriter(f); fw != nil {
+			dw.w = fw
+		}
+	}
 	switch format {
 	case "json":
 		return slog.New(&dropCounter{Handler: slog.NewJSONHandler(dw, opts), w: dw}), nil
@@ -233,4 +238,93 @@ func freshLine(fd int) string {
 		return ""
 	}
 	return strings.Repeat(" ", int(ws.Col)) + "\r"
+}
+
+// fileLineWriter starts each of leaderrun's lines on a fresh line in a
+// regular file (stderr redirected to a log file, `>job.log 2>&1`): the
+// child writes to the same file, directly, and its output may end without a
+// newline ("no newlineleaderrun: …"). Before each line it reads the byte
+// before where the line will land (the file's end with O_APPEND, else the
+// descriptor's offset, which `2>&1` shares with stdout) and writes a
+// newline first when that byte is not one. Whatever wrote that byte, the
+// child's stdout or stderr, is seen: the check is on the file itself.
+//
+// Pipes and sockets (cron mail, CI logs, journald) keep what was written
+// only in their reader, so there leaderrun cannot know and writes its line
+// as is (docs/usage.md says so); a terminal is handled by freshLine.
+type fileLineWriter struct {
+	f      *os.File
+	append bool
+	mu     sync.Mutex
+	rd     *os.File // the file opened again for reading when f is write-only; nil until needed
+	rdErr  bool     // it could not be opened: write lines as they are
+}
+
+// newFileLineWriter returns a fileLineWriter for f, or nil when f is not a
+// regular file.
+func newFileLineWriter(f *os.File) *fileLineWriter {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return nil
+	}
+	return &fileLineWriter{f: f, append: fl&unix.O_APPEND != 0}
+}
+
+func (w *fileLineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.needsNewline() {
+		if _, err := w.f.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
+	return w.f.Write(p)
+}
+
+// needsNewline reports whether the byte before the next write's position
+// is there and is not a newline.
+func (w *fileLineWriter) needsNewline() bool {
+	fd := int(w.f.Fd())
+	var pos int64
+	if w.append {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			return false
+		}
+		pos = st.Size
+	} else {
+		var err error
+		if pos, err = unix.Seek(fd, 0, io.SeekCurrent); err != nil {
+			return false
+		}
+	}
+	if pos <= 0 {
+		return false
+	}
+	b := []byte{0}
+	if _, err := unix.Pread(fd, b, pos-1); err == nil {
+		return b[0] != '\n'
+	} else if err != unix.EBADF {
+		return false
+	}
+	// Opened write-only (`>file`): read it through /proc, once opened.
+	if w.rd == nil && !w.rdErr {
+		rd, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err != nil {
+			w.rdErr = true
+			return false
+		}
+		w.rd = rd
+	}
+	if w.rd == nil {
+		return false
+	}
+	if _, err := w.rd.ReadAt(b, pos-1); err != nil {
+		return false
+	}
+	return b[0] != '\n'
 }
