@@ -127,12 +127,7 @@ func printStatus(w io.Writer, out statusJSON, v leaseView, now time.Time) {
 	if h == nil {
 		fmt.Fprintf(w, "%s: free\n", name)
 	} else {
-		line := fmt.Sprintf("%s: held by %s", name, printable(h.Label))
-		if h.Label == "" {
-			// A lock without a record: not leaderrun's (flock(1) on a
-			// shared lock file), or a holder about to write its record.
-			line = name + ": held by an unknown process (no leaderrun record)"
-		}
+		line := fmt.Sprintf("%s: held by %s", name, holderName(h.Label))
 		if !h.Since.IsZero() {
 			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 		}
