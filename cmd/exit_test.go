@@ -85,3 +85,28 @@ func TestLogSignalNames(t *testing.T) {
 		}
 	}
 }
+
+// status tells a lease the store knows nothing of (a name never used with
+// it, or mistyped) from a free one that ran: both read "free" (exit 3).
+func TestStatusNothingKnown(t *testing.T) {
+	store := "file://" + t.TempDir()
+	code, out, _ := runCapture(t, "status", "--store", store, "job")
+	if code != ExitStatusUnknown || !strings.HasPrefix(out, "job: nothing known (") {
+		t.Fatalf("never used: exit %d, %q; want %d, nothing known", code, out, ExitStatusUnknown)
+	}
+	code, out, _ = runCapture(t, "status", "--json", "--store", store, "job")
+	if code != ExitStatusUnknown || out != `{"name":"job","held":false,"unknown":true}`+"\n" {
+		t.Fatalf("never used, --json: exit %d, %q", code, out)
+	}
+	if code, _, errOut := runCapture(t, "--store", store, "--name", "job", "--", "true"); code != 0 {
+		t.Fatalf("run: exit %d, %s", code, errOut)
+	}
+	code, out, _ = runCapture(t, "status", "--store", store, "job")
+	if code != ExitStatusFree || !strings.HasPrefix(out, "job: free\n  last run: ") {
+		t.Fatalf("after a run: exit %d, %q; want %d, free and the last run", code, out, ExitStatusFree)
+	}
+	code, out, _ = runCapture(t, "status", "--json", "--store", store, "job")
+	if code != ExitStatusFree || strings.Contains(out, "unknown") {
+		t.Fatalf("after a run, --json: exit %d, %q", code, out)
+	}
+}
