@@ -160,7 +160,7 @@ func (h *dropCounter) Handle(ctx context.Context, r slog.Record) error {
 func signalNames(r slog.Record) slog.Record {
 	has := false
 	r.Attrs(func(a slog.Attr) bool {
-		_, has = a.Value.Any().(syscall.Signal)
+		_, has = signalOf(a.Value)
 		return !has
 	})
 	if !has {
@@ -168,7 +168,7 @@ func signalNames(r slog.Record) slog.Record {
 	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
-		if sig, ok := a.Value.Any().(syscall.Signal); ok {
+		if sig, ok := signalOf(a.Value); ok {
 			if sig == 0 {
 				return true
 			}
@@ -178,6 +178,15 @@ func signalNames(r slog.Record) slog.Record {
 		return true
 	})
 	return out
+}
+
+// signalOf returns the signal v holds, if it holds one.
+func signalOf(v slog.Value) (syscall.Signal, bool) {
+	if v.Kind() != slog.KindAny {
+		return 0, false
+	}
+	sig, ok := v.Any().(syscall.Signal)
+	return sig, ok
 }
 
 // signalName is sig as leaderrun names signals everywhere: SIGTERM,
@@ -256,7 +265,7 @@ type fileLineWriter struct {
 	f      *os.File
 	append bool
 	mu     sync.Mutex
-	rd     *os.File // the file opened again for reading when f is write-only; nil until needed
+	rd     *os.File // the file opened again for reading when f is write-only; nil until needed, then open for the logger's life
 	rdErr  bool     // it could not be opened: write lines as they are
 }
 
@@ -278,9 +287,11 @@ func (w *fileLineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.needsNewline() {
-		if _, err := w.f.Write([]byte{'\n'}); err != nil {
+		// One write, as the line itself: the child may be writing too.
+		if _, err := w.f.Write(append([]byte{'\n'}, p...)); err != nil {
 			return 0, err
 		}
+		return len(p), nil
 	}
 	return w.f.Write(p)
 }
