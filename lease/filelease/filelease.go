@@ -584,7 +584,7 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 // mistyped --store, so it is an error that names the directory, not a
 // free lease or an empty history.
 func (s *Store) missingDir() error {
-	return newError(lease.ErrConfig, os.ErrNotExist, fmt.Sprintf("the file store directory %s does not exist (no lease was ever taken with this store: check --store)", s.dir))
+	return newError(lease.ErrConfig, nil, fmt.Sprintf("the file store directory %s does not exist (no lease was ever taken with this store: check --store)", s.dir))
 }
 
 // status is Status with the holder's acquisition ID, returned apart.
