@@ -232,8 +232,10 @@ for it (standbys) in the order they would take over:
 store's run history (see leaderrun history) other than the current holder's.
 --json prints
 {"name","held","holder","token","since","remaining_ms","standbys":[{"holder","priority","since"}],"last_run":{...}}
-instead.
-Exit codes: 0 held, 3 free, 125 error (usage, configuration, store).
+instead; "unknown":true when the store knows nothing of NAME.
+Exit codes: 0 held, 3 free, 4 nothing known (no holder, standby or recorded
+run: a name never used with this store, or mistyped), 125 error (usage,
+configuration, store; a file store directory that does not exist).
 Flags may come before or after NAME, and before "status".`
 
 const watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
@@ -457,7 +459,7 @@ func (inv *invocation) app(f formFlags, p parsed) *cli.App {
 			return nil
 		},
 		Commands: []*cli.Command{
-			inv.nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 125 error)", statusDescription, f.status, statusCommand),
+			inv.nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 4 unknown)", statusDescription, f.status, statusCommand),
 			inv.nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, f.watch, watchCommand),
 			inv.nameCommand("history", "print the last runs of a lease, from any host (newest first)", historyDescription, f.history, historyCommand),
 			inv.nameCommand("check", "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did", checkDescription, f.check, checkCommand),

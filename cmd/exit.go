@@ -28,6 +28,10 @@ const (
 	ExitNotFound = 127
 	// ExitStatusFree is `status`'s code for a free lease.
 	ExitStatusFree = 3
+	// ExitStatusUnknown is `status`'s code for a lease the store knows
+	// nothing of: no holder, no standby, no recorded run (a name never used
+	// with this store, or a mistyped one).
+	ExitStatusUnknown = 4
 )
 
 // outcome is how a command ends: its exit code and the last stderr line that

@@ -86,7 +86,7 @@ func TestSubcommandFlagsAnywhere(t *testing.T) {
 		{"json after NAME", []string{"status", "report", "--store", held, "--json"}, 0, `"held":true`},
 		{"json before status", []string{"--json", "--store", held, "status", "report"}, 0, `"held":true`},
 		{"last of two wins", []string{"--store", free, "status", "report", "--store", held}, 0, "held by h1"},
-		{"free store after NAME", []string{"status", "report", "--store", free}, ExitStatusFree, "report: free"},
+		{"empty store after NAME", []string{"status", "report", "--store", free}, ExitStatusUnknown, "report: nothing known"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

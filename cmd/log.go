@@ -28,6 +28,11 @@ import (
 func newLogger(w io.Writer, format string, level slog.Level, getenv func(string) string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	dw := &dropWriter{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fw := newFileLineWriter(f); fw != nil {
+			dw.w = fw
+		}
+	}
 	switch format {
 	case "json":
 		return slog.New(&dropCounter{Handler: slog.NewJSONHandler(dw, opts), w: dw}), nil
@@ -81,16 +86,21 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 	b.WriteString(prefix)
 	b.WriteByte(' ')
 	b.WriteString(r.Message)
+	// The final line (the record with exit_code) has one shape: what
+	// happened, then "; exit N". Its event and lease are for JSON readers;
+	// the message already names the lease.
+	final, code := false, int64(0)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "exit_code" && a.Value.Kind() == slog.KindInt64 {
+			final, code = true, a.Value.Int64()
+		}
+		return true
+	})
 	write := func(a slog.Attr) bool {
-		if a.Key == "event" || a.Equal(slog.Attr{}) {
+		if a.Key == "event" || a.Equal(slog.Attr{}) || final && (a.Key == "exit_code" || a.Key == "lease") {
 			return true
 		}
 		v := a.Value.Resolve()
-		if a.Key == "exit_code" && v.Kind() == slog.KindInt64 &&
-			(strings.HasSuffix(r.Message, fmt.Sprintf("exit %d", v.Int64())) || strings.HasSuffix(r.Message, fmt.Sprintf("(exit %d)", v.Int64())) ||
-				strings.HasSuffix(r.Message, fmt.Sprintf("exited with code %d", v.Int64()))) {
-			return true // the line already ends with it ("…; exit 137", "… exited with code 1")
-		}
 		s := v.String()
 		if v.Kind() == slog.KindDuration {
 			s = v.Duration().Round(time.Millisecond).String()
@@ -105,6 +115,9 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 		write(a)
 	}
 	r.Attrs(write)
+	if final {
+		fmt.Fprintf(&b, "; exit %d", code)
+	}
 	b.WriteByte('\n')
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -133,11 +146,56 @@ type dropCounter struct {
 }
 
 func (h *dropCounter) Handle(ctx context.Context, r slog.Record) error {
+	r = signalNames(r)
 	if n := h.w.dropped.Load(); n > 0 {
 		r = r.Clone()
 		r.AddAttrs(slog.Int64("log_lines_dropped", n))
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// signalNames returns r with every signal attribute named as leaderrun's
+// messages name signals ("SIGTERM", not Go's "terminated" or "user defined
+// signal 1", nor a bare number in JSON), and signal 0 ("none") left out.
+func signalNames(r slog.Record) slog.Record {
+	has := false
+	r.Attrs(func(a slog.Attr) bool {
+		_, has = signalOf(a.Value)
+		return !has
+	})
+	if !has {
+		return r
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if sig, ok := signalOf(a.Value); ok {
+			if sig == 0 {
+				return true
+			}
+			a.Value = slog.StringValue(signalName(sig))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return out
+}
+
+// signalOf returns the signal v holds, if it holds one.
+func signalOf(v slog.Value) (syscall.Signal, bool) {
+	if v.Kind() != slog.KindAny {
+		return 0, false
+	}
+	sig, ok := v.Any().(syscall.Signal)
+	return sig, ok
+}
+
+// signalName is sig as leaderrun names signals everywhere: SIGTERM,
+// SIGUSR1, or "signal N" for one without a name.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
 
 func (h *dropCounter) WithAttrs(as []slog.Attr) slog.Handler {
@@ -189,4 +247,95 @@ func freshLine(fd int) string {
 		return ""
 	}
 	return strings.Repeat(" ", int(ws.Col)) + "\r"
+}
+
+// fileLineWriter starts each of leaderrun's lines on a fresh line in a
+// regular file (stderr redirected to a log file, `>job.log 2>&1`): the
+// child writes to the same file, directly, and its output may end without a
+// newline ("no newlineleaderrun: …"). Before each line it reads the byte
+// before where the line will land (the file's end with O_APPEND, else the
+// descriptor's offset, which `2>&1` shares with stdout) and writes a
+// newline first when that byte is not one. Whatever wrote that byte, the
+// child's stdout or stderr, is seen: the check is on the file itself.
+//
+// Pipes and sockets (cron mail, CI logs, journald) keep what was written
+// only in their reader, so there leaderrun cannot know and writes its line
+// as is (docs/usage.md says so); a terminal is handled by freshLine.
+type fileLineWriter struct {
+	f      *os.File
+	append bool
+	mu     sync.Mutex
+	rd     *os.File // the file opened again for reading when f is write-only; nil until needed, then open for the logger's life
+	rdErr  bool     // it could not be opened: write lines as they are
+}
+
+// newFileLineWriter returns a fileLineWriter for f, or nil when f is not a
+// regular file.
+func newFileLineWriter(f *os.File) *fileLineWriter {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return nil
+	}
+	return &fileLineWriter{f: f, append: fl&unix.O_APPEND != 0}
+}
+
+func (w *fileLineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.needsNewline() {
+		// One write, as the line itself: the child may be writing too.
+		if _, err := w.f.Write(append([]byte{'\n'}, p...)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return w.f.Write(p)
+}
+
+// needsNewline reports whether the byte before the next write's position
+// is there and is not a newline.
+func (w *fileLineWriter) needsNewline() bool {
+	fd := int(w.f.Fd())
+	var pos int64
+	if w.append {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			return false
+		}
+		pos = st.Size
+	} else {
+		var err error
+		if pos, err = unix.Seek(fd, 0, io.SeekCurrent); err != nil {
+			return false
+		}
+	}
+	if pos <= 0 {
+		return false
+	}
+	b := []byte{0}
+	if _, err := unix.Pread(fd, b, pos-1); err == nil {
+		return b[0] != '\n'
+	} else if err != unix.EBADF {
+		return false
+	}
+	// Opened write-only (`>file`): read it through /proc, once opened.
+	if w.rd == nil && !w.rdErr {
+		rd, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err != nil {
+			w.rdErr = true
+			return false
+		}
+		w.rd = rd
+	}
+	if w.rd == nil {
+		return false
+	}
+	if _, err := w.rd.ReadAt(b, pos-1); err != nil {
+		return false
+	}
+	return b[0] != '\n'
 }

@@ -106,9 +106,7 @@ func notifyWaiting(n *notifier, name string, report func(lease.WaitEvent)) func(
 // by H since T".
 func waitingStatus(name string, by lease.Holder, now time.Time) string {
 	s := "waiting for lease " + name
-	if by.Label != "" {
-		s += " held by " + printable(by.Label)
-	}
+	s += " held by " + holderName(by.Label)
 	if !by.Since.IsZero() {
 		s += " since " + FormatTimeZone(by.Since, now)
 	}

@@ -70,3 +70,17 @@ func printable(s string) string {
 func reorders(r rune) bool {
 	return unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
+
+// unknownHolder names a holder whose record says nothing of it: a lock
+// without leaderrun's record (flock(1) on a shared lock file, a key another
+// program wrote, a holder about to write its record).
+const unknownHolder = "an unknown process (no leaderrun record)"
+
+// holderName is a holder label as every command prints it: escaped by
+// printable, or unknownHolder when there is none.
+func holderName(label string) string {
+	if label == "" {
+		return unknownHolder
+	}
+	return printable(label)
+}

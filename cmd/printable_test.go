@@ -73,20 +73,6 @@ func TestMisspeltVars(t *testing.T) {
 	}
 }
 
-// The final line says the exit code once: in its words in text, as a field
-// in JSON.
-func TestExitCodeOnce(t *testing.T) {
-	store := "file://" + t.TempDir()
-	code, _, errOut := runCapture(t, "--store", store, "--name", "once", "--", "false")
-	if code != 1 || !strings.Contains(errOut, "false exited with code 1\n") || strings.Contains(errOut, "exit_code=") {
-		t.Fatalf("exit %d, stderr %q; want the code said once", code, errOut)
-	}
-	code, _, errOut = runCapture(t, "--store", store, "--name", "once", "--log-format", "json", "--", "false")
-	if code != 1 || !strings.Contains(errOut, `"exit_code":1`) {
-		t.Fatalf("exit %d, stderr %q; want exit_code in JSON", code, errOut)
-	}
-}
-
 // A store that keeps failing while leaderrun waits is said again at the
 // default level (after outageFirstNote, then every outageNoteEvery, with how
 // long it has been), not once and then never: a mistyped host name looked

@@ -354,7 +354,7 @@ func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) error {
 func childOutcome(name string, res runner.Result) *outcome {
 	if res.Signal != 0 {
 		return newOutcome(res.Code, slog.LevelWarn,
-			fmt.Sprintf("%s was killed by %s; exit %d", name, unix.SignalName(res.Signal), res.Code), "event", "child_signaled")
+			fmt.Sprintf("%s was killed by %s", name, unix.SignalName(res.Signal)), "event", "child_signaled")
 	}
 	level := slog.LevelInfo
 	if res.Code != 0 {

@@ -68,5 +68,5 @@ func conflictText(rc runConfig, by lease.Holder) string {
 	if rc.wait > 0 {
 		waited = "; gave up after --wait " + humanDuration(rc.wait)
 	}
-	return fmt.Sprintf("lease %s is %s%s; %s not started (exit %d)", rc.name, heldBy(by, time.Now()), waited, rc.args[0], rc.conflictCode)
+	return fmt.Sprintf("lease %s is %s%s; %s not started", rc.name, heldBy(by, time.Now()), waited, rc.args[0])
 }

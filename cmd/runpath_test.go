@@ -572,11 +572,11 @@ func TestConflictLine(t *testing.T) {
 	useStore(t, "conflict", s)
 	take(t, s, "c", "first")
 	code, _, errOut := runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "0", "--", "true")
-	if code != ExitConflict || !regexp.MustCompile(`^leaderrun: lease c is held by first since `+clockRE+`, token 1; true not started \(exit 75\)`).MatchString(errOut) {
+	if code != ExitConflict || !regexp.MustCompile(`^leaderrun: lease c is held by first since `+clockRE+`, token 1; true not started; exit 75\n$`).MatchString(errOut) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "20ms", "--conflict-exit-code", "0", "--", "true")
-	if code != 0 || !regexp.MustCompile(`lease c is held by first since `+clockRE+`, token 1; gave up after --wait 20ms; true not started \(exit 0\)`).MatchString(errOut) {
+	if code != 0 || !regexp.MustCompile(`lease c is held by first since `+clockRE+`, token 1; gave up after --wait 20ms; true not started; exit 0\n$`).MatchString(errOut) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }

@@ -291,7 +291,7 @@ func (r *runState) outcome(res runner.Result, ch childRun, cause error, treeGone
 			how = fmt.Sprintf("%s exited with code %d", name, res.Code)
 		}
 		return newOutcome(ExitUnhealthy, slog.LevelError,
-			fmt.Sprintf("%v; %s; lease %s %s; exit %d", hc.err, how, rc.name, released, ExitUnhealthy),
+			fmt.Sprintf("%v; %s; lease %s %s", hc.err, how, rc.name, released),
 			"event", "unhealthy", "lease", rc.name), lease.OutcomeSteppedDown
 	}
 	if errors.Is(cause, lease.ErrLost) || errors.Is(cause, runner.ErrGuardDied) {
@@ -311,7 +311,7 @@ func (r *runState) outcome(res runner.Result, ch childRun, cause error, treeGone
 			what = "leadership of lease " + rc.name + " was not held for the child's whole run"
 		}
 		return newOutcome(ExitLost, slog.LevelError,
-			fmt.Sprintf("%s%s; %s; exit %d", what, lostWhy(cause), how, ExitLost),
+			fmt.Sprintf("%s%s; %s", what, lostWhy(cause), how),
 			"event", "lost", "lease", rc.name), lease.OutcomeLost
 	}
 	return childOutcome(name, res), childRunOutcome(resultView{code: res.Code, signal: res.Signal}, ch.stoppedBySignal)

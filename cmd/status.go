@@ -31,6 +31,9 @@ type statusJSON struct {
 	// current holder's; absent from the output of watch, and when the store
 	// keeps no history.
 	LastRun *lease.Run `json:"last_run,omitempty"`
+	// Unknown says the store knows nothing of the lease: free, with no
+	// standby and no recorded run (status exits ExitStatusUnknown).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // standbyJSON is one waiting instance.
@@ -62,7 +65,7 @@ func readView(ctx context.Context, store lease.Store, name string) (leaseView, e
 }
 
 // statusCommand prints who holds name and who stands by: exit 0 held, 3
-// free, 125 error.
+// free, 4 nothing known, 125 error.
 func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
 	if err := lease.ValidateName(name); err != nil {
 		return classify(usageError{err})
@@ -87,17 +90,37 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 		current = h.Token // running: its start record is not the last run
 	}
 	out := newStatusJSON(name, v, lastRun(sctx, store, name, current))
+	out.Unknown = h == nil && len(v.standbys) == 0 && out.LastRun == nil && !anyRun(sctx, store, name)
 	if c.Bool("json") {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(e.stdio.Out, string(b))
 	} else {
 		printStatus(e.stdio.Out, out, v, time.Now())
 	}
+	if out.Unknown {
+		return &outcome{code: ExitStatusUnknown, level: slog.LevelDebug, msg: "nothing is known of lease " + name}
+	}
 	if h == nil {
 		return &outcome{code: ExitStatusFree, level: slog.LevelDebug, msg: "lease " + name + " is free"}
 	}
 	return &outcome{code: 0, level: slog.LevelDebug, msg: "lease " + name + " is held"}
 }
+
+// anyRun reports whether the store's history may hold a run of name: it
+// does, or the store keeps none, or it cannot be read (then nothing can be
+// said either way). Only a history read without error that has no run says
+// the store knows nothing of name.
+func anyRun(ctx context.Context, store lease.Store, name string) bool {
+	h, ok := store.(lease.History)
+	if !ok {
+		return true
+	}
+	runs, err := h.Runs(ctx, name, 1)
+	return err != nil || len(runs) > 0
+}
+
+// unknownText is status's line for a lease the store knows nothing of.
+const unknownText = "nothing known (no holder, standby or recorded run in this store: a name never used with it, or mistyped)"
 
 // newStatusJSON is status's answer for lease name: its view v and the last
 // run (nil when none is recorded or the store keeps no history).
@@ -124,15 +147,13 @@ func newStatusJSON(name string, v leaseView, last *lease.Run) statusJSON {
 // and the standbys, indented.
 func printStatus(w io.Writer, out statusJSON, v leaseView, now time.Time) {
 	name, h := out.Name, v.holder
-	if h == nil {
+	switch {
+	case out.Unknown:
+		fmt.Fprintf(w, "%s: %s\n", name, unknownText)
+	case h == nil:
 		fmt.Fprintf(w, "%s: free\n", name)
-	} else {
-		line := fmt.Sprintf("%s: held by %s", name, printable(h.Label))
-		if h.Label == "" {
-			// A lock without a record: not leaderrun's (flock(1) on a
-			// shared lock file), or a holder about to write its record.
-			line = name + ": held by an unknown process (no leaderrun record)"
-		}
+	default:
+		line := fmt.Sprintf("%s: held by %s", name, holderName(h.Label))
 		if !h.Since.IsZero() {
 			line += fmt.Sprintf(" since %s (%s ago)", FormatTimeZone(h.Since, now), now.Sub(h.Since).Round(time.Second))
 		}

@@ -59,10 +59,7 @@ func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.
 
 // heldBy describes a holder: "held by web-1:42 since 14:03:07, token 7".
 func heldBy(h lease.Holder, now time.Time) string {
-	s := "held by another holder"
-	if h.Label != "" {
-		s = "held by " + printable(h.Label)
-	}
+	s := "held by " + holderName(h.Label)
 	if !h.Since.IsZero() {
 		s += " since " + FormatTimeZone(h.Since, now)
 	}

@@ -271,7 +271,11 @@ func (p watchPrinter) holder(h *lease.Holder) {
 		fmt.Fprintf(p.e.stdio.Out, "%s %s: free\n", p.stamp(now), p.name)
 		return
 	}
-	fmt.Fprintf(p.e.stdio.Out, "%s %s: held by %s, token %d\n", p.stamp(now), p.name, printable(h.Label), h.Token)
+	line := fmt.Sprintf("%s %s: held by %s", p.stamp(now), p.name, holderName(h.Label))
+	if h.Token != 0 {
+		line += fmt.Sprintf(", token %d", h.Token)
+	}
+	fmt.Fprintln(p.e.stdio.Out, line)
 }
 
 // standby prints a standby event: standby_waiting (at the start),

@@ -29,6 +29,10 @@ func TestPrintChanges(t *testing.T) {
 			[]string{"j: standby b left (priority 3)"}},
 		{"took over: the holder line only", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 0), sb("2", "c", 0)}},
 			leaseView{holder: b, standbys: []lease.Candidate{sb("2", "c", 0)}}, []string{"j: held by b, token 6"}},
+		// A key or lock file without leaderrun's record: the wording status
+		// uses, not "held by , token 26".
+		{"unknown holder", leaseView{}, leaseView{holder: &lease.Holder{Token: 26}}, []string{"j: held by an unknown process (no leaderrun record), token 26"}},
+		{"unknown holder without a token", leaseView{}, leaseView{holder: &lease.Holder{}}, []string{"j: held by an unknown process (no leaderrun record)"}},
 		{"holder first, then left, then joined", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "x", 0)}},
 			leaseView{standbys: []lease.Candidate{sb("2", "y", 1)}},
 			[]string{"j: free", "j: standby x left (priority 0)", "j: standby y joined (priority 1)"}},

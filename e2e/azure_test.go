@@ -446,14 +446,14 @@ func TestAzureSecretsNotShown(t *testing.T) {
 	})
 }
 
-// status --json: holder and token while held (exit 0), free (exit 3) before
-// the container exists and after the leader released it.
+// status --json: nothing known (exit 4) before the container exists, holder
+// and token while held (exit 0), free (exit 3) after the leader released it.
 func TestAzureStatus(t *testing.T) {
 	t.Parallel()
 	_, store := azShared(t, "")
 	env := append(azEnv(azDevKey), "LEADERRUN_STORE="+store)
-	if code, m := statusJSON(t, env, "st"); code != 3 || m["held"] != false {
-		t.Fatalf("status of a lease in a missing container: %d %v; want 3 and held=false", code, m)
+	if code, m := statusJSON(t, env, "st"); code != 4 || m["held"] != false || m["unknown"] != true {
+		t.Fatalf("status of a lease in a missing container: %d %v; want 4, held=false, unknown=true", code, m)
 	}
 	leader, _ := holdLease(t, env, "st", "--holder", "web-2:4411")
 	code, m := statusJSON(t, env, "st")

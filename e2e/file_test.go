@@ -161,8 +161,8 @@ func statusJSON(t *testing.T, env []string, name string) (int, map[string]any) {
 
 func TestFileStatus(t *testing.T) {
 	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
-	if code, m := statusJSON(t, env, "st"); code != 3 || m["held"] != false {
-		t.Fatalf("status of a free lease: %d %v; want 3 and held=false", code, m)
+	if code, m := statusJSON(t, env, "st"); code != 4 || m["held"] != false || m["unknown"] != true {
+		t.Fatalf("status of a lease never used: %d %v; want 4, held=false, unknown=true", code, m)
 	}
 	leader, _ := holdLease(t, env, "st", "--holder", "web-2:4411")
 	code, m := statusJSON(t, env, "st")

@@ -156,13 +156,16 @@ func TestFileUnusableStore(t *testing.T) {
 	}
 }
 
-// status is a read: on a store directory that does not exist yet it says
-// free and creates nothing.
+// status, history and check are reads: on a store directory that does not
+// exist they create nothing and exit 125 naming it (they read as a free
+// lease that never ran: a mistyped --store went unnoticed).
 func TestFileStatusCreatesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not", "yet")
-	code, m := statusJSON(t, []string{"LEADERRUN_STORE=file://" + dir}, "job")
-	if code != 3 || m["held"] != false {
-		t.Fatalf("status: %d %v; want 3, free", code, m)
+	for _, args := range [][]string{{"status", "job"}, {"history", "job"}, {"check", "--ran-within", "1h", "job"}} {
+		code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, args...)
+		if code != 125 || !strings.Contains(stderr, "the file store directory "+dir+" does not exist") {
+			t.Errorf("%s: exit %d, %q; want 125 naming the directory", args[0], code, stderr)
+		}
 	}
 	if _, err := os.Stat(filepath.Dir(dir)); err == nil {
 		t.Fatalf("status created %s", filepath.Dir(dir))

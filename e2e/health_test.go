@@ -88,7 +88,7 @@ func TestHealthStepDown(t *testing.T) {
 				t.Fatalf("leader exited %d; want 123: %s", code, leader.stderr.String())
 			}
 			last := leader.lastLine()
-			for _, want := range []string{"health check (test …) failed 3 times in a row", `db: connection refused`, "stopped sh with SIGTERM", "lease " + name + " released", "exit 123"} {
+			for _, want := range []string{"health check (test …) failed 3 times in a row", `db: connection refused`, "stopped sh with SIGTERM", "lease " + name + " released", `"exit_code":123`} {
 				if !strings.Contains(last, want) {
 					t.Errorf("final line %q lacks %q", last, want)
 				}

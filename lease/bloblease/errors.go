@@ -135,5 +135,5 @@ func (s *Store) clientErr(op string, err error) error {
 
 // redact removes every known secret from a message that quotes foreign text.
 func (s *Store) redact(msg string) string {
-	return storeerr.Mask(msg, s.secrets, 4)
+	return storeerr.Quote(msg, s.secrets, 4)
 }

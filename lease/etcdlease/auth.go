@@ -44,8 +44,13 @@ func (s *Store) do(ctx context.Context, f func(ctx context.Context, cli *clientv
 }
 
 // session returns the client, creating it on first use, and the current
-// token, logging in first when there is none yet.
+// token, logging in first when there is none yet. A cluster that has never
+// answered and whose every endpoint refuses connections is reported at once
+// (see refused).
 func (s *Store) session(ctx context.Context) (*clientv3.Client, string, error) {
+	if err := s.refused(ctx); err != nil {
+		return nil, "", s.classify("connect", err)
+	}
 	cli, err := s.client(ctx)
 	if err != nil || s.cfg.user == "" {
 		return cli, "", err

@@ -117,6 +117,18 @@ func TestAuth(t *testing.T) {
 		}
 	})
 
+	// A wrong password that is a common word is left out structurally: the
+	// words of the message stay whole.
+	t.Run("CommonWordPassword", func(t *testing.T) {
+		for _, pw := range []string{"pass", "etcd", "reach"} {
+			_, err := etcdlease.Open(ctxT(t), "etcd://job:"+pw+"@"+host, etcdlease.Options{Getenv: noEnv})
+			want := "etcd at " + host + " refused the user name or password: give the right ones in the URL (etcd://USER:PASSWORD@HOST) or in ETCDCTL_USER=USER:PASSWORD"
+			if !errors.Is(err, lease.ErrConfig) || err.Error() != want {
+				t.Errorf("password %q: Open: %v; want %q", pw, err, want)
+			}
+		}
+	})
+
 	t.Run("NoPermission", func(t *testing.T) {
 		s := open(t, "etcd://job:"+userPW+"@"+host+"/elsewhere", etcdlease.Options{})
 		_, err := s.TryAcquire(ctxT(t), req("denied", "a", 5*time.Second))

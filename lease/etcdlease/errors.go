@@ -29,8 +29,9 @@ var errClosed = errors.New("the etcd store is closed")
 //
 // where names the cluster ("etcd at 127.0.0.1:2379"), op what was being done.
 // Context errors stay in the chain too, so errors.Is(err, context.Canceled)
-// works. secrets are masked out of the message as a last line of defence;
-// etcd and gRPC messages carry addresses but should never carry a password.
+// works. secrets are masked out of the text quoted from etcd and gRPC as a
+// last line of defence (their messages carry addresses but should never
+// carry a password); where is ours and holds none.
 func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
@@ -40,11 +41,15 @@ func classify(where, op string, err error, secrets []string) error {
 		return err // classified already (logging in, see Store.do)
 	}
 	kind := kindOf(err)
-	return storeerr.New(storeerr.Mask(describe(where, op, err, kind), secrets, 1), kind, err)
+	return storeerr.New(describe(where, op, err, kind, secrets), kind, err)
 }
 
-// describe writes the message for err; kind is what kindOf said.
-func describe(where, op string, err error, kind error) string {
+// describe writes the message for err; kind is what kindOf said. A
+// server's answer or gRPC status is quoted through storeerr.Redact (neither
+// echoes a credential), other client text through storeerr.Quote with
+// secrets.
+func describe(where, op string, err error, kind error, secrets []string) string {
+	quote := func(s string) string { return storeerr.Quote(s, secrets, 1) }
 	switch {
 	case errors.Is(err, errClosed):
 		return fmt.Sprintf("%s: %s: the store is closed", where, op)
@@ -62,26 +67,26 @@ func describe(where, op string, err error, kind error) string {
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
 		if kind == lease.ErrUnavailable {
-			return fmt.Sprintf("%s is not ready: %s", where, ee.Error())
+			return fmt.Sprintf("%s is not ready: %s", where, storeerr.Redact(ee.Error()))
 		}
-		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, ee.Error())
+		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, storeerr.Redact(ee.Error()))
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		switch st.Code() {
 		case codes.DeadlineExceeded:
 			return fmt.Sprintf("no answer from %s in time", where)
 		case codes.Unauthenticated:
-			return fmt.Sprintf("%s refused the credentials: %s", where, storeerr.FirstLine(st.Message()))
+			return fmt.Sprintf("%s refused the credentials: %s", where, storeerr.Redact(storeerr.FirstLine(st.Message())))
 		case codes.Unavailable:
-			return fmt.Sprintf("cannot reach %s: %s", where, storeerr.FirstLine(st.Message()))
+			return fmt.Sprintf("cannot reach %s: %s", where, storeerr.Redact(storeerr.FirstLine(st.Message())))
 		}
-		return fmt.Sprintf("%s: %s: %s: %s", where, op, st.Code(), storeerr.FirstLine(st.Message()))
+		return fmt.Sprintf("%s: %s: %s: %s", where, op, st.Code(), storeerr.Redact(storeerr.FirstLine(st.Message())))
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		return fmt.Sprintf("cannot reach %s: %s", where, errno.Error())
 	}
-	return fmt.Sprintf("%s: %s: %s", where, op, storeerr.FirstLine(err.Error()))
+	return fmt.Sprintf("%s: %s: %s", where, op, quote(storeerr.FirstLine(err.Error())))
 }
 
 // kindOf picks the lease sentinel for an etcd client error; nil means

@@ -125,6 +125,29 @@ func TestCandidatesCluster(t *testing.T) {
 	leasetest.RunCandidates(t, harness(url, plain(t, url)))
 }
 
+// TestRefusedSaidAtOnce: a cluster whose endpoints refuse connections is
+// "connection refused", as Redis and PostgreSQL say, not "no answer in
+// time" after the whole call timeout (the client waits for a ready
+// connection until the deadline): with a call timeout of a minute and the
+// test's 30 s context, only an answer before either ends says refused.
+func TestRefusedSaidAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"etcd://127.0.0.1:1", "etcd://127.0.0.1:1,127.0.0.1:2", "etcd://u:pw@127.0.0.1:1"} {
+		s := open(t, url, etcdlease.Options{CallTimeout: time.Minute, Getenv: func(string) string { return "" }})
+		where := strings.TrimPrefix(url, "etcd://u:pw@")
+		where = strings.TrimPrefix(where, "etcd://")
+		want := "cannot reach etcd at " + where + ": connection refused"
+		_, err := s.Status(ctxT(t), "refused")
+		if !errors.Is(err, lease.ErrUnavailable) || err.Error() != want {
+			t.Errorf("%s: Status: %v; want ErrUnavailable, %q", url, err, want)
+		}
+		_, err = s.TryAcquire(ctxT(t), req("refused", "a", 3*time.Second))
+		if !errors.Is(err, lease.ErrUnavailable) || err.Error() != want {
+			t.Errorf("%s: TryAcquire: %v; want ErrUnavailable, %q", url, err, want)
+		}
+	}
+}
+
 // TestTTLRefused: TTLs etcd cannot grant exactly are refused with ErrConfig
 // before anything is sent (the store points at a port nobody listens on),
 // and Limits says the same to the timing validation.

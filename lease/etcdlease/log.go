@@ -55,9 +55,9 @@ func (c slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	}
 	args := make([]any, 0, 2*len(enc.Fields))
 	for k, v := range enc.Fields {
-		args = append(args, k, storeerr.Mask(fmt.Sprint(v), c.secrets, 1))
+		args = append(args, k, storeerr.Quote(fmt.Sprint(v), c.secrets, 1))
 	}
-	c.l.Debug("etcd client: "+storeerr.Mask(e.Message, c.secrets, 1), args...)
+	c.l.Debug("etcd client: "+storeerr.Quote(e.Message, c.secrets, 1), args...)
 	return nil
 }
 

@@ -565,7 +565,8 @@ func lockExclusive(fd int) (bool, error) {
 }
 
 // Status reads the holder record of name, or nil when nobody holds the lock.
-// It never creates anything. A record its holder marked free on release is
+// It never creates anything; a store directory that does not exist is an
+// error (see missingDir). A record its holder marked free on release is
 // trusted. A record that says held (its holder may have crashed instead) is
 // checked with probe, which takes no lock, so it cannot make a free lease
 // look held to an acquirer. (Reading /proc/locks instead stalls every flock
@@ -578,11 +579,19 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	return h, err
 }
 
+// missingDir is what a read (status, history) says of a store directory
+// that does not exist: nothing has ever run with it, which is most often a
+// mistyped --store, so it is an error that names the directory, not a
+// free lease or an empty history.
+func (s *Store) missingDir() error {
+	return newError(lease.ErrConfig, nil, fmt.Sprintf("the file store directory %s does not exist (no lease was ever taken with this store: check --store)", s.dir))
+}
+
 // status is Status with the holder's acquisition ID, returned apart.
 func (s *Store) status(name string) (*lease.Holder, string, error) {
 	d, err := s.dirInfo(false)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, "", nil
+		return nil, "", s.missingDir()
 	}
 	if err != nil {
 		return nil, "", err

@@ -336,13 +336,20 @@ func TestStatusProbeNeverBlocksAcquirers(t *testing.T) {
 	}
 }
 
-// Status is a read: on a directory that does not exist yet it says free and
-// creates nothing.
+// Status and Runs are reads: on a directory that does not exist they create
+// nothing and say so, naming it (a mistyped --store read as a free lease
+// that never ran); the first acquisition makes the directory.
 func TestStatusCreatesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "store")
 	s := openT(t, dir)
-	if h, err := s.Status(context.Background(), "job"); h != nil || err != nil {
-		t.Fatalf("Status = %v, %v; want free", h, err)
+	if h, err := s.Status(context.Background(), "job"); h != nil || !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "the file store directory "+dir+" does not exist") {
+		t.Fatalf("Status = %v, %v; want ErrConfig naming %s", h, err, dir)
+	}
+	if _, _, err := s.Candidates(context.Background(), "job"); !errors.Is(err, lease.ErrConfig) {
+		t.Fatalf("Candidates: %v; want ErrConfig", err)
+	}
+	if runs, err := s.Runs(context.Background(), "job", 0); runs != nil || !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Runs = %v, %v; want ErrConfig naming %s", runs, err, dir)
 	}
 	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Status created %s (%v)", filepath.Dir(dir), err)

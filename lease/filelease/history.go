@@ -104,6 +104,11 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if _, err := statDir(s.dir); errors.Is(err, os.ErrNotExist) {
+		return nil, s.missingDir()
+	} else if err != nil {
+		return nil, err
+	}
 	runs, err := readRuns(s.runsPath(name))
 	if err != nil {
 		return nil, err

@@ -27,22 +27,24 @@ import (
 //     timeouts (55P03)) → lease.ErrUnavailable;
 //   - other server answers → a plain error (retrying is not known to help).
 //
-// Context errors stay in the chain too. secrets are masked out of the
-// message as a last line of defence; pgx messages name the user and the
-// database, never the password.
+// Context errors stay in the chain too. secrets are masked out of the text
+// quoted from pgx as a last line of defence (its messages name the user and
+// the database, never the password); where is ours and holds none.
 func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
 	kind := kindOf(err)
-	return storeerr.New(mask(describe(where, op, err, kind), secrets), kind, err)
+	return storeerr.New(describe(where, op, err, kind, secrets), kind, err)
 }
 
-// describe writes the message for err; kind is what kindOf said.
-func describe(where, op string, err error, kind error) string {
+// describe writes the message for err; kind is what kindOf said. A
+// server's message is quoted through storeerr.Redact (the server never
+// echoes a password), free-form client text through mask with secrets.
+func describe(where, op string, err error, kind error, secrets []string) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		what := fmt.Sprintf("%s (SQLSTATE %s)", storeerr.FirstLine(pe.Message), pe.Code)
+		what := fmt.Sprintf("%s (SQLSTATE %s)", storeerr.Redact(storeerr.FirstLine(pe.Message)), pe.Code)
 		switch {
 		case pe.Code == "28P01" || strings.HasPrefix(pe.Code, "28"):
 			return fmt.Sprintf("%s refused the login: %s; give the right user and password in the URL (postgres://USER:PASSWORD@HOST/DB), PGPASSWORD or ~/.pgpass", where, what)
@@ -69,18 +71,19 @@ func describe(where, op string, err error, kind error) string {
 		return fmt.Sprintf("%s: %s: the store is closed", where, op)
 	}
 	if kind == lease.ErrConfig { // TLS verification
-		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?sslrootcert=FILE)", where, reason(err))
+		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?sslrootcert=FILE)", where, reason(err, secrets))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Sprintf("no answer from %s in time (%s)", where, op)
 	}
-	return fmt.Sprintf("cannot reach %s: %s", where, reason(err))
+	return fmt.Sprintf("cannot reach %s: %s", where, reason(err, secrets))
 }
 
 // reason is the root cause of a network or TLS error, without the addresses
-// and connection settings pgx puts around it.
-func reason(err error) string {
+// and connection settings pgx puts around it; free-form text goes through
+// mask with secrets.
+func reason(err error, secrets []string) string {
 	if r := storeerr.NetReason(err); r != "" {
 		return r
 	}
@@ -97,7 +100,7 @@ func reason(err error) string {
 	if i := strings.LastIndex(s, ": "); i >= 0 {
 		s = s[i+2:]
 	}
-	return s
+	return mask(s, secrets)
 }
 
 // kindOf is the lease sentinel for err, or nil.

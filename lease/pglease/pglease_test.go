@@ -419,6 +419,31 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
+// TestCommonWordPasswordKeepsMessages: a wrong password that is a common
+// word is left out of messages structurally, never by replacing its text
+// elsewhere: the server's words and ours stay whole.
+func TestCommonWordPasswordKeepsMessages(t *testing.T) {
+	u, err := url.Parse(need(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"pass", "PostgreSQL", "login", "reach"} {
+		u.User = url.UserPassword(u.User.Username(), pw)
+		_, err := pglease.Open(ctxT(t), u.String(), pglease.Options{CallTimeout: 5 * time.Second})
+		if !errors.Is(err, lease.ErrConfig) {
+			t.Fatalf("password %q: Open: %v; want ErrConfig", pw, err)
+		}
+		if msg := err.Error(); strings.Contains(msg, "xxxxx") || !strings.HasPrefix(msg, "PostgreSQL at "+u.Host+" refused the login: password authentication failed for user") {
+			t.Errorf("password %q: message %q; want the words whole", pw, msg)
+		}
+		s := open(t, "postgres://u:"+pw+"@127.0.0.1:1/db?sslmode=disable", pglease.Options{CallTimeout: time.Second})
+		_, err = s.Status(ctxT(t), "x")
+		if want := "cannot reach PostgreSQL at 127.0.0.1:1: connection refused"; err == nil || err.Error() != want {
+			t.Errorf("password %q: Status: %v; want %q", pw, err, want)
+		}
+	}
+}
+
 // TestConnections: a store uses one connection, a second one (LISTEN) only
 // while it waits, and closes that once it holds the lease.
 func TestConnections(t *testing.T) {

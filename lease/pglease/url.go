@@ -352,6 +352,6 @@ func plainHost(h string) bool {
 	return true
 }
 
-// mask replaces every secret of 3 bytes or more in msg (a shorter query
-// value would blank out unrelated text).
-func mask(msg string, secrets []string) string { return storeerr.Mask(msg, secrets, 3) }
+// mask readies text quoted from pgx: storeerr.Quote with every secret of 3
+// bytes or more (a shorter query value would blank out unrelated text).
+func mask(msg string, secrets []string) string { return storeerr.Quote(msg, secrets, 3) }

@@ -28,18 +28,22 @@ import (
 // where names the server ("Redis at 127.0.0.1:6379"), op what was being done
 // (it appears only for answers we do not know). Context errors stay in the
 // chain too, so errors.Is(err, context.Canceled) works. secrets are masked
-// out of the message as a last line of defence; go-redis messages carry
-// addresses but should never carry a password.
+// out of the text quoted from go-redis as a last line of defence (its
+// messages carry addresses but should never carry a password); where is
+// ours and holds none.
 func classify(where, op string, err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
 	kind := kindOf(err)
-	return storeerr.New(storeerr.Mask(describe(where, op, err, kind), secrets, 1), kind, err)
+	return storeerr.New(describe(where, op, err, kind, secrets), kind, err)
 }
 
-// describe writes the message for err; kind is what kindOf said.
-func describe(where, op string, err error, kind error) string {
+// describe writes the message for err; kind is what kindOf said. A
+// server's answer is quoted through storeerr.Redact (Redis never echoes a
+// credential), free-form client text through storeerr.Quote with secrets.
+func describe(where, op string, err error, kind error, secrets []string) string {
+	quote := func(s string) string { return storeerr.Quote(s, secrets, 1) }
 	if errors.Is(err, redis.ErrClosed) {
 		return fmt.Sprintf("%s: %s: the store is closed", where, op)
 	}
@@ -53,22 +57,23 @@ func describe(where, op string, err error, kind error) string {
 	if errors.As(err, &rerr) {
 		s := rerr.Error()
 		code, _, _ := strings.Cut(s, " ")
+		line := storeerr.Redact(storeerr.FirstLine(s))
 		switch {
 		case code == "NOAUTH":
 			return fmt.Sprintf("%s wants a password: give it in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, EnvPassword)
 		case code == "WRONGPASS" || strings.Contains(s, "invalid password") || strings.Contains(s, "AUTH") && strings.Contains(s, "without any password"):
-			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, storeerr.FirstLine(s), EnvPassword)
+			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, line, EnvPassword)
 		case code == "NOPERM":
-			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, storeerr.FirstLine(s))
+			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, line)
 		case kind == lease.ErrUnavailable:
-			return fmt.Sprintf("%s is not ready: %s", where, storeerr.FirstLine(s))
+			return fmt.Sprintf("%s is not ready: %s", where, line)
 		case kind == lease.ErrConfig:
-			return fmt.Sprintf("%s cannot run leaderrun's scripts: %s", where, storeerr.FirstLine(s))
+			return fmt.Sprintf("%s cannot run leaderrun's scripts: %s", where, line)
 		}
-		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, storeerr.FirstLine(s))
+		return fmt.Sprintf("%s: %s: unexpected answer: %s", where, op, line)
 	}
 	if kind == lease.ErrConfig { // TLS verification
-		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?ca=FILE)", where, reason(err))
+		return fmt.Sprintf("cannot verify %s: %s (give the CA with ?ca=FILE)", where, reason(err, quote))
 	}
 	if errors.Is(err, redis.ErrPoolTimeout) {
 		return fmt.Sprintf("no free connection to %s in time", where)
@@ -77,12 +82,13 @@ func describe(where, op string, err error, kind error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Sprintf("no answer from %s in time", where)
 	}
-	return fmt.Sprintf("cannot reach %s: %s", where, reason(err))
+	return fmt.Sprintf("cannot reach %s: %s", where, reason(err, quote))
 }
 
 // reason is the root cause of a network or TLS error, without the
-// addresses and operations go-redis and net put around it.
-func reason(err error) string {
+// addresses and operations go-redis and net put around it; free-form text
+// goes through quote.
+func reason(err error, quote func(string) string) string {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return "the connection was closed"
 	}
@@ -91,9 +97,9 @@ func reason(err error) string {
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {
-		return storeerr.FirstLine(op.Err.Error())
+		return quote(storeerr.FirstLine(op.Err.Error()))
 	}
-	return storeerr.FirstLine(err.Error())
+	return quote(storeerr.FirstLine(err.Error()))
 }
 
 // kindOf picks the lease sentinel for a go-redis error; nil means neither.

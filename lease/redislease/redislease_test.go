@@ -385,6 +385,35 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	_ = l.Release(ctxT(t))
 }
 
+// TestCommonWordPasswordKeepsMessages: a password that is a common word
+// ("pass", "Redis") is left out of messages structurally, never by
+// replacing its text elsewhere: the words around it stay whole.
+func TestCommonWordPasswordKeepsMessages(t *testing.T) {
+	addr, _ := private(t)
+	if err := plain(t, []string{addr}, false).ConfigSet(ctxT(t), "requirepass", "s3cret-Good-Pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) string { return "" }
+	for _, pw := range []string{"pass", "Redis", "reach", "user"} {
+		_, err := redislease.Open(ctxT(t), "redis://:"+pw+"@"+addr, redislease.Options{CallTimeout: time.Second, Getenv: noEnv})
+		if !errors.Is(err, lease.ErrConfig) {
+			t.Fatalf("password %q: Open: %v; want ErrConfig", pw, err)
+		}
+		if msg := err.Error(); strings.Contains(msg, "xxxxx") || !strings.HasPrefix(msg, "Redis at "+addr+" refused the user name or password (WRONGPASS invalid username-password pair") {
+			t.Errorf("password %q: message %q; want the server's words whole", pw, msg)
+		}
+		u, err := redislease.Open(ctxT(t), "redis://:"+pw+"@127.0.0.1:1", redislease.Options{CallTimeout: time.Second, Getenv: noEnv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = u.TryAcquire(ctxT(t), lease.Request{Name: "pw", Label: "a", ID: lease.NewID(), TTL: time.Second})
+		u.Close()
+		if want := "cannot reach Redis at 127.0.0.1:1: connection refused"; err == nil || err.Error() != want {
+			t.Errorf("password %q: %v; want %q", pw, err, want)
+		}
+	}
+}
+
 func TestCandidatesSingle(t *testing.T) {
 	addr := need(t, "LEADERRUN_TEST_REDIS")
 	leasetest.RunCandidates(t, harness("redis://"+addr+"/0", plain(t, []string{addr}, false)))

@@ -13,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -41,18 +44,71 @@ func New(msg string, kind, cause error) error {
 	return lease.NewError(msg, kind, ctxErr)
 }
 
-// Mask replaces every secret of at least minLen bytes (and at least one) in
-// s with "xxxxx": the last line of defence against a client library that
-// puts a password in a message.
-func Mask(s string, secrets []string, minLen int) string {
+// Redact returns a server's answer or other foreign text that is not known
+// to quote credentials, fit to be quoted in one of ours: a URL's user info
+// becomes "xxxxx@" and the value of a credential parameter (password=,
+// sslpassword=, sig=, AccountKey=, SharedAccessSignature=) becomes "xxxxx".
+// Nothing else is touched, so a password that is a common word does not
+// blank out the server's words.
+func Redact(s string) string {
+	s = urlUserinfo.ReplaceAllString(s, "${1}xxxxx@")
+	return credParam.ReplaceAllString(s, "${1}xxxxx")
+}
+
+// Quote is Redact for free-form text from a client library (a parse error,
+// a log entry, a credential chain's complaint), the last line of defence
+// against one that puts a credential in its text: every secret of at least
+// minLen bytes (and at least one) is also replaced by "xxxxx" where it
+// stands as a whole token, not inside a longer word (a password "pass"
+// leaves "password" alone). leaderrun's own words around quoted text never
+// go through Quote: they print a store's URL with its password left out.
+func Quote(s string, secrets []string, minLen int) string {
+	s = Redact(s)
 	minLen = max(minLen, 1)
 	for _, x := range secrets {
 		if len(x) >= minLen {
-			s = strings.ReplaceAll(s, x, "xxxxx")
+			s = maskTokens(s, x)
 		}
 	}
 	return s
 }
+
+var (
+	// urlUserinfo is a URL's scheme and user info ("redis://u:pw@").
+	urlUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@`)
+	// credParam is a credential parameter's name and '=' up to its value.
+	credParam = regexp.MustCompile(`(?i)\b((?:ssl)?password\s*=\s*|sig=|accountkey=|sharedaccesssignature=)(?:'[^']*'|"[^"]*"|[^\s&;,'"]+)`)
+)
+
+// maskTokens replaces x in s where it is not part of a longer word: a
+// letter, digit or '_' of x at its start or end must not touch another.
+func maskTokens(s, x string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, x)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := i + len(x)
+		first, _ := utf8.DecodeRuneInString(x)
+		last, _ := utf8.DecodeLastRuneInString(x)
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[j:])
+		if (i > 0 && wordRune(first) && wordRune(before)) || (j < len(s) && wordRune(last) && wordRune(after)) {
+			// Inside a word: keep its first rune and look again after it.
+			_, n := utf8.DecodeRuneInString(s[i:])
+			b.WriteString(s[:i+n])
+			s = s[i+n:]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteString("xxxxx")
+		s = s[j:]
+	}
+}
+
+func wordRune(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // FirstLine is s up to its first newline.
 func FirstLine(s string) string {

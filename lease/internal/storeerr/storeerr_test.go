@@ -29,7 +29,7 @@ func TestNewKeepsKindAndContextNotCause(t *testing.T) {
 	}
 }
 
-func TestMask(t *testing.T) {
+func TestQuote(t *testing.T) {
 	for _, tc := range []struct {
 		s       string
 		secrets []string
@@ -40,9 +40,23 @@ func TestMask(t *testing.T) {
 		{"a b", []string{"", "a"}, 1, "xxxxx b"},
 		{"a b", []string{"a"}, 3, "a b"},
 		{"pw pw", []string{"pw"}, 2, "xxxxx xxxxx"},
+		// A password that is a common word masks only itself, never the
+		// words it is part of.
+		{"WRONGPASS invalid username-password pair", []string{"pass"}, 1, "WRONGPASS invalid username-password pair"},
+		{"Redis is loading; auth Redis", []string{"Redis"}, 1, "xxxxx is loading; auth xxxxx"},
+		{"passpass pass", []string{"pass"}, 1, "passpass xxxxx"},
+		{"key=pass,", []string{"pass"}, 1, "key=xxxxx,"},
+		// A secret that starts or ends with punctuation needs no boundary there.
+		{"x!pw!y", []string{"!pw!"}, 1, "xxxxxxy"},
+		{"héllo é", []string{"é"}, 1, "héllo xxxxx"},
+		// Structurally, whatever the secrets: URL user info and credential
+		// parameters.
+		{"dial redis://u:zz@h:1 failed", nil, 1, "dial redis://xxxxx@h:1 failed"},
+		{"host=h password=zz sslpassword='a b' sig=s%2F&x=1 AccountKey=k;", nil, 1, "host=h password=xxxxx sslpassword=xxxxx sig=xxxxx&x=1 AccountKey=xxxxx;"},
+		{"password authentication failed for user \"u\"", []string{"pass"}, 1, "password authentication failed for user \"u\""},
 	} {
-		if got := Mask(tc.s, tc.secrets, tc.minLen); got != tc.want {
-			t.Errorf("Mask(%q, %q, %d) = %q, want %q", tc.s, tc.secrets, tc.minLen, got, tc.want)
+		if got := Quote(tc.s, tc.secrets, tc.minLen); got != tc.want {
+			t.Errorf("Quote(%q, %q, %d) = %q, want %q", tc.s, tc.secrets, tc.minLen, got, tc.want)
 		}
 	}
 }
