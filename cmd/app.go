@@ -356,7 +356,8 @@ func (inv *invocation) finish(err error) int {
 }
 
 // setup reads the variables of flags, then makes the logger the flags ask
-// for and warns of misspelt variables.
+// for, refuses a store variable that is misspelt while no store is given
+// (strayStoreVar) and warns of other misspelt variables.
 func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
 	if err := applyEnv(c, flags, inv.e.getenv); err != nil {
 		return err
@@ -373,6 +374,11 @@ func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
 		return usageError{err}
 	}
 	inv.log = l
+	if c.String("store") == "" {
+		if err := strayStoreVar(inv.e.environ(), inv.e.getenv); err != nil {
+			return err
+		}
+	}
 	for _, w := range misspeltVars(inv.e.environ()) {
 		l.Warn(w)
 	}

@@ -637,6 +637,52 @@ func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated,
 	"LEADERRUN_GUARD_PROGRAM", "LEADERRUN_REDIS_SENTINEL_PASSWORD"}
 
+// testVarPrefix is the prefix of the variables leaderrun's own test suite
+// sets (scripts/*.sh write the test servers' URLs there): never leaderrun's
+// configuration, so never refused or warned about.
+const testVarPrefix = "LEADERRUN_TEST_"
+
+// knownVars are the LEADERRUN_* variables leaderrun reads or sets.
+func knownVars() []string {
+	known := slices.Clone(otherVars)
+	for _, v := range flagVars {
+		known = append(known, v)
+	}
+	return known
+}
+
+// nearestVar returns the known variable nearest to the unknown LEADERRUN_*
+// variable k, or "" when none is a likely misspelling of it (within a third
+// of the name's length).
+func nearestVar(k string, known []string) string {
+	name := strings.TrimPrefix(k, "LEADERRUN_")
+	best, bestD := "", 0
+	for _, kn := range known {
+		if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
+			best, bestD = kn, d
+		}
+	}
+	if best != "" && bestD <= max(1, len(name)/3) {
+		return best
+	}
+	return ""
+}
+
+// unknownVars returns the LEADERRUN_* variables of environ that leaderrun
+// neither reads nor sets, in order, without duplicates.
+func unknownVars(environ []string) []string {
+	known := knownVars()
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "LEADERRUN_") || strings.HasPrefix(k, testVarPrefix) || slices.Contains(known, k) || slices.Contains(out, k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
 // misspeltVars returns one warning for each LEADERRUN_* variable in environ
 // that leaderrun does not read but that is a likely misspelling of one it
 // does (LEADERRUN_TLL for LEADERRUN_TTL): systemd units and CI set
@@ -644,28 +690,62 @@ var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprec
 // ignored. A LEADERRUN_* name far from every known one (a script's own
 // LEADERRUN_JOB_DIR) is left alone: leaderrun does not own the prefix.
 func misspeltVars(environ []string) []string {
-	known := slices.Clone(otherVars)
-	for _, v := range flagVars {
-		known = append(known, v)
-	}
+	known := knownVars()
 	var out []string
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(k, "LEADERRUN_")
-		if !ok || slices.Contains(known, k) {
-			continue
-		}
-		best, bestD := "", 0
-		for _, kn := range known {
-			if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
-				best, bestD = kn, d
-			}
-		}
-		if best != "" && bestD <= max(1, len(name)/3) {
+	for _, k := range unknownVars(environ) {
+		if best := nearestVar(k, known); best != "" {
 			out = append(out, fmt.Sprintf("%s is not a leaderrun variable and is ignored; did you mean %s?", printable(k), best))
 		}
 	}
 	return out
+}
+
+// strayStoreVar refuses a run whose store was not given (neither --store nor
+// LEADERRUN_STORE) while an unknown LEADERRUN_* variable of environ was
+// evidently meant to give it: a near miss of LEADERRUN_STORE
+// (LEADERRUN_STOR, LEADERRUN_STORE_URL), or any unknown variable whose value
+// is a store URL (LEADERRUN_REDIS=redis://…). Ignoring it would take the
+// lease in this host's file store, which excludes no other host: on a fleet
+// every host would run the job. The value is never shown (it may hold a
+// password).
+func strayStoreVar(environ []string, getenv func(string) string) error {
+	known := knownVars()
+	for _, k := range unknownVars(environ) {
+		name := strings.TrimPrefix(k, "LEADERRUN_")
+		switch {
+		case nearestVar(k, known) == storeVar || strings.HasPrefix(name, "STOR"):
+			return &storeConfigError{fmt.Sprintf("%s is not a leaderrun variable; did you mean %s? Without %s or --store the lease would be taken in this host's file store, which excludes no other host: nothing was run", printable(k), storeVar, storeVar)}
+		case looksLikeStoreURL(getenv(k)):
+			return &storeConfigError{fmt.Sprintf("%s holds a URL, but leaderrun reads the store only from %s or --store; without them the lease would be taken in this host's file store, which excludes no other host: nothing was run (rename the variable to %s, or give --store)", printable(k), storeVar, storeVar)}
+		}
+	}
+	return nil
+}
+
+// looksLikeStoreURL reports whether v is written as a URL: scheme:// with
+// any scheme, or a scheme leaderrun knows followed by ':' (redis:host).
+func looksLikeStoreURL(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	scheme, rest, ok := strings.Cut(v, ":")
+	if !ok || scheme == "" || !isSchemeWord(scheme) {
+		return false
+	}
+	_, known := drivers[scheme]
+	return known || scheme == "file" || strings.HasPrefix(rest, "//")
+}
+
+// isSchemeWord reports whether s can be a URL scheme (RFC 3986: a letter,
+// then letters, digits, + - .).
+func isSchemeWord(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // isSubcommand reports whether a word names a subcommand that takes a lease

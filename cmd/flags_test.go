@@ -666,3 +666,97 @@ func TestListFlagVariable(t *testing.T) {
 		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["pass-env"], got.err)
 	}
 }
+
+// A LEADERRUN_* variable evidently meant to name the store (a near miss of
+// LEADERRUN_STORE, or any unknown variable holding a URL) while no store is
+// given is refused: ignoring it would run the job on this host's file store,
+// which excludes no other host. One line, 125, the value never shown, the
+// child never started, also with -q and for status.
+func TestStrayStoreVarRefused(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct{ k, v string }{
+		{"LEADERRUN_STOR", "redis://:" + secret + "@redis.internal:6379"},
+		{"LEADERRUN_STORE_URL", "redis://redis.internal:6379"},
+		{"LEADERRUN_URL", "rediss://u:" + secret + "@redis.internal:6380"},
+		{"LEADERRUN_REDIS", "redis://redis.internal:6379"},
+		{"LEADERRUN_DB", "postgres://app:" + secret + "@db/leases"},
+		{"LEADERRUN_ETCD", "etcd://10.0.0.1:2379"},
+		{"LEADERRUN_LOCK", "unix:/run/redis.sock"},                // a known scheme without //
+		{"LEADERRUN_STROE", "/var/lock/leaderrun"},                // a near miss, whatever its value
+		{"LEADERRUN_STORE_DIR", "/var/lock/leaderrun"},            // a STORE name, whatever its value
+		{"LEADERRUN_BACKEND", "consul://10.0.0.1:8500"},           // any scheme://
+		{"LEADERRUN_STOR", "redis://redis.internal:6379 trailing"}, // not even a valid URL
+	} {
+		for _, form := range [][]string{
+			{"-q", "--name", "stray", "--", "sh", "-c", "touch \"$0\"", "MARKER"},
+			{"--name", "stray", "--", "sh", "-c", "touch \"$0\"", "MARKER"},
+			{"status", "stray"},
+			{"history", "-q", "stray"},
+		} {
+			t.Run(tc.k+"/"+form[0], func(t *testing.T) {
+				marker := filepath.Join(t.TempDir(), "ran")
+				args := slices.Clone(form)
+				if i := slices.Index(args, "MARKER"); i >= 0 {
+					args[i] = marker
+				}
+				code, out, errOut := runEnv(t, map[string]string{tc.k: tc.v}, args...)
+				line := oneLineOf(t, errOut)
+				if code != ExitFailure || out != "" || !strings.Contains(line, tc.k) || !strings.Contains(line, "LEADERRUN_STORE") || !strings.Contains(line, "nothing was run") {
+					t.Fatalf("exit %d, stdout %q, stderr %q; want 125 and one line naming %s and LEADERRUN_STORE", code, out, errOut, tc.k)
+				}
+				if strings.Contains(errOut, secret) || strings.Contains(errOut, "redis.internal") || strings.Contains(errOut, "10.0.0.1") {
+					t.Fatalf("stderr %q shows the variable's value", errOut)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the child ran")
+				}
+			})
+		}
+	}
+}
+
+// What a stray store variable must not catch: the variables leaderrun gives
+// its child (a nested leaderrun sees them), a script's own LEADERRUN_*
+// variables that hold no URL, the test suite's own, and any of them when a
+// store is given (the lease is then where the user said: a near miss only
+// warns).
+func TestStrayStoreVarHarmless(t *testing.T) {
+	store := "file://" + t.TempDir()
+	nested := childEnviron(nil, newEnvReads(func(string) string { return "" }), nil, "outer", "host:1", 7)
+	harmless := map[string]string{
+		"LEADERRUN_JOB_DIR":       "/srv/job",
+		"LEADERRUN_JOB_DIRECTORY": "/srv/job",
+		"LEADERRUN_TEST_ETCD_URL": "etcd://127.0.0.1:1",
+		"LEADERRUN_RETRIES":       "3",
+	}
+	for _, kv := range nested {
+		k, v, _ := strings.Cut(kv, "=")
+		harmless[k] = v
+	}
+	run := func(t *testing.T, vars map[string]string, args ...string) string {
+		t.Helper()
+		marker := filepath.Join(t.TempDir(), "ran")
+		code, _, errOut := runEnv(t, vars, append(args, "--name", "harmless-"+filepath.Base(filepath.Dir(marker)), "--", "sh", "-c", `touch "$0"`, marker)...)
+		if _, err := os.Stat(marker); code != 0 || err != nil {
+			t.Fatalf("exit %d (child ran: %v), stderr %q; want the child run", code, err == nil, errOut)
+		}
+		return errOut
+	}
+	t.Run("default store", func(t *testing.T) {
+		if errOut := run(t, harmless, "-q"); errOut != "" {
+			t.Fatalf("stderr %q; want nothing", errOut)
+		}
+	})
+	t.Run("LEADERRUN_STORE given", func(t *testing.T) {
+		errOut := run(t, map[string]string{"LEADERRUN_STORE": store, "LEADERRUN_STOR": "redis://x:6379", "LEADERRUN_REDIS": "redis://x:6379"}, "-q")
+		if !strings.Contains(errOut, "LEADERRUN_STOR is not a leaderrun variable and is ignored; did you mean LEADERRUN_STORE?") || strings.Contains(errOut, "LEADERRUN_REDIS") {
+			t.Fatalf("stderr %q; want the near miss warned of, the URL variable left alone", errOut)
+		}
+	})
+	t.Run("--store given", func(t *testing.T) {
+		errOut := run(t, map[string]string{"LEADERRUN_STORE_URL": "redis://x:6379"}, "-q", "--store", store)
+		if errOut != "" {
+			t.Fatalf("stderr %q; want nothing (a unit's own variable, passed as --store ${LEADERRUN_STORE_URL})", errOut)
+		}
+	})
+}
