@@ -681,10 +681,10 @@ func TestStrayStoreVarRefused(t *testing.T) {
 		{"LEADERRUN_REDIS", "redis://redis.internal:6379"},
 		{"LEADERRUN_DB", "postgres://app:" + secret + "@db/leases"},
 		{"LEADERRUN_ETCD", "etcd://10.0.0.1:2379"},
-		{"LEADERRUN_LOCK", "unix:/run/redis.sock"},                // a known scheme without //
-		{"LEADERRUN_STROE", "/var/lock/leaderrun"},                // a near miss, whatever its value
-		{"LEADERRUN_STORE_DIR", "/var/lock/leaderrun"},            // a STORE name, whatever its value
-		{"LEADERRUN_BACKEND", "consul://10.0.0.1:8500"},           // any scheme://
+		{"LEADERRUN_LOCK", "unix:/run/redis.sock"},                 // a known scheme without //
+		{"LEADERRUN_STROE", "/var/lock/leaderrun"},                 // a near miss, whatever its value
+		{"LEADERRUN_STORE_DIR", "/var/lock/leaderrun"},             // a STORE name, whatever its value
+		{"LEADERRUN_BACKEND", "consul://10.0.0.1:8500"},            // any scheme://
 		{"LEADERRUN_STOR", "redis://redis.internal:6379 trailing"}, // not even a valid URL
 	} {
 		for _, form := range [][]string{
