@@ -293,6 +293,11 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if err != nil {
 		return inv.finish(err)
 	}
+	if !hasDash && len(p.command) > 0 {
+		if err := nearCommand(p.command[0]); err != nil {
+			return inv.finish(err)
+		}
+	}
 	// A store served by another program gets the run before urfave parses
 	// anything here (each store program parses and checks it all again).
 	if raw, ok := dispatchable(p.args, e.getenv); ok {

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,11 +135,11 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 	var before []given
 	i := 0
 	for i < len(args) && isFlag(args[i]) {
-		g, j, err := p.next(i, p.union)
+		gs, j, err := p.next(i, p.union)
 		if err != nil {
 			return parsed{}, err
 		}
-		before, i = append(before, g), j
+		before, i = append(before, gs...), j
 	}
 	sub, target := "", scopes[0]
 	if i < len(args) {
@@ -182,26 +183,38 @@ type given struct {
 
 func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
 
-// next reads the flag at args[i], which within must know; it returns the
-// index after the flag and its value.
-func (p preparser) next(i int, within scope) (given, int, error) {
+// next reads the flag at args[i], which within must know, and returns it
+// with the index after the flag and its value. Short boolean flags may be
+// combined, as getopt allows: -nq is -n -q (one given each).
+func (p preparser) next(i int, within scope) ([]given, int, error) {
 	a := p.args[i]
 	name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
 	info, ok := within.flags[name]
+	if !ok && !has && a[1] != '-' && len(name) > 1 {
+		var gs []given
+		for _, r := range name {
+			if f, ok := p.union.flags[string(r)]; ok && f.kind == kindBool { // norm says whose a flag of another form is
+				gs = append(gs, given{info: f, token: "-" + string(r)})
+			}
+		}
+		if len(gs) == len(name) {
+			return gs, i + 1, nil
+		}
+	}
 	if !ok {
 		// Only the name: the value may be a password (--stor=redis://:pw@h).
 		token, _, _ := strings.Cut(a, "=")
-		return given{}, i, unknownFlag(token, name, within, p.scopes)
+		return nil, i, unknownFlag(token, name, within, p.scopes)
 	}
 	g := given{info: info, token: dashes(name), value: value, has: has}
 	if info.kind != kindBool && !has {
 		if i+1 >= len(p.args) {
-			return g, i, usagef("%s needs a value", g.token)
+			return nil, i, usagef("%s needs a value", g.token)
 		}
 		i++
 		g.value, g.has = p.args[i], true
 	}
-	return g, i + 1, nil
+	return []given{g}, i + 1, nil
 }
 
 // norm checks that s takes each of gs and that its value is valid, and
@@ -256,11 +269,11 @@ func (p preparser) nameForm(sub string, target scope, before []given, i int, has
 			i++
 			continue
 		}
-		g, j, err := p.next(i, target)
+		gs, j, err := p.next(i, target)
 		if err != nil {
 			return parsed{}, err
 		}
-		after, i = append(after, g), j
+		after, i = append(after, gs...), j
 	}
 	all := append(before, after...)
 	flags, err := p.norm(all, target)
@@ -746,6 +759,38 @@ func isSchemeWord(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// commandNames are the words that choose a form of the command line.
+var commandNames = []string{"status", "watch", "history", "check", "help"}
+
+// nearCommand refuses the first word of a command written without "--"
+// when it looks like a mistyped or shortened leaderrun command: the user
+// most likely meant the command, and running a program of that name under a
+// lease instead (or failing with "command not found") is not what they
+// asked for. A word that is no program on PATH is refused when it is within
+// a third of its length of a command (stauts, Status, chek) or a prefix of
+// one of three letters or more (stat, hist); a program on PATH only in the
+// second case (stat: `svn stat`, `git stat…`), with how to run it: after
+// "--", which always runs COMMAND as written. A program merely one letter
+// from a command (patch, batch) runs as before.
+func nearCommand(word string) error {
+	if strings.Contains(word, "/") {
+		return nil // a path names a program
+	}
+	low := strings.ToLower(word)
+	_, notProgram := exec.LookPath(word)
+	for _, c := range commandNames {
+		prefix := len(low) >= 3 && strings.HasPrefix(c, low)
+		near := editDistance(low, c) <= max(1, len(low)/3)
+		switch {
+		case notProgram != nil && (prefix || near):
+			return usagef("unknown command %s; did you mean %s? (a program to run under the lease goes after --: leaderrun [flags] -- COMMAND)", shellQuote(printable(word)), c)
+		case prefix:
+			return usagef("%s is short for the command %s and is also a program: write leaderrun %s … for the command, or leaderrun [flags] -- %s … to run the program under a lease", shellQuote(printable(word)), c, c, shellQuote(printable(word)))
+		}
+	}
+	return nil
 }
 
 // isSubcommand reports whether a word names a subcommand that takes a lease

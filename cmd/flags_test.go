@@ -760,3 +760,82 @@ func TestStrayStoreVarHarmless(t *testing.T) {
 		}
 	})
 }
+
+// The first word of a command written without "--" that looks like a
+// mistyped or shortened leaderrun command is refused with the command it
+// was likely meant to be (one line, 125, nothing run); a program that is a
+// prefix of a command (stat) is ambiguous and refused with both readings;
+// after "--" the word always runs, and a program merely one letter from a
+// command (patch) runs as before.
+func TestNearCommand(t *testing.T) {
+	bin := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, prog := range []string{"stat", "patch"} {
+		script := "#!/bin/sh\ntouch " + marker + "\n"
+		if err := os.WriteFile(filepath.Join(bin, prog), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	store := "file://" + t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		says string // "" when the program runs
+	}{
+		{[]string{"stauts", "demo"}, "unknown command stauts; did you mean status?"},
+		{[]string{"Status", "demo"}, "unknown command Status; did you mean status?"},
+		{[]string{"-q", "wacth", "demo"}, "unknown command wacth; did you mean watch?"},
+		{[]string{"chek", "demo"}, "unknown command chek; did you mean check?"},
+		{[]string{"histroy", "demo"}, "unknown command histroy; did you mean history?"},
+		{[]string{"hist", "demo"}, "unknown command hist; did you mean history?"},
+		{[]string{"hlep"}, "unknown command hlep; did you mean help?"},
+		{[]string{"stat", "demo"}, "stat is short for the command status and is also a program: write leaderrun status … for the command, or leaderrun [flags] -- stat … to run the program under a lease"},
+		{[]string{"--name", "s", "--", "stat", "demo"}, ""},
+		{[]string{"--name", "p", "patch", "-p1"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			os.Remove(marker)
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store, "PATH": os.Getenv("PATH")}, tc.args...)
+			_, err := os.Stat(marker)
+			ran := err == nil
+			if tc.says == "" {
+				if code != 0 || !ran {
+					t.Fatalf("exit %d, ran %v, stderr %q; want the program run", code, ran, errOut)
+				}
+				return
+			}
+			line := oneLineOf(t, errOut)
+			if code != ExitFailure || ran || !strings.Contains(line, tc.says) {
+				t.Fatalf("exit %d, ran %v, stderr %q; want 125, nothing run, saying %q", code, ran, errOut, tc.says)
+			}
+		})
+	}
+}
+
+// Short boolean flags combine as getopt's do: -nq is -n -q.
+func TestCombinedShortFlags(t *testing.T) {
+	held := holdLease(t, "busy", "h1")
+	for _, args := range [][]string{{"-nq"}, {"-qn"}, {"-n", "-q"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, append(args, "--name", "busy", "--", "true")...)
+			if code != ExitConflict || errOut != "" {
+				t.Fatalf("exit %d, stderr %q; want %d (no wait) and nothing printed (quiet)", code, errOut, ExitConflict)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-qv", "--", "true"}, "--quiet and --verbose contradict each other"},
+		{[]string{"-nx", "--", "true"}, "unknown flag -nx"},
+		{[]string{"status", "-nq", "busy"}, "status does not take -n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, tc.args...)
+			if line := oneLineOf(t, errOut); code != ExitFailure || !strings.Contains(line, tc.says) {
+				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
+			}
+		})
+	}
+}
