@@ -398,7 +398,7 @@ func (inv *invocation) nameCommand(name, usage, description string, flags []cli.
 		Name:            name,
 		Usage:           usage,
 		UsageText:       "leaderrun " + name + " [flags] NAME",
-		Description:     description,
+		Description:     reflow(description),
 		ArgsUsage:       "NAME",
 		Flags:           flags,
 		HideHelpCommand: true, // `status help` asks about a lease called help
@@ -448,7 +448,7 @@ func (inv *invocation) app(f formFlags, p parsed) *cli.App {
 		Name:                   "leaderrun",
 		Usage:                  "run a command under a distributed lease: exactly one instance at a time",
 		UsageText:              usageText,
-		Description:            description,
+		Description:            reflow(description),
 		Version:                version(),
 		Flags:                  slices.Concat(f.run, []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
@@ -513,11 +513,36 @@ func helpWidth(w io.Writer) int {
 
 const defaultHelpWidth = 80
 
+// reflow undoes the hand wrapping of a help text written in the source at
+// 80 columns, so that wrapHelp wraps it once, to the width of the output:
+// consecutive lines that start in the first column are one line, up to a
+// line that ends a sentence or introduces something (".", ":"). Indented
+// lines (examples, output formats) and blank lines are kept as they are.
+func reflow(s string) string {
+	var b strings.Builder
+	open := false // the last line written continues on the next
+	for i, line := range strings.Split(s, "\n") {
+		prose := line != "" && line[0] != ' '
+		switch {
+		case i == 0:
+		case open && prose:
+			b.WriteByte(' ')
+		default:
+			b.WriteByte('\n')
+		}
+		b.WriteString(line)
+		open = prose && !strings.HasSuffix(line, ".") && !strings.HasSuffix(line, ":")
+	}
+	return b.String()
+}
+
 // wrapHelp wraps each line of rendered help longer than width at spaces.
 // Continuation lines are indented to the line's description column (the
-// text after the first run of two or more spaces, as in a flag line) when
-// that column leaves room, else to the line's own indentation; a comment of
-// an example continues as a comment, and an example command with a
+// text after the first run of two or more spaces, as in a flag line, or
+// after " - " in NAME) when that column leaves room, else to the line's own
+// indentation, and deeper for a line of an indented block (an output
+// format) so that it does not read as the next line of the block; a comment
+// of an example continues as a comment, and an example command with a
 // backslash, so that both can still be pasted into a shell.
 func wrapHelp(s string, width int) string {
 	var b strings.Builder
@@ -535,8 +560,13 @@ func wrapHelp(s string, width int) string {
 		switch {
 		case strings.HasPrefix(text, "# "):
 			head, pad, text = head+"# ", pad+"# ", text[2:]
+		case isNameLine(text):
+			col := lead + strings.Index(text, " - ") + 3
+			head, pad, text = line[:col], strings.Repeat(" ", col), line[col:]
 		case strings.HasPrefix(text, "leaderrun "):
 			pad, end = pad+"    ", " \\"
+		case lead > 3 && !strings.Contains(text, "  "):
+			pad += "    " // a line of an indented block
 		default:
 			if j := strings.Index(text, "  "); j >= 0 {
 				col := lead + j + len(text[j:]) - len(strings.TrimLeft(text[j:], " "))
@@ -564,6 +594,14 @@ func wrapHelp(s string, width int) string {
 		b.WriteString(cur)
 	}
 	return b.String()
+}
+
+// isNameLine reports whether a help line is NAME's "leaderrun [COMMAND] -
+// what it does".
+func isNameLine(text string) bool {
+	name, _, ok := strings.Cut(text, " - ")
+	f := strings.Fields(name)
+	return ok && len(f) >= 1 && len(f) <= 2 && f[0] == "leaderrun" && (len(f) == 1 || isSubcommand(f[1]) || f[1] == "help")
 }
 
 // oneLine keeps a message on one line.
