@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -418,7 +419,7 @@ func TestValueMessages(t *testing.T) {
 		{"once is watch's", nil, []string{"--once", "--", "true"}, "--once"},
 		{"negative grace", nil, []string{"--grace", "-1s", "--", "true"}, "--grace -1s: durations must not be negative"},
 		{"negative renew", nil, []string{"--renew-every", "-1s", "--", "true"}, "--renew-every -1s: durations must not be negative"},
-		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h0m0s: want a duration from 0 to 744h (31 days"},
+		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h: want a duration from 0 to 744h (31 days"},
 		{"negative hold", nil, []string{"--hold-at-least", "-1s", "--", "true"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
 	}
 	for _, tc := range tests {
@@ -837,5 +838,69 @@ func TestCombinedShortFlags(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
 			}
 		})
+	}
+}
+
+// The --health-* defaults adapt to the values given, as --grace does to a
+// short --ttl: only values given (flag or variable) are refused.
+func TestHealthDefaultsAdapt(t *testing.T) {
+	parse := func(t *testing.T, vars map[string]string, args ...string) (healthConfig, error) {
+		t.Helper()
+		flags := runFlags()
+		set := flag.NewFlagSet("leaderrun", flag.ContinueOnError)
+		for _, f := range takeEnv(flags) {
+			if err := f.Apply(set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := set.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		c := cli.NewContext(&cli.App{}, set, nil)
+		if err := applyEnv(c, flags, func(k string) string { return vars[k] }); err != nil {
+			t.Fatal(err)
+		}
+		return parseHealth(c, c.Duration("ttl"))
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		vars              map[string]string
+		args              []string
+		interval, timeout time.Duration
+	}{
+		{nil, []string{"--health-cmd=true"}, 10 * time.Second, 5 * time.Second},
+		{nil, []string{"--health-cmd=true", "--health-interval=200ms"}, 200 * ms, 200 * ms},
+		{map[string]string{"LEADERRUN_HEALTH_INTERVAL": "200ms"}, []string{"--health-cmd=true"}, 200 * ms, 200 * ms},
+		{nil, []string{"--health-cmd=true", "--ttl=3s"}, 10 * time.Second, 1500 * ms},
+		{nil, []string{"--health-cmd=true", "--ttl=1s", "--health-interval=300ms"}, 300 * ms, 300 * ms},
+		{nil, []string{"--health-cmd=true", "--health-timeout=12s", "--ttl=1m"}, 12 * time.Second, 12 * time.Second},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			h, err := parse(t, tc.vars, tc.args...)
+			if err != nil || h.interval != tc.interval || h.timeout != tc.timeout {
+				t.Fatalf("interval %v, timeout %v, %v; want %v and %v, accepted", h.interval, h.timeout, err, tc.interval, tc.timeout)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		vars map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--health-cmd=true", "--health-interval=200ms", "--health-timeout=5s"}, "--health-timeout 5s is longer than --health-interval 200ms"},
+		{map[string]string{"LEADERRUN_HEALTH_TIMEOUT": "5s"}, []string{"--health-cmd=true", "--health-interval=200ms"}, "--health-timeout 5s is longer than --health-interval 200ms"},
+		{nil, []string{"--health-cmd=true", "--ttl=3s", "--health-timeout=3s"}, "--health-timeout 3s is not shorter than --ttl 3s"},
+		{nil, []string{"--health-cmd=true", "--health-interval=2m", "--health-timeout=90s", "--ttl=1m"}, "--health-timeout 1m30s is not shorter than --ttl 1m"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if _, err := parse(t, tc.vars, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v; want %q", err, tc.want)
+			}
+		})
+	}
+	// The whole command line: the case runs.
+	code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": "file://" + t.TempDir()}, "--health-cmd", "true", "--health-interval", "200ms", "--name", "adapt", "--", "true")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0", code, errOut)
 	}
 }
