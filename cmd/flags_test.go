@@ -786,7 +786,7 @@ func TestNearCommand(t *testing.T) {
 		{[]string{"stauts", "demo"}, "unknown command stauts; did you mean status?"},
 		{[]string{"Status", "demo"}, "unknown command Status; did you mean status?"},
 		{[]string{"-q", "wacth", "demo"}, "unknown command wacth; did you mean watch?"},
-		{[]string{"chek", "demo"}, "unknown command chek; did you mean check?"},
+		{[]string{"chek", "--ran-within", "1h", "demo"}, "unknown command chek; did you mean check?"},
 		{[]string{"histroy", "demo"}, "unknown command histroy; did you mean history?"},
 		{[]string{"hist", "demo"}, "unknown command hist; did you mean history?"},
 		{[]string{"hlep"}, "unknown command hlep; did you mean help?"},
@@ -808,6 +808,21 @@ func TestNearCommand(t *testing.T) {
 			line := oneLineOf(t, errOut)
 			if code != ExitFailure || ran || !strings.Contains(line, tc.says) {
 				t.Fatalf("exit %d, ran %v, stderr %q; want 125, nothing run, saying %q", code, ran, errOut, tc.says)
+			}
+			// The suggestion followed is accepted (status of a free lease
+			// exits 3, check of a lease never run 2, help 0); watch would
+			// run until interrupted.
+			_, meant, _ := strings.Cut(tc.says, "did you mean ")
+			if meant = strings.TrimSuffix(meant, "?"); meant == "" {
+				meant = "status"
+			}
+			followed := slices.Clone(tc.args)
+			followed[slices.IndexFunc(followed, func(a string) bool { return !strings.HasPrefix(a, "-") })] = meant
+			if meant == "watch" {
+				return // runs until interrupted
+			}
+			if code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, followed...); code == ExitFailure {
+				t.Fatalf("the suggestion followed, %q: exit %d, stderr %q", followed, code, errOut)
 			}
 		})
 	}
