@@ -192,8 +192,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, DefaultText: "renew-every/2", Usage: "bound on one store call, a `DURATION` of at least 5ms"},
 		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
 		&cli.StringFlag{Name: "health-cmd", EnvVars: []string{"LEADERRUN_HEALTH_CMD"}, Usage: "while leading, check the child's health with `CMD` (run by /bin/sh -c with the child's environment); after --health-retries failed checks in a row, stop the child, release the lease and exit 123"},
-		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_INTERVAL"}, Usage: "`DURATION` from the child's start, and from the end of each check, to the next check"},
-		&cli.DurationFlag{Name: "health-timeout", Value: 5 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_TIMEOUT"}, Usage: "a check still running after this `DURATION` is killed and counts as failed"},
+		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_INTERVAL"}, DefaultText: "10s, longer to fit a long --health-timeout unless given", Usage: "`DURATION` from the child's start, and from the end of each check, to the next check"},
+		&cli.DurationFlag{Name: "health-timeout", Value: 5 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_TIMEOUT"}, DefaultText: "5s, shrunk to fit a short --health-interval or --ttl unless given", Usage: "a check still running after this `DURATION` is killed and counts as failed"},
 		&cli.IntFlag{Name: "health-retries", Value: 3, EnvVars: []string{"LEADERRUN_HEALTH_RETRIES"}, Usage: "failed checks in a row (`N`) that make the leader step down"},
 		&cli.DurationFlag{Name: "health-start-period", EnvVars: []string{"LEADERRUN_HEALTH_START_PERIOD"}, DefaultText: "none", Usage: "`DURATION` after the child's start during which failed checks do not count (until one passes)"},
 		&cli.DurationFlag{Name: "hold-at-least", EnvVars: []string{"LEADERRUN_HOLD_AT_LEAST"}, DefaultText: "none", Usage: "keep the lease taken until this `DURATION` after the acquisition even when the child finishes sooner, kept by the store (cron on many hosts: one run per slot)"},
@@ -295,6 +295,11 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if err != nil {
 		return inv.finish(err)
 	}
+	if !hasDash && len(p.command) > 0 {
+		if err := nearCommand(p.command[0]); err != nil {
+			return inv.finish(err)
+		}
+	}
 	// A store served by another program gets the run before urfave parses
 	// anything here (each store program parses and checks it all again).
 	if raw, ok := dispatchable(p.args, e.getenv); ok {
@@ -358,7 +363,8 @@ func (inv *invocation) finish(err error) int {
 }
 
 // setup reads the variables of flags, then makes the logger the flags ask
-// for and warns of misspelt variables.
+// for, refuses a store variable that is misspelt while no store is given
+// (strayStoreVar) and warns of other misspelt variables.
 func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
 	if err := applyEnv(c, flags, inv.e.getenv); err != nil {
 		return err
@@ -375,6 +381,11 @@ func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
 		return usageError{err}
 	}
 	inv.log = l
+	if c.String("store") == "" {
+		if err := strayStoreVar(inv.e.environ(), inv.e.getenv); err != nil {
+			return err
+		}
+	}
 	for _, w := range misspeltVars(inv.e.environ()) {
 		l.Warn(w)
 	}
@@ -389,7 +400,7 @@ func (inv *invocation) nameCommand(name, usage, description string, flags []cli.
 		Name:            name,
 		Usage:           usage,
 		UsageText:       "leaderrun " + name + " [flags] NAME",
-		Description:     description,
+		Description:     reflow(description),
 		ArgsUsage:       "NAME",
 		Flags:           flags,
 		HideHelpCommand: true, // `status help` asks about a lease called help
@@ -439,7 +450,7 @@ func (inv *invocation) app(f formFlags, p parsed) *cli.App {
 		Name:                   "leaderrun",
 		Usage:                  "run a command under a distributed lease: exactly one instance at a time",
 		UsageText:              usageText,
-		Description:            description,
+		Description:            reflow(description),
 		Version:                version(),
 		Flags:                  slices.Concat(f.run, []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
@@ -504,11 +515,36 @@ func helpWidth(w io.Writer) int {
 
 const defaultHelpWidth = 80
 
+// reflow undoes the hand wrapping of a help text written in the source at
+// 80 columns, so that wrapHelp wraps it once, to the width of the output:
+// consecutive lines that start in the first column are one line, up to a
+// line that ends a sentence or introduces something (".", ":"). Indented
+// lines (examples, output formats) and blank lines are kept as they are.
+func reflow(s string) string {
+	var b strings.Builder
+	open := false // the last line written continues on the next
+	for i, line := range strings.Split(s, "\n") {
+		prose := line != "" && line[0] != ' '
+		switch {
+		case i == 0:
+		case open && prose:
+			b.WriteByte(' ')
+		default:
+			b.WriteByte('\n')
+		}
+		b.WriteString(line)
+		open = prose && !strings.HasSuffix(line, ".") && !strings.HasSuffix(line, ":")
+	}
+	return b.String()
+}
+
 // wrapHelp wraps each line of rendered help longer than width at spaces.
 // Continuation lines are indented to the line's description column (the
-// text after the first run of two or more spaces, as in a flag line) when
-// that column leaves room, else to the line's own indentation; a comment of
-// an example continues as a comment, and an example command with a
+// text after the first run of two or more spaces, as in a flag line, or
+// after " - " in NAME) when that column leaves room, else to the line's own
+// indentation, and deeper for a line of an indented block (an output
+// format) so that it does not read as the next line of the block; a comment
+// of an example continues as a comment, and an example command with a
 // backslash, so that both can still be pasted into a shell.
 func wrapHelp(s string, width int) string {
 	var b strings.Builder
@@ -526,8 +562,13 @@ func wrapHelp(s string, width int) string {
 		switch {
 		case strings.HasPrefix(text, "# "):
 			head, pad, text = head+"# ", pad+"# ", text[2:]
+		case isNameLine(text):
+			col := lead + strings.Index(text, " - ") + 3
+			head, pad, text = line[:col], strings.Repeat(" ", col), line[col:]
 		case strings.HasPrefix(text, "leaderrun "):
 			pad, end = pad+"    ", " \\"
+		case lead > 3 && !strings.Contains(text, "  "):
+			pad += "    " // a line of an indented block
 		default:
 			if j := strings.Index(text, "  "); j >= 0 {
 				col := lead + j + len(text[j:]) - len(strings.TrimLeft(text[j:], " "))
@@ -555,6 +596,14 @@ func wrapHelp(s string, width int) string {
 		b.WriteString(cur)
 	}
 	return b.String()
+}
+
+// isNameLine reports whether a help line is NAME's "leaderrun [COMMAND] -
+// what it does".
+func isNameLine(text string) bool {
+	name, _, ok := strings.Cut(text, " - ")
+	f := strings.Fields(name)
+	return ok && len(f) >= 1 && len(f) <= 2 && f[0] == "leaderrun" && (len(f) == 1 || isSubcommand(f[1]) || f[1] == "help")
 }
 
 // oneLine keeps a message on one line.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/internal/ptytest"
@@ -233,6 +234,60 @@ func TestWrapHelp(t *testing.T) {
 	for i, l := range lines[1:] {
 		if strings.HasPrefix(strings.TrimSpace(l), "--flag") && !strings.HasSuffix(lines[i], ` \`) {
 			t.Errorf("%q continues the example command, but %q does not end in a backslash", l, lines[i])
+		}
+	}
+}
+
+// --help is wrapped once, to the width of its output: the hand wrapping of
+// the texts in the source does not show (no line broken while the next word
+// would have fit), NAME continues under its text without a shell
+// backslash, and only example commands end in one.
+func TestHelpWrappedOnce(t *testing.T) {
+	check := func(t *testing.T, out string, width int) {
+		t.Helper()
+		lines := strings.Split(out, "\n")
+		indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+		section := ""
+		for i, l := range lines {
+			trimmed := strings.TrimSpace(l)
+			if l != "" && l[0] != ' ' {
+				section = l
+			}
+			command := strings.HasPrefix(trimmed, "leaderrun ") || i > 0 && strings.HasSuffix(lines[i-1], ` \`)
+			if strings.HasSuffix(l, ` \`) && !command || isNameLine(trimmed) && strings.HasSuffix(l, `\`) {
+				t.Errorf("width %d: %q ends in a backslash but is no example command", width, l)
+			}
+			if i == 0 || trimmed == "" || strings.TrimSpace(lines[i-1]) == "" || indent(l) != indent(lines[i-1]) {
+				continue
+			}
+			// Prose: the description's paragraphs, and the continuation
+			// lines of a row (a flag's, a command's, NAME's); not the rows
+			// themselves, examples or output formats.
+			if section == "DESCRIPTION:" && indent(l) != 3 || section != "DESCRIPTION:" && indent(l) <= 6 {
+				continue
+			}
+			prev := lines[i-1]
+			if strings.HasSuffix(prev, ".") || strings.HasSuffix(prev, ":") || strings.HasSuffix(prev, `\`) {
+				continue // a line of its own, or a command's continuation
+			}
+			if first := strings.Fields(l)[0]; len([]rune(prev))+1+len([]rune(first)) <= width {
+				t.Errorf("width %d: line %d broken early: %q, then %q", width, i, prev, l)
+			}
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"help", "status"}, {"help", "watch"}, {"help", "history"}, {"help", "check"}} {
+		_, out, _ := runCapture(t, args...)
+		check(t, out, defaultHelpWidth)
+	}
+	app := DocApp()
+	for _, width := range []int{60, 100, 132} {
+		var b strings.Builder
+		cli.HelpPrinterCustom(&b, cli.AppHelpTemplate, app, nil)
+		check(t, wrapHelp(b.String(), width), width)
+		for _, c := range app.Commands {
+			b.Reset()
+			cli.HelpPrinterCustom(&b, cli.CommandHelpTemplate, c, nil)
+			check(t, wrapHelp(b.String(), width), width)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,11 +135,11 @@ func preparse(args []string, hasDash bool, dashed []string, scopes []scope) (par
 	var before []given
 	i := 0
 	for i < len(args) && isFlag(args[i]) {
-		g, j, err := p.next(i, p.union)
+		gs, j, err := p.next(i, p.union)
 		if err != nil {
 			return parsed{}, err
 		}
-		before, i = append(before, g), j
+		before, i = append(before, gs...), j
 	}
 	sub, target := "", scopes[0]
 	if i < len(args) {
@@ -182,26 +183,38 @@ type given struct {
 
 func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
 
-// next reads the flag at args[i], which within must know; it returns the
-// index after the flag and its value.
-func (p preparser) next(i int, within scope) (given, int, error) {
+// next reads the flag at args[i], which within must know, and returns it
+// with the index after the flag and its value. Short boolean flags may be
+// combined, as getopt allows: -nq is -n -q (one given each).
+func (p preparser) next(i int, within scope) ([]given, int, error) {
 	a := p.args[i]
 	name, value, has := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
 	info, ok := within.flags[name]
+	if !ok && !has && a[1] != '-' && len(name) > 1 {
+		var gs []given
+		for _, r := range name {
+			if f, ok := p.union.flags[string(r)]; ok && f.kind == kindBool { // norm says whose a flag of another form is
+				gs = append(gs, given{info: f, token: "-" + string(r)})
+			}
+		}
+		if len(gs) == len(name) {
+			return gs, i + 1, nil
+		}
+	}
 	if !ok {
 		// Only the name: the value may be a password (--stor=redis://:pw@h).
 		token, _, _ := strings.Cut(a, "=")
-		return given{}, i, unknownFlag(token, name, within, p.scopes)
+		return nil, i, unknownFlag(token, name, within, p.scopes)
 	}
 	g := given{info: info, token: dashes(name), value: value, has: has}
 	if info.kind != kindBool && !has {
 		if i+1 >= len(p.args) {
-			return g, i, usagef("%s needs a value", g.token)
+			return nil, i, usagef("%s needs a value", g.token)
 		}
 		i++
 		g.value, g.has = p.args[i], true
 	}
-	return g, i + 1, nil
+	return []given{g}, i + 1, nil
 }
 
 // norm checks that s takes each of gs and that its value is valid, and
@@ -256,11 +269,11 @@ func (p preparser) nameForm(sub string, target scope, before []given, i int, has
 			i++
 			continue
 		}
-		g, j, err := p.next(i, target)
+		gs, j, err := p.next(i, target)
 		if err != nil {
 			return parsed{}, err
 		}
-		after, i = append(after, g), j
+		after, i = append(after, gs...), j
 	}
 	all := append(before, after...)
 	flags, err := p.norm(all, target)
@@ -637,6 +650,52 @@ func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated,
 	"LEADERRUN_GUARD_PROGRAM", "LEADERRUN_REDIS_SENTINEL_PASSWORD"}
 
+// testVarPrefix is the prefix of the variables leaderrun's own test suite
+// sets (scripts/*.sh write the test servers' URLs there): never leaderrun's
+// configuration, so never refused or warned about.
+const testVarPrefix = "LEADERRUN_TEST_"
+
+// knownVars are the LEADERRUN_* variables leaderrun reads or sets.
+func knownVars() []string {
+	known := slices.Clone(otherVars)
+	for _, v := range flagVars {
+		known = append(known, v)
+	}
+	return known
+}
+
+// nearestVar returns the known variable nearest to the unknown LEADERRUN_*
+// variable k, or "" when none is a likely misspelling of it (within a third
+// of the name's length).
+func nearestVar(k string, known []string) string {
+	name := strings.TrimPrefix(k, "LEADERRUN_")
+	best, bestD := "", 0
+	for _, kn := range known {
+		if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
+			best, bestD = kn, d
+		}
+	}
+	if best != "" && bestD <= max(1, len(name)/3) {
+		return best
+	}
+	return ""
+}
+
+// unknownVars returns the LEADERRUN_* variables of environ that leaderrun
+// neither reads nor sets, in order, without duplicates.
+func unknownVars(environ []string) []string {
+	known := knownVars()
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "LEADERRUN_") || strings.HasPrefix(k, testVarPrefix) || slices.Contains(known, k) || slices.Contains(out, k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
 // misspeltVars returns one warning for each LEADERRUN_* variable in environ
 // that leaderrun does not read but that is a likely misspelling of one it
 // does (LEADERRUN_TLL for LEADERRUN_TTL): systemd units and CI set
@@ -644,28 +703,94 @@ var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprec
 // ignored. A LEADERRUN_* name far from every known one (a script's own
 // LEADERRUN_JOB_DIR) is left alone: leaderrun does not own the prefix.
 func misspeltVars(environ []string) []string {
-	known := slices.Clone(otherVars)
-	for _, v := range flagVars {
-		known = append(known, v)
-	}
+	known := knownVars()
 	var out []string
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(k, "LEADERRUN_")
-		if !ok || slices.Contains(known, k) {
-			continue
-		}
-		best, bestD := "", 0
-		for _, kn := range known {
-			if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
-				best, bestD = kn, d
-			}
-		}
-		if best != "" && bestD <= max(1, len(name)/3) {
+	for _, k := range unknownVars(environ) {
+		if best := nearestVar(k, known); best != "" {
 			out = append(out, fmt.Sprintf("%s is not a leaderrun variable and is ignored; did you mean %s?", printable(k), best))
 		}
 	}
 	return out
+}
+
+// strayStoreVar refuses a run whose store was not given (neither --store nor
+// LEADERRUN_STORE) while an unknown LEADERRUN_* variable of environ was
+// evidently meant to give it: a near miss of LEADERRUN_STORE
+// (LEADERRUN_STOR, LEADERRUN_STORE_URL), or any unknown variable whose value
+// is a store URL (LEADERRUN_REDIS=redis://…). Ignoring it would take the
+// lease in this host's file store, which excludes no other host: on a fleet
+// every host would run the job. The value is never shown (it may hold a
+// password).
+func strayStoreVar(environ []string, getenv func(string) string) error {
+	known := knownVars()
+	for _, k := range unknownVars(environ) {
+		name := strings.TrimPrefix(k, "LEADERRUN_")
+		switch {
+		case nearestVar(k, known) == storeVar || strings.HasPrefix(name, "STOR"):
+			return &storeConfigError{fmt.Sprintf("%s is not a leaderrun variable; did you mean %s? Without %s or --store the lease would be taken in this host's file store, which excludes no other host: nothing was run", printable(k), storeVar, storeVar)}
+		case looksLikeStoreURL(getenv(k)):
+			return &storeConfigError{fmt.Sprintf("%s holds a URL, but leaderrun reads the store only from %s or --store; without them the lease would be taken in this host's file store, which excludes no other host: nothing was run (rename the variable to %s, or give --store)", printable(k), storeVar, storeVar)}
+		}
+	}
+	return nil
+}
+
+// looksLikeStoreURL reports whether v is written as a URL: scheme:// with
+// any scheme, or a scheme leaderrun knows followed by ':' (redis:host).
+func looksLikeStoreURL(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	scheme, rest, ok := strings.Cut(v, ":")
+	if !ok || scheme == "" || !isSchemeWord(scheme) {
+		return false
+	}
+	_, known := drivers[scheme]
+	return known || scheme == "file" || strings.HasPrefix(rest, "//")
+}
+
+// isSchemeWord reports whether s can be a URL scheme (RFC 3986: a letter,
+// then letters, digits, + - .).
+func isSchemeWord(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// commandNames are the words that choose a form of the command line.
+var commandNames = []string{"status", "watch", "history", "check", "help"}
+
+// nearCommand refuses the first word of a command written without "--"
+// when it looks like a mistyped or shortened leaderrun command: the user
+// most likely meant the command, and running a program of that name under a
+// lease instead (or failing with "command not found") is not what they
+// asked for. A word that is no program on PATH is refused when it is within
+// a third of its length of a command (stauts, Status, chek) or a prefix of
+// one of three letters or more (stat, hist); a program on PATH only in the
+// second case (stat: `svn stat`, `git stat…`), with how to run it: after
+// "--", which always runs COMMAND as written. A program merely one letter
+// from a command (patch, batch) runs as before.
+func nearCommand(word string) error {
+	if strings.Contains(word, "/") {
+		return nil // a path names a program
+	}
+	low := strings.ToLower(word)
+	_, notProgram := exec.LookPath(word)
+	for _, c := range commandNames {
+		prefix := len(low) >= 3 && strings.HasPrefix(c, low)
+		near := editDistance(low, c) <= max(1, len(low)/3)
+		switch {
+		case notProgram != nil && (prefix || near):
+			return usagef("unknown command %s; did you mean %s? (a program to run under the lease goes after --: leaderrun [flags] -- COMMAND)", shellQuote(printable(word)), c)
+		case prefix:
+			return usagef("%s is short for the command %s and is also a program: write leaderrun %s … for the command, or leaderrun [flags] -- %s … to run the program under a lease", shellQuote(printable(word)), c, c, shellQuote(printable(word)))
+		}
+	}
+	return nil
 }
 
 // isSubcommand reports whether a word names a subcommand that takes a lease

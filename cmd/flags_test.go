@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -418,7 +419,7 @@ func TestValueMessages(t *testing.T) {
 		{"once is watch's", nil, []string{"--once", "--", "true"}, "--once"},
 		{"negative grace", nil, []string{"--grace", "-1s", "--", "true"}, "--grace -1s: durations must not be negative"},
 		{"negative renew", nil, []string{"--renew-every", "-1s", "--", "true"}, "--renew-every -1s: durations must not be negative"},
-		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h0m0s: want a duration from 0 to 744h (31 days"},
+		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h: want a duration from 0 to 744h (31 days"},
 		{"negative hold", nil, []string{"--hold-at-least", "-1s", "--", "true"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
 	}
 	for _, tc := range tests {
@@ -664,5 +665,257 @@ func TestListFlagVariable(t *testing.T) {
 	got := probeFlags(t, "", flags, []string{"--pass-env", "C", "--pass-env=D"}, vars)
 	if got.err != nil || got.values["pass-env"] != "C,D" {
 		t.Fatalf("flags and variable: %q, %v; want C,D", got.values["pass-env"], got.err)
+	}
+}
+
+// A LEADERRUN_* variable evidently meant to name the store (a near miss of
+// LEADERRUN_STORE, or any unknown variable holding a URL) while no store is
+// given is refused: ignoring it would run the job on this host's file store,
+// which excludes no other host. One line, 125, the value never shown, the
+// child never started, also with -q and for status.
+func TestStrayStoreVarRefused(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct{ k, v string }{
+		{"LEADERRUN_STOR", "redis://:" + secret + "@redis.internal:6379"},
+		{"LEADERRUN_STORE_URL", "redis://redis.internal:6379"},
+		{"LEADERRUN_URL", "rediss://u:" + secret + "@redis.internal:6380"},
+		{"LEADERRUN_REDIS", "redis://redis.internal:6379"},
+		{"LEADERRUN_DB", "postgres://app:" + secret + "@db/leases"},
+		{"LEADERRUN_ETCD", "etcd://10.0.0.1:2379"},
+		{"LEADERRUN_LOCK", "unix:/run/redis.sock"},                 // a known scheme without //
+		{"LEADERRUN_STROE", "/var/lock/leaderrun"},                 // a near miss, whatever its value
+		{"LEADERRUN_STORE_DIR", "/var/lock/leaderrun"},             // a STORE name, whatever its value
+		{"LEADERRUN_BACKEND", "consul://10.0.0.1:8500"},            // any scheme://
+		{"LEADERRUN_STOR", "redis://redis.internal:6379 trailing"}, // not even a valid URL
+	} {
+		for _, form := range [][]string{
+			{"-q", "--name", "stray", "--", "sh", "-c", "touch \"$0\"", "MARKER"},
+			{"--name", "stray", "--", "sh", "-c", "touch \"$0\"", "MARKER"},
+			{"status", "stray"},
+			{"history", "-q", "stray"},
+		} {
+			t.Run(tc.k+"/"+form[0], func(t *testing.T) {
+				marker := filepath.Join(t.TempDir(), "ran")
+				args := slices.Clone(form)
+				if i := slices.Index(args, "MARKER"); i >= 0 {
+					args[i] = marker
+				}
+				code, out, errOut := runEnv(t, map[string]string{tc.k: tc.v}, args...)
+				line := oneLineOf(t, errOut)
+				if code != ExitFailure || out != "" || !strings.Contains(line, tc.k) || !strings.Contains(line, "LEADERRUN_STORE") || !strings.Contains(line, "nothing was run") {
+					t.Fatalf("exit %d, stdout %q, stderr %q; want 125 and one line naming %s and LEADERRUN_STORE", code, out, errOut, tc.k)
+				}
+				if strings.Contains(errOut, secret) || strings.Contains(errOut, "redis.internal") || strings.Contains(errOut, "10.0.0.1") {
+					t.Fatalf("stderr %q shows the variable's value", errOut)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the child ran")
+				}
+			})
+		}
+	}
+}
+
+// What a stray store variable must not catch: the variables leaderrun gives
+// its child (a nested leaderrun sees them), a script's own LEADERRUN_*
+// variables that hold no URL, the test suite's own, and any of them when a
+// store is given (the lease is then where the user said: a near miss only
+// warns).
+func TestStrayStoreVarHarmless(t *testing.T) {
+	store := "file://" + t.TempDir()
+	nested := childEnviron(nil, newEnvReads(func(string) string { return "" }), nil, "outer", "host:1", 7)
+	harmless := map[string]string{
+		"LEADERRUN_JOB_DIR":       "/srv/job",
+		"LEADERRUN_JOB_DIRECTORY": "/srv/job",
+		"LEADERRUN_TEST_ETCD_URL": "etcd://127.0.0.1:1",
+		"LEADERRUN_RETRIES":       "3",
+	}
+	for _, kv := range nested {
+		k, v, _ := strings.Cut(kv, "=")
+		harmless[k] = v
+	}
+	run := func(t *testing.T, vars map[string]string, args ...string) string {
+		t.Helper()
+		marker := filepath.Join(t.TempDir(), "ran")
+		code, _, errOut := runEnv(t, vars, append(args, "--name", "harmless-"+filepath.Base(filepath.Dir(marker)), "--", "sh", "-c", `touch "$0"`, marker)...)
+		if _, err := os.Stat(marker); code != 0 || err != nil {
+			t.Fatalf("exit %d (child ran: %v), stderr %q; want the child run", code, err == nil, errOut)
+		}
+		return errOut
+	}
+	t.Run("default store", func(t *testing.T) {
+		if errOut := run(t, harmless, "-q"); errOut != "" {
+			t.Fatalf("stderr %q; want nothing", errOut)
+		}
+	})
+	t.Run("LEADERRUN_STORE given", func(t *testing.T) {
+		errOut := run(t, map[string]string{"LEADERRUN_STORE": store, "LEADERRUN_STOR": "redis://x:6379", "LEADERRUN_REDIS": "redis://x:6379"}, "-q")
+		if !strings.Contains(errOut, "LEADERRUN_STOR is not a leaderrun variable and is ignored; did you mean LEADERRUN_STORE?") || strings.Contains(errOut, "LEADERRUN_REDIS") {
+			t.Fatalf("stderr %q; want the near miss warned of, the URL variable left alone", errOut)
+		}
+	})
+	t.Run("--store given", func(t *testing.T) {
+		errOut := run(t, map[string]string{"LEADERRUN_STORE_URL": "redis://x:6379"}, "-q", "--store", store)
+		if errOut != "" {
+			t.Fatalf("stderr %q; want nothing (a unit's own variable, passed as --store ${LEADERRUN_STORE_URL})", errOut)
+		}
+	})
+}
+
+// The first word of a command written without "--" that looks like a
+// mistyped or shortened leaderrun command is refused with the command it
+// was likely meant to be (one line, 125, nothing run); a program that is a
+// prefix of a command (stat) is ambiguous and refused with both readings;
+// after "--" the word always runs, and a program merely one letter from a
+// command (patch) runs as before.
+func TestNearCommand(t *testing.T) {
+	bin := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, prog := range []string{"stat", "patch"} {
+		script := "#!/bin/sh\ntouch " + marker + "\n"
+		if err := os.WriteFile(filepath.Join(bin, prog), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	store := "file://" + t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		says string // "" when the program runs
+	}{
+		{[]string{"stauts", "demo"}, "unknown command stauts; did you mean status?"},
+		{[]string{"Status", "demo"}, "unknown command Status; did you mean status?"},
+		{[]string{"-q", "wacth", "demo"}, "unknown command wacth; did you mean watch?"},
+		{[]string{"chek", "--ran-within", "1h", "demo"}, "unknown command chek; did you mean check?"},
+		{[]string{"histroy", "demo"}, "unknown command histroy; did you mean history?"},
+		{[]string{"hist", "demo"}, "unknown command hist; did you mean history?"},
+		{[]string{"hlep"}, "unknown command hlep; did you mean help?"},
+		{[]string{"stat", "demo"}, "stat is short for the command status and is also a program: write leaderrun status … for the command, or leaderrun [flags] -- stat … to run the program under a lease"},
+		{[]string{"--name", "s", "--", "stat", "demo"}, ""},
+		{[]string{"--name", "p", "patch", "-p1"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			os.Remove(marker)
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store, "PATH": os.Getenv("PATH")}, tc.args...)
+			_, err := os.Stat(marker)
+			ran := err == nil
+			if tc.says == "" {
+				if code != 0 || !ran {
+					t.Fatalf("exit %d, ran %v, stderr %q; want the program run", code, ran, errOut)
+				}
+				return
+			}
+			line := oneLineOf(t, errOut)
+			if code != ExitFailure || ran || !strings.Contains(line, tc.says) {
+				t.Fatalf("exit %d, ran %v, stderr %q; want 125, nothing run, saying %q", code, ran, errOut, tc.says)
+			}
+			// The suggestion followed is accepted (status of a free lease
+			// exits 3, check of a lease never run 2, help 0); watch would
+			// run until interrupted.
+			_, meant, _ := strings.Cut(tc.says, "did you mean ")
+			if meant = strings.TrimSuffix(meant, "?"); meant == "" {
+				meant = "status"
+			}
+			followed := slices.Clone(tc.args)
+			followed[slices.IndexFunc(followed, func(a string) bool { return !strings.HasPrefix(a, "-") })] = meant
+			if meant == "watch" {
+				return // runs until interrupted
+			}
+			if code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, followed...); code == ExitFailure {
+				t.Fatalf("the suggestion followed, %q: exit %d, stderr %q", followed, code, errOut)
+			}
+		})
+	}
+}
+
+// Short boolean flags combine as getopt's do: -nq is -n -q.
+func TestCombinedShortFlags(t *testing.T) {
+	held := holdLease(t, "busy", "h1")
+	for _, args := range [][]string{{"-nq"}, {"-qn"}, {"-n", "-q"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, append(args, "--name", "busy", "--", "true")...)
+			if code != ExitConflict || errOut != "" {
+				t.Fatalf("exit %d, stderr %q; want %d (no wait) and nothing printed (quiet)", code, errOut, ExitConflict)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-qv", "--", "true"}, "--quiet and --verbose contradict each other"},
+		{[]string{"-nx", "--", "true"}, "unknown flag -nx"},
+		{[]string{"status", "-nq", "busy"}, "status does not take -n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, tc.args...)
+			if line := oneLineOf(t, errOut); code != ExitFailure || !strings.Contains(line, tc.says) {
+				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
+			}
+		})
+	}
+}
+
+// The --health-* defaults adapt to the values given, as --grace does to a
+// short --ttl: only values given (flag or variable) are refused.
+func TestHealthDefaultsAdapt(t *testing.T) {
+	parse := func(t *testing.T, vars map[string]string, args ...string) (healthConfig, error) {
+		t.Helper()
+		flags := runFlags()
+		set := flag.NewFlagSet("leaderrun", flag.ContinueOnError)
+		for _, f := range takeEnv(flags) {
+			if err := f.Apply(set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := set.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		c := cli.NewContext(&cli.App{}, set, nil)
+		if err := applyEnv(c, flags, func(k string) string { return vars[k] }); err != nil {
+			t.Fatal(err)
+		}
+		return parseHealth(c, c.Duration("ttl"))
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		vars              map[string]string
+		args              []string
+		interval, timeout time.Duration
+	}{
+		{nil, []string{"--health-cmd=true"}, 10 * time.Second, 5 * time.Second},
+		{nil, []string{"--health-cmd=true", "--health-interval=200ms"}, 200 * ms, 200 * ms},
+		{map[string]string{"LEADERRUN_HEALTH_INTERVAL": "200ms"}, []string{"--health-cmd=true"}, 200 * ms, 200 * ms},
+		{nil, []string{"--health-cmd=true", "--ttl=3s"}, 10 * time.Second, 1500 * ms},
+		{nil, []string{"--health-cmd=true", "--ttl=1s", "--health-interval=300ms"}, 300 * ms, 300 * ms},
+		{nil, []string{"--health-cmd=true", "--health-timeout=12s", "--ttl=1m"}, 12 * time.Second, 12 * time.Second},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			h, err := parse(t, tc.vars, tc.args...)
+			if err != nil || h.interval != tc.interval || h.timeout != tc.timeout {
+				t.Fatalf("interval %v, timeout %v, %v; want %v and %v, accepted", h.interval, h.timeout, err, tc.interval, tc.timeout)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		vars map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--health-cmd=true", "--health-interval=200ms", "--health-timeout=5s"}, "--health-timeout 5s is longer than --health-interval 200ms"},
+		{map[string]string{"LEADERRUN_HEALTH_TIMEOUT": "5s"}, []string{"--health-cmd=true", "--health-interval=200ms"}, "--health-timeout 5s is longer than --health-interval 200ms"},
+		{nil, []string{"--health-cmd=true", "--ttl=3s", "--health-timeout=3s"}, "--health-timeout 3s is not shorter than --ttl 3s"},
+		{nil, []string{"--health-cmd=true", "--health-interval=2m", "--health-timeout=90s", "--ttl=1m"}, "--health-timeout 1m30s is not shorter than --ttl 1m"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if _, err := parse(t, tc.vars, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v; want %q", err, tc.want)
+			}
+		})
+	}
+	// The whole command line: the issue's case runs.
+	code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": "file://" + t.TempDir()}, "--health-cmd", "true", "--health-interval", "200ms", "--name", "adapt", "--", "true")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0", code, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
 
@@ -34,7 +35,10 @@ type healthConfig struct {
 // refused is what cannot work as written: a check longer than the interval
 // between checks (they never overlap), and a check allowed to hang longer
 // than the lease lasts, which would let a stalled leader block the others
-// for longer than a dead one does.
+// for longer than a dead one does. Only values given (flag or variable) are
+// refused; a default adapts to them, as --grace does to a short --ttl: the
+// timeout shrinks to a short interval (and below a short TTL, to half of
+// it), the interval grows to a long timeout.
 func parseHealth(c *cli.Context, ttl time.Duration) (healthConfig, error) {
 	h := healthConfig{
 		cmd:         c.String("health-cmd"),
@@ -51,21 +55,31 @@ func parseHealth(c *cli.Context, ttl time.Duration) (healthConfig, error) {
 		}
 		return h, nil
 	}
+	if !c.IsSet("health-timeout") {
+		h.timeout = min(h.timeout, h.interval)
+		if h.timeout >= ttl {
+			h.timeout = ttl / 2
+		}
+	}
+	if !c.IsSet("health-interval") && c.IsSet("health-timeout") {
+		h.interval = max(h.interval, h.timeout)
+	}
+	show := lease.FormatDuration
 	switch {
 	case strings.TrimSpace(h.cmd) == "":
 		return h, usagef("--health-cmd is blank: give a command such as 'curl -fsS http://127.0.0.1:8080/health'")
 	case h.interval < MinHealthInterval:
-		return h, usagef("--health-interval %v: want at least %v", h.interval, MinHealthInterval)
+		return h, usagef("--health-interval %s: want at least %s", show(h.interval), show(MinHealthInterval))
 	case h.timeout <= 0:
-		return h, usagef("--health-timeout %v: want a positive duration such as 5s", h.timeout)
+		return h, usagef("--health-timeout %s: want a positive duration such as 5s", show(h.timeout))
 	case h.timeout > h.interval:
-		return h, usagef("--health-timeout %v is longer than --health-interval %v: checks never overlap, so one may take at most the interval; use --health-timeout %v or less, or a longer interval", h.timeout, h.interval, h.interval)
+		return h, usagef("--health-timeout %s is longer than --health-interval %s: checks never overlap, so one may take at most the interval; use --health-timeout %s or less, or a longer interval", show(h.timeout), show(h.interval), show(h.interval))
 	case h.timeout >= ttl:
-		return h, usagef("--health-timeout %v is not shorter than --ttl %v: a hung check would keep a stalled leader in place longer than a dead one's lease takes to expire; use --health-timeout below %v, or a longer --ttl", h.timeout, ttl, ttl)
+		return h, usagef("--health-timeout %s is not shorter than --ttl %s: a hung check would keep a stalled leader in place longer than a dead one's lease takes to expire; use --health-timeout below %s, or a longer --ttl", show(h.timeout), show(ttl), show(ttl))
 	case h.retries < 1:
 		return h, usagef("--health-retries %d: want at least 1", h.retries)
 	case h.startPeriod < 0:
-		return h, usagef("--health-start-period %v: want 0 or a positive duration", h.startPeriod)
+		return h, usagef("--health-start-period %s: want 0 or a positive duration", show(h.startPeriod))
 	}
 	return h, nil
 }

@@ -292,7 +292,7 @@ func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log
 	}
 	since := c.Duration("since")
 	if since < 0 {
-		return classify(usagef("--since %v: want a positive duration such as 24h", since))
+		return classify(usagef("--since %s: want a positive duration such as 24h", lease.FormatDuration(since)))
 	}
 	store, h, err := openHistory(ctx, c, name, e, log)
 	if err != nil {

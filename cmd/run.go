@@ -60,7 +60,7 @@ func parseRun(c *cli.Context, args []string) (runConfig, error) {
 	t.Explicit.Grace = c.IsSet("grace")
 	t.Explicit.CallTimeout = c.IsSet("call-timeout")
 	if t.TTL <= 0 {
-		return rc, usagef("--ttl %v: want a positive duration such as 15s", t.TTL)
+		return rc, usagef("--ttl %s: want a positive duration such as 15s", lease.FormatDuration(t.TTL))
 	}
 	rc.timing = t
 	if rc.health, err = parseHealth(c, t.TTL); err != nil {
@@ -130,7 +130,7 @@ func (rc *runConfig) parseBehaviour(c *cli.Context) error {
 		return err
 	}
 	if rc.hold = c.Duration("hold-at-least"); rc.hold < 0 || rc.hold > MaxHold {
-		return usagef("--hold-at-least %v: want a duration from 0 to %s (31 days: a monthly schedule's slot)", rc.hold, humanDuration(MaxHold))
+		return usagef("--hold-at-least %s: want a duration from 0 to %s (31 days: a monthly schedule's slot)", lease.FormatDuration(rc.hold), lease.FormatDuration(MaxHold))
 	}
 	if rc.historyKeep = c.Int("history-keep"); rc.historyKeep < 0 || rc.historyKeep > lease.MaxHistoryKeep {
 		return usagef("--history-keep %d: want 0 (record nothing) to %d runs", rc.historyKeep, lease.MaxHistoryKeep)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,11 +31,14 @@ func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Stor
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		hint := "file:///var/lock/leaderrun or redis://host:6379"
-		if strings.HasPrefix(raw, "/") && shown != storeURLHidden {
-			hint = "file://" + shown
+		if sug := suggestStore(raw); sug != "" {
+			if !strings.Contains(sug, "…") {
+				// The whole suggestion can be shown, so can the value.
+				what = "--store " + strconv.Quote(raw)
+			}
+			return nil, &storeConfigError{fmt.Sprintf("%s is not a URL; did you mean %s?", what, sug)}
 		}
-		return nil, &storeConfigError{fmt.Sprintf("%s is not a URL: want scheme://…, e.g. %s", what, hint)}
+		return nil, &storeConfigError{fmt.Sprintf("%s is not a URL: want scheme://…, e.g. file:///var/lock/leaderrun or redis://host:6379", what)}
 	}
 	open, ok := storeOpeners[strings.ToLower(scheme)]
 	if !ok {
@@ -42,9 +46,113 @@ func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Stor
 		if shown != storeURLHidden {
 			msg += " " + shownWord(scheme)
 		}
+		if sug := suggestStore(raw); sug != "" {
+			return nil, &storeConfigError{msg + "; did you mean " + sug + "?"}
+		}
 		return nil, &storeConfigError{msg + " (want " + knownSchemes + ")"}
 	}
 	return open(ctx, raw, o)
+}
+
+// suggestStore returns what a --store value that is not a URL of a known
+// scheme was likely meant to be, or "" when nothing is near: a known
+// scheme for a near miss of one (reddis:// → redis://), "://" after a known
+// scheme that lacks it (redis:host:6379, file:/var/lock/x), file:// before
+// an absolute path, and for HOST:PORT the store usually found on that port
+// (etcd on 2379, PostgreSQL on 5432, else Redis, the store most often
+// written that way). The suggestion is the whole URL when every part of it
+// can be shown (redactURL leaves it as it is), else only its scheme
+// ("redis://…"): it never shows what could be a secret.
+func suggestStore(raw string) string {
+	fixed := ""
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		if near := nearestScheme(scheme); near != "" {
+			fixed = near + "://" + rest
+		}
+	} else if scheme, rest, ok := cutKnownScheme(raw); ok {
+		rest = strings.TrimLeft(rest, "/")
+		if scheme == "file" || scheme == "unix" {
+			rest = "/" + rest // a path: file:///var/lock/x
+		}
+		fixed = scheme + "://" + rest
+	} else if strings.HasPrefix(raw, "/") && plainPath(raw) {
+		fixed = "file://" + raw
+	} else if hostPort(raw) {
+		scheme := "redis"
+		switch _, port, _ := strings.Cut(strings.SplitN(raw, "/", 2)[0], ":"); port {
+		case "2379":
+			scheme = "etcd"
+		case "5432":
+			scheme = "postgres"
+		}
+		fixed = scheme + "://" + raw
+	}
+	if fixed == "" {
+		return ""
+	}
+	if redactURL(fixed) == fixed {
+		return fixed
+	}
+	scheme, _, _ := strings.Cut(fixed, "://")
+	return scheme + "://…"
+}
+
+// nearestScheme returns the known scheme nearest to scheme (within a third
+// of its length, at least one edit), or "" when none is that near.
+func nearestScheme(scheme string) string {
+	scheme = strings.ToLower(scheme)
+	if shownWord(scheme) == storeURLHidden {
+		return ""
+	}
+	best, bestD := "", 0
+	for _, k := range knownSchemeList() {
+		if d := editDistance(scheme, k); best == "" || d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	if best != "" && bestD > 0 && bestD <= max(1, len(scheme)/3) {
+		return best
+	}
+	return ""
+}
+
+// cutKnownScheme splits a value written as a known scheme followed by ':'
+// or "//" but not "://" (redis:host:6379, redis//host, file:/x).
+func cutKnownScheme(raw string) (scheme, rest string, ok bool) {
+	for _, k := range knownSchemeList() {
+		if len(raw) <= len(k) || !strings.EqualFold(raw[:len(k)], k) {
+			continue
+		}
+		switch r := raw[len(k):]; {
+		case strings.HasPrefix(r, ":"):
+			return k, r[1:], true
+		case strings.HasPrefix(r, "//"):
+			return k, r[2:], true
+		}
+	}
+	return "", "", false
+}
+
+// hostPort reports whether raw is HOST:PORT (a name or address and a
+// numeric port), optionally followed by a plain path such as a database
+// number (/0).
+func hostPort(raw string) bool {
+	host, path, _ := strings.Cut(raw, "/")
+	_, port, ok := strings.Cut(host, ":")
+	if strings.HasPrefix(host, "[") {
+		_, port, ok = strings.Cut(host, "]:")
+	}
+	return ok && port != "" && plainHost(host) && plainPath(path)
+}
+
+// knownSchemeList is every scheme leaderrun serves, linked or not.
+func knownSchemeList() []string {
+	out := []string{"file"}
+	for s := range drivers {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }
 
 const storeURLHidden = "(not shown: it may hold a password)"

@@ -129,3 +129,57 @@ func TestRedactURLShowsPlainParts(t *testing.T) {
 		}
 	}
 }
+
+// A --store value that is not a URL of a known scheme gets the URL it was
+// likely meant to be, and every suggestion is accepted when followed: the
+// store's own parser takes it (the store itself may be unreachable).
+func TestStoreURLSuggestions(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		raw, says, follow string
+	}{
+		{"127.0.0.1:1", `--store "127.0.0.1:1" is not a URL; did you mean redis://127.0.0.1:1?`, "redis://127.0.0.1:1"},
+		{"127.0.0.1:1/2", "did you mean redis://127.0.0.1:1/2?", "redis://127.0.0.1:1/2"},
+		{"[::1]:1", "did you mean redis://[::1]:1?", "redis://[::1]:1"},
+		{"127.0.0.1:2379", "did you mean etcd://127.0.0.1:2379?", "etcd://127.0.0.1:2379"},
+		{"127.0.0.1:5432/leases", "did you mean postgres://127.0.0.1:5432/leases?", "postgres://127.0.0.1:5432/leases"},
+		{"reddis://127.0.0.1:1", `unknown scheme "reddis"; did you mean redis://127.0.0.1:1?`, "redis://127.0.0.1:1"},
+		{"REDDIS://127.0.0.1:1", "did you mean redis://127.0.0.1:1?", "redis://127.0.0.1:1"},
+		{"rediss+clustr://127.0.0.1:1", "did you mean rediss+cluster://127.0.0.1:1?", "rediss+cluster://127.0.0.1:1"},
+		{"ectd://127.0.0.1:1", "did you mean etcd://127.0.0.1:1?", "etcd://127.0.0.1:1"},
+		{"postgress://app@127.0.0.1:1/db", "did you mean postgres://…?", "postgres://app@127.0.0.1:1/db"},
+		{"redis+sentinal://:pw@127.0.0.1:1/m", "did you mean redis+sentinel://…?", "redis+sentinel://:pw@127.0.0.1:1/m"},
+		{"azbob://acct/jobs", "did you mean azblob://acct/jobs?", "azblob://acct/jobs"},
+		{"fil://" + dir, "did you mean file://" + dir + "?", "file://" + dir},
+		{"file:" + dir, "did you mean file://" + dir + "?", "file://" + dir},
+		{dir, "did you mean file://" + dir + "?", "file://" + dir},
+		{"redis:127.0.0.1:1", "did you mean redis://127.0.0.1:1?", "redis://127.0.0.1:1"},
+		{"redis//127.0.0.1:1", "did you mean redis://127.0.0.1:1?", "redis://127.0.0.1:1"},
+		{"redis:/:pw@127.0.0.1:1", "did you mean redis://…?", "redis://:pw@127.0.0.1:1"},
+		{"unix:/run/redis.sock", "did you mean unix:///run/redis.sock?", "unix:///run/redis.sock"},
+	} {
+		t.Run(tc.raw, func(t *testing.T) {
+			o := lease.OpenOptions{CallTimeout: 100 * time.Millisecond, Getenv: func(string) string { return "" }}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := openStore(ctx, tc.raw, o)
+			if err == nil || !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("openStore: %v; want ErrConfig saying %q", err, tc.says)
+			}
+			if strings.Contains(err.Error(), "pw") {
+				t.Fatalf("message shows the password: %v", err)
+			}
+			s, err := openStore(ctx, tc.follow, o)
+			if err == nil {
+				s.Close()
+			} else if errors.Is(err, lease.ErrConfig) {
+				t.Fatalf("the suggestion followed, %s, is refused: %v", tc.follow, err)
+			}
+		})
+	}
+	for _, raw := range []string{"redis.internal", "ftp://example", "http://x", "//u:pw@127.0.0.1:1", "h:pw@127.0.0.1:1"} {
+		if sug := suggestStore(raw); sug != "" {
+			t.Errorf("suggestStore(%q) = %q; want nothing (no store is near)", raw, sug)
+		}
+	}
+}

@@ -31,7 +31,7 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	}
 	interval := c.Duration("interval")
 	if interval < MinWatchInterval {
-		return classify(usagef("--interval %v: want at least %v (watch polls the store that often)", interval, MinWatchInterval))
+		return classify(usagef("--interval %s: want at least %s (watch polls the store that often)", lease.FormatDuration(interval), lease.FormatDuration(MinWatchInterval)))
 	}
 	if err := e.dispatch(c.String("store")); err != nil {
 		return classify(err)

@@ -164,7 +164,7 @@ func TestHealthFlagsRefused(t *testing.T) {
 		{[]string{"--health-interval", "1s"}, "--health-interval without --health-cmd"},
 		{[]string{"--health-cmd", "true", "--health-interval", "2s", "--health-timeout", "5s"}, "--health-timeout 5s is longer than --health-interval 2s"},
 		{[]string{"--health-cmd", "true", "--health-interval", "50ms", "--health-timeout", "10ms"}, "--health-interval 50ms: want at least 100ms"},
-		{[]string{"--health-cmd", "true", "--ttl", "3s", "--health-interval", "10s"}, "--health-timeout 5s is not shorter than --ttl 3s"},
+		{[]string{"--health-cmd", "true", "--ttl", "3s", "--health-timeout", "5s"}, "--health-timeout 5s is not shorter than --ttl 3s"},
 		{[]string{"--health-cmd", "true", "--health-retries", "0"}, "--health-retries 0: want at least 1"},
 		{[]string{"--health-cmd", " "}, "--health-cmd is blank"},
 		{[]string{"--hold-at-least", "-1s"}, "--hold-at-least -1s: want a duration from 0 to 744h"},

@@ -254,7 +254,7 @@ func (k *Keeper) renewLoop(next time.Duration) {
 			backoff = min(max(2*backoff, FirstRetry), t.RenewEvery/4, time.Second)
 			next = k.clock.Now() + backoff
 			k.log.Warn("lease renewal failed; retrying", "err", err, "retry_in", backoff,
-				"stop_in", (k.stopAt() - k.clock.Now()).Round(time.Millisecond))
+				"stop_in", max(k.stopAt()-k.clock.Now(), 0).Round(time.Millisecond))
 		}
 	}
 }

@@ -115,11 +115,11 @@ func (t Timing) checkBounds() error {
 		v    time.Duration
 	}{{"--ttl", t.TTL}, {"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
 		if d.v < 0 {
-			return fmt.Errorf("%w: %s %v: durations must not be negative", ErrUnsafeTiming, d.flag, d.v)
+			return fmt.Errorf("%w: %s %s: durations must not be negative", ErrUnsafeTiming, d.flag, FormatDuration(d.v))
 		}
 	}
 	if t.TTL > MaxTTL {
-		return fmt.Errorf("%w: --ttl %v is longer than %v; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.TTL, MaxTTL)
+		return fmt.Errorf("%w: --ttl %s is longer than %s; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, FormatDuration(t.TTL), FormatDuration(MaxTTL))
 	}
 	// Nothing longer than the longest TTL makes sense, and bounding every
 	// duration here keeps the arithmetic below from overflowing (found by
@@ -129,7 +129,7 @@ func (t Timing) checkBounds() error {
 		v    time.Duration
 	}{{"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
 		if d.v > MaxTTL {
-			return fmt.Errorf("%w: %s %v is longer than %v, the longest --ttl", ErrUnsafeTiming, d.flag, d.v, MaxTTL)
+			return fmt.Errorf("%w: %s %s is longer than %s, the longest --ttl", ErrUnsafeTiming, d.flag, FormatDuration(d.v), FormatDuration(MaxTTL))
 		}
 	}
 	return nil
@@ -141,20 +141,20 @@ func (t Timing) derive() (Timing, error) {
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
 		if t.RenewEvery < MinRenewEvery {
-			return t, fmt.Errorf("%w: --ttl %v is too short: renewals every ttl/3 would come more often than every %v",
-				ErrUnsafeTiming, t.TTL, MinRenewEvery)
+			return t, fmt.Errorf("%w: --ttl %s is too short: renewals every ttl/3 would come more often than every %s",
+				ErrUnsafeTiming, FormatDuration(t.TTL), FormatDuration(MinRenewEvery))
 		}
 	}
 	if t.RenewEvery < MinRenewEvery {
-		return t, fmt.Errorf("%w: --renew-every %v is below the floor of %v (renewing more often only loads the store; safety comes from --ttl)",
-			ErrUnsafeTiming, t.RenewEvery, MinRenewEvery)
+		return t, fmt.Errorf("%w: --renew-every %s is below the floor of %s (renewing more often only loads the store; safety comes from --ttl)",
+			ErrUnsafeTiming, FormatDuration(t.RenewEvery), FormatDuration(MinRenewEvery))
 	}
 	if !t.Explicit.CallTimeout {
 		t.CallTimeout = t.RenewEvery / 2
 	}
 	if t.CallTimeout < MinCallTimeout {
-		return t, fmt.Errorf("%w: --call-timeout %v is below the floor of %v (shorter calls time out on scheduling delays alone)",
-			ErrUnsafeTiming, t.CallTimeout, MinCallTimeout)
+		return t, fmt.Errorf("%w: --call-timeout %s is below the floor of %s (shorter calls time out on scheduling delays alone)",
+			ErrUnsafeTiming, FormatDuration(t.CallTimeout), FormatDuration(MinCallTimeout))
 	}
 	if !t.Explicit.Grace {
 		t.Grace = DefaultGrace
@@ -181,14 +181,14 @@ func (t Timing) checkStoreTTL(lim Limits) error {
 	if lim.MinTTL > 0 && t.TTL < lim.MinTTL || lim.MaxTTL > 0 && t.TTL > lim.MaxTTL {
 		switch {
 		case lim.MaxTTL == 0:
-			return fmt.Errorf("%w: --ttl %v is shorter than this store accepts (at least %v)", ErrConfig, t.TTL, lim.MinTTL)
+			return fmt.Errorf("%w: --ttl %s is shorter than this store accepts (at least %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MinTTL))
 		case lim.MinTTL == 0:
-			return fmt.Errorf("%w: --ttl %v is longer than this store accepts (at most %v)", ErrConfig, t.TTL, lim.MaxTTL)
+			return fmt.Errorf("%w: --ttl %s is longer than this store accepts (at most %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MaxTTL))
 		}
-		return fmt.Errorf("%w: --ttl %v is outside what this store accepts (%v to %v)", ErrConfig, t.TTL, lim.MinTTL, lim.MaxTTL)
+		return fmt.Errorf("%w: --ttl %s is outside what this store accepts (%s to %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MinTTL), FormatDuration(lim.MaxTTL))
 	}
 	if lim.TTLUnit > 0 && t.TTL%lim.TTLUnit != 0 {
-		return fmt.Errorf("%w: --ttl %v must be a whole number of %v for this store", ErrConfig, t.TTL, lim.TTLUnit)
+		return fmt.Errorf("%w: --ttl %s must be a whole number of %s for this store", ErrConfig, FormatDuration(t.TTL), unitName(lim.TTLUnit))
 	}
 	return nil
 }
@@ -197,10 +197,26 @@ func (t Timing) checkStoreTTL(lim Limits) error {
 func (t Timing) unsafe(lim Limits) error {
 	v := t.Validity(lim)
 	stop := v - t.KillBound - t.Grace
-	msg := fmt.Sprintf("with --ttl %v the child must be stopped %v after each renewal is sent "+
-		"(ttl·%.2f − %v store margin − %v kill bound − --grace %v), which leaves no room for --renew-every %v plus one retry (2 × %v call timeout + 50ms)",
-		t.TTL, stop.Round(time.Millisecond), 1-t.Rho, lim.Epsilon, t.KillBound, t.Grace, t.RenewEvery.Round(time.Millisecond), t.CallTimeout.Round(time.Millisecond))
+	parts := fmt.Sprintf("ttl·%.2f − %s store margin − %s kill bound − --grace %s", 1-t.Rho, FormatDuration(lim.Epsilon), FormatDuration(t.KillBound), FormatDuration(t.Grace))
+	retry := fmt.Sprintf("--renew-every %s plus one retry (2 × %s call timeout + %s)", FormatDuration(t.RenewEvery.Round(time.Millisecond)), FormatDuration(t.CallTimeout.Round(time.Millisecond)), FormatDuration(FirstRetry))
+	var msg string
+	if stop <= 0 {
+		msg = fmt.Sprintf("with --ttl %s the child would have to be stopped before each renewal is even sent (%s leaves nothing), let alone room for %s", FormatDuration(t.TTL), parts, retry)
+	} else {
+		msg = fmt.Sprintf("with --ttl %s the child must be stopped %s after each renewal is sent (%s), which leaves no room for %s", FormatDuration(t.TTL), FormatDuration(stop.Round(time.Millisecond)), parts, retry)
+	}
 	return fmt.Errorf("%w: %s", ErrUnsafeTiming, msg)
+}
+
+// unitName names a store's TTL unit: "second" for 1s.
+func unitName(d time.Duration) string {
+	switch d {
+	case time.Second:
+		return "seconds"
+	case time.Millisecond:
+		return "milliseconds"
+	}
+	return FormatDuration(d)
 }
 
 func joinOr(s []string) string {
@@ -282,9 +298,17 @@ func (t Timing) advise(lim Limits, r Timing, err error) error {
 		switch {
 		case !ok:
 		case k.cur < a:
-			fixes = append(fixes, k.flag+" ≥ "+shortDuration(a))
+			fixes = append(fixes, k.flag+" ≥ "+FormatDuration(a))
 		case k.cur > b:
-			fixes = append(fixes, k.flag+" ≤ "+shortDuration(b))
+			fixes = append(fixes, k.flag+" ≤ "+FormatDuration(b))
+		case k.step > time.Millisecond && k.cur%k.step != 0:
+			// Within the range but between two steps (etcd's --ttl 2.5s):
+			// the whole steps either side that are accepted.
+			for _, v := range []time.Duration{k.cur.Truncate(k.step), k.cur.Truncate(k.step) + k.step} {
+				if v >= a && v <= b {
+					fixes = append(fixes, k.flag+" "+FormatDuration(v))
+				}
+			}
 		}
 	}
 	if len(fixes) == 0 {
@@ -329,8 +353,9 @@ func (k knob) accepted(t Timing, lim Limits) (a, b time.Duration, ok bool) {
 	return a * k.step, b * k.step, true
 }
 
-// shortDuration formats d without trailing zero units ("24h", not "24h0m0s").
-func shortDuration(d time.Duration) string {
+// FormatDuration formats d as people write it, without trailing zero units:
+// "800h", not "800h0m0s"; "1m30s", "2.5s", "200ms".
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,11 +20,11 @@ func TestTimingAdviceIsAccepted(t *testing.T) {
 		"etcd":  {Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 2 * time.Second, TTLUnit: time.Second},
 	}
 	ms := time.Millisecond
-	ttls := []time.Duration{0, 50 * ms, 99 * ms, 100 * ms, 328 * ms, 500 * ms, 943 * ms, 2 * time.Second, 5 * time.Second, 15 * time.Second, 16 * time.Second, 61 * time.Second, 25 * time.Hour}
+	ttls := []time.Duration{0, 50 * ms, 99 * ms, 100 * ms, 328 * ms, 500 * ms, 943 * ms, 2 * time.Second, 2500 * ms, 5 * time.Second, 15 * time.Second, 15500 * ms, 16 * time.Second, 61 * time.Second, 25 * time.Hour}
 	renews := []time.Duration{0, 9 * ms, 10 * ms, 100 * ms, 500 * ms, 3 * time.Second, 20 * time.Second}
 	graces := []time.Duration{-1, 0, 100 * ms, time.Second, 4 * time.Second, 30 * time.Second}
 	calls := []time.Duration{0, 4 * ms, 5 * ms, 50 * ms, 2 * time.Second}
-	fixRE := regexp.MustCompile(`(--[a-z-]+) (≤|≥) ([0-9.]+[a-zµ]+[0-9a-z.]*)`)
+	fixRE := regexp.MustCompile(`(--[a-z-]+) (≤ |≥ |)([0-9.]+[a-zµ]+[0-9a-z.]*)`)
 	refused, advised, checked := 0, 0, 0
 	for store, lim := range stores {
 		for _, ttl := range ttls {
@@ -40,7 +41,11 @@ func TestTimingAdviceIsAccepted(t *testing.T) {
 							continue
 						}
 						refused++
-						fixes := fixRE.FindAllStringSubmatch(err.Error(), -1)
+						if msg := err.Error(); badDurationRE.MatchString(msg) && !strings.Contains(msg, "must not be negative") {
+							t.Errorf("%s: %+v: a negative or long-form duration in %q", store, in, msg)
+						}
+						_, advice, _ := strings.Cut(err.Error(), "; use ")
+						fixes := fixRE.FindAllStringSubmatch(advice, -1)
 						if len(fixes) > 0 {
 							advised++
 						}
@@ -75,5 +80,37 @@ func TestTimingAdviceIsAccepted(t *testing.T) {
 	t.Logf("%d refusals, %d with advice, %d suggestions followed, all accepted", refused, advised, checked)
 	if checked == 0 || advised < refused/2 {
 		t.Fatalf("%d refusals but only %d with advice: the advice went missing", refused, advised)
+	}
+}
+
+// badDurationRE finds what a message must not show: a negative duration
+// ("stopped -165ms after") or Go's long form ("1m0s", "800h0m0s").
+var badDurationRE = regexp.MustCompile(`(^|[ (])-[0-9]|[0-9]h0m|[0-9]m0s`)
+
+// A TTL between two of the store's whole units (etcd and Azure count whole
+// seconds) is refused with the whole values either side, and durations read
+// as people write them.
+func TestTimingAdviceWholeUnits(t *testing.T) {
+	etcd := Limits{Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 2 * time.Second, TTLUnit: time.Second}
+	azure := Limits{Expires: true, Epsilon: time.Second, MinTTL: 15 * time.Second, MaxTTL: 60 * time.Second, TTLUnit: time.Second}
+	for _, tc := range []struct {
+		lim  Limits
+		ttl  time.Duration
+		want string
+	}{
+		{etcd, 2500 * time.Millisecond, "--ttl 2.5s must be a whole number of seconds for this store; use --ttl 2s or --ttl 3s"},
+		{azure, 15500 * time.Millisecond, "use --ttl 15s or --ttl 16s"},
+		{azure, 59500 * time.Millisecond, "use --ttl 59s or --ttl 1m"},
+		{azure, 10 * time.Second, "(15s to 1m); use --ttl ≥ 15s"},
+	} {
+		_, err := Timing{TTL: tc.ttl}.Resolve(tc.lim)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--ttl %v: %v; want %q", tc.ttl, err, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{800 * time.Hour: "800h", time.Minute: "1m", 90 * time.Second: "1m30s", 2500 * time.Millisecond: "2.5s", 200 * time.Millisecond: "200ms", 0: "0s"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q; want %q", d, got, want)
+		}
 	}
 }
