@@ -7,9 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/internal/ptytest"
 )
 
 // docFiles are the Markdown documents whose code blocks TestReadmeExamples
@@ -437,5 +441,45 @@ func TestSandboxDropIn(t *testing.T) {
 	}
 	if after >= 4 || verdictAfter != "OK" {
 		t.Errorf("with docs/systemd.md's drop-in the unit rates %.1f %s; want below 4.0, OK", after, verdictAfter)
+	}
+}
+
+// TestColoursAsDocumented: what docs/usage.md and the man page say about
+// colours. On a terminal the "leaderrun:" prefix is coloured, unless
+// NO_COLOR is set to something or TERM is dumb (NO_COLOR set empty does not
+// count); into a pipe nothing is.
+func TestColoursAsDocumented(t *testing.T) {
+	t.Parallel()
+	store := fileStore(t)
+	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LEADERRUN_STORE=" + store}
+	for _, c := range []struct {
+		env    []string
+		colour bool
+	}{
+		{[]string{"TERM=xterm"}, true},
+		{[]string{"TERM=xterm", "NO_COLOR="}, true},
+		{[]string{"TERM=xterm", "NO_COLOR=1"}, false},
+		{[]string{"TERM=dumb"}, false},
+	} {
+		master, slave := ptytest.Open(t)
+		tm := ptytest.NewTerm(t, master)
+		cmd := exec.Command(lrBin, "--name", "colours", "--", "true")
+		cmd.Env = slices.Concat(base, c.env)
+		cmd.Stdout, cmd.Stderr = slave, slave
+		err := cmd.Run()
+		slave.Close()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.env, err, tm.Output())
+		}
+		before := tm.Expect("leaderrun:", 30*time.Second)
+		if got := strings.Contains(before, "\x1b["); got != c.colour {
+			t.Errorf("%v, stderr a terminal: coloured %v, want %v (%q)", c.env, got, c.colour, tm.Output())
+		}
+	}
+	cmd := exec.Command(lrBin, "--name", "colours", "--", "true")
+	cmd.Env = append(base, "TERM=xterm")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "leaderrun:") || strings.Contains(string(out), "\x1b") {
+		t.Errorf("TERM=xterm, stderr a pipe: %v, %q; want leaderrun's lines without colour", err, out)
 	}
 }
