@@ -337,20 +337,23 @@ func (fx *readmeFixture) cronEnv() []string {
 }
 
 // installed returns the leaderrun that the install example put under the
-// root's /usr/local/bin, copying the test binary there when that check did
-// not run (go test -run TestReadmeExamples/cron).
+// root's /usr/local/bin, copying the test's build of every program there
+// when that check did not run (go test -run TestReadmeExamples/cron).
 func (fx *readmeFixture) installed(t *testing.T) string {
 	t.Helper()
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
 	if _, err := os.Stat(dst); err == nil {
 		return dst
 	}
-	b, err := os.ReadFile(lrBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
+	// Every program, as the install puts them side by side.
+	for _, prog := range storePrograms {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(lrBin), prog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(dst), prog), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dst
 }
@@ -702,10 +705,13 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if len(fields) < 6 {
 		t.Fatalf("%s:%d: %q is not a crontab line (5 time fields and a command)", b.file, c.line, c.text)
 	}
+	// A bare leaderrun must be found after either install: /usr/local/bin
+	// (from a clone) and /usr/bin (the packages) both on the PATH.
 	if fields[5] == "leaderrun" && !slices.ContainsFunc(env, func(kv string) bool {
-		return strings.HasPrefix(kv, "PATH=") && strings.Contains(kv, fx.root+"/usr/local/bin")
+		dirs := strings.Split(strings.TrimPrefix(kv, "PATH="), ":")
+		return strings.HasPrefix(kv, "PATH=") && slices.Contains(dirs, fx.root+"/usr/local/bin") && slices.Contains(dirs, "/usr/bin")
 	}) {
-		t.Fatalf("%s:%d: cron's PATH is /usr/bin:/bin: set PATH with /usr/local/bin, where the install from a clone puts leaderrun, or give its absolute path", b.file, c.line)
+		t.Fatalf("%s:%d: cron's PATH is /usr/bin:/bin: set PATH with /usr/local/bin and /usr/bin, where the installs put leaderrun, or give its absolute path", b.file, c.line)
 	}
 	cmd := fx.subst(t, strings.Join(fields[5:], " "))
 	held := readmeHoldRE.MatchString(cmd)
