@@ -92,6 +92,14 @@ func TestCompletionsRun(t *testing.T) {
 			if err != nil || !strings.Contains(string(out), "--store\t") || !strings.Contains(string(out), "--stop-signal\t") {
 				t.Errorf("fish: leaderrun --st<TAB>: %v\n%s", err, out)
 			}
+			// After -- the command's own completion: ls's options, and
+			// files; none of leaderrun's flags.
+			fc := exec.Command(sh, "-c", "source "+filepath.Join(dir, c.file)+"; complete -C 'leaderrun --name x -- ls -'; complete -C 'leaderrun -- ls ma'")
+			fc.Dir = "." // internal/gendocs: main.go, main_test.go, man.go
+			out, err = fc.Output()
+			if err != nil || !strings.Contains(string(out), "-A\t") || strings.Contains(string(out), "--store") || !strings.Contains(string(out), "main.go\n") {
+				t.Errorf("fish: leaderrun -- ls -<TAB> and ls ma<TAB>: %v\n%s", err, out)
+			}
 		}
 	}
 }
