@@ -40,8 +40,9 @@ func Link[S lease.Store](schemes []string, open func(ctx context.Context, raw st
 }
 
 // drivers names the program that serves each scheme leaderrun knows but
-// may not link. `go install github.com/leaderrun/leaderrun@latest github.com/leaderrun/leaderrun/cmd/...@latest`
-// installs them all next to leaderrun; cmd/leaderrun-*/main.go are they.
+// may not link. `go build -o DIR/ . ./cmd/...` in a clone builds them all
+// next to leaderrun, as the packages install them; cmd/leaderrun-*/main.go
+// are they.
 var drivers = map[string]string{
 	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
 	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
@@ -116,7 +117,7 @@ func findDriver(prog string) (string, error) {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p, nil
 	}
-	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; install every store with: go install github.com/leaderrun/leaderrun@latest github.com/leaderrun/leaderrun/cmd/...@latest", prog, self)}
+	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self)}
 }
 
 // envGuardProgram tells a store program which leaderrun dispatched to it:

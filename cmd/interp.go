@@ -9,7 +9,7 @@ import (
 // run: shells, interpreters, and wrappers that run another command. Used as
 // the default lease name, every `python3 …`, `sh -c …` or `sudo …` job would
 // share one lease, so leaderrun asks for --name instead (issue 12 item 11).
-// The README lists them; keep the two in step.
+// docs/usage.md lists them; keep the two in step.
 var launchers = map[string]bool{
 	// shells
 	"sh": true, "ash": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true,

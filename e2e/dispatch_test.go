@@ -37,7 +37,7 @@ func TestDispatchMissingStoreProgram(t *testing.T) {
 			t.Fatalf("%s: %v; want exit 125 (output %q)", scheme, err, out)
 		}
 		msg := strings.TrimSpace(string(out))
-		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, prog) || !strings.Contains(msg, "go install") {
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, prog) || !strings.Contains(msg, "go build -o DIR/ . ./cmd/...") || strings.Contains(msg, "@latest") {
 			t.Errorf("%s: want one line naming %s and how to install it; got %q", scheme, prog, msg)
 		}
 		if strings.Contains(msg, "SECRETPW") {

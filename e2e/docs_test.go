@@ -4,10 +4,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/internal/ptytest"
 )
 
 // docFiles are the Markdown documents whose code blocks TestReadmeExamples
@@ -203,5 +209,277 @@ func TestDevelopmentDocListsInstalls(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("no apt_ensure call found in scripts/*.sh")
+	}
+}
+
+// unitHeaderRE is the comment that names a unit file inside an ```ini block
+// holding one or more of them: `# /etc/systemd/system/NAME.service`.
+var unitHeaderRE = regexp.MustCompile(`^#\s*(/etc/systemd/system/\S+\.(?:service|timer|socket|path|conf))\s*$`)
+
+// docUnit is one unit file or drop-in shown in the documentation.
+type docUnit struct {
+	where string   // file:line of the block
+	path  string   // where it is installed, relative to /
+	body  []string // its lines
+}
+
+// docUnits returns every unit file and drop-in of the ```ini blocks of
+// README.md and docs/*.md, run or not-run: a block is one file, or several
+// each under a `# /etc/systemd/system/...` comment; one without such a
+// comment is a unit of its own, named after its line.
+func docUnits(t *testing.T) []docUnit {
+	t.Helper()
+	var units []docUnit
+	for _, f := range docFiles(t) {
+		for _, b := range readmeParse(t, f) {
+			if b.info != "ini" {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", b.file, b.line)
+			cur := -1
+			for _, l := range b.body {
+				if m := unitHeaderRE.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+					units = append(units, docUnit{where, strings.TrimPrefix(m[1], "/"), nil})
+					cur = len(units) - 1
+					continue
+				}
+				if cur < 0 {
+					name := fmt.Sprintf("%s-%d.service", strings.ToLower(strings.TrimSuffix(filepath.Base(b.file), ".md")), b.line)
+					units = append(units, docUnit{where, "etc/systemd/system/" + name, nil})
+					cur = len(units) - 1
+				}
+				units[cur].body = append(units[cur].body, l)
+			}
+		}
+	}
+	return units
+}
+
+// unitRootPath rewrites a unit line for a test root: absolute paths of the
+// examples (/usr/local, /etc, /opt, ...) and the packages' /usr/bin/leaderrun
+// move under root, and an Exec line whose program is a bare `leaderrun` gets
+// root's /usr/local/bin/leaderrun, where systemd's search path finds it first.
+func unitRootPath(root, l string) string {
+	l = readmeRootRE.ReplaceAllString(l, "${1}"+root+"/${2}/")
+	l = strings.ReplaceAll(l, "/usr/bin/leaderrun", root+"/usr/bin/leaderrun")
+	if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(strings.TrimSpace(k), "Exec") {
+		prefix := strings.TrimLeft(v, "-@:+!")
+		if w, _, _ := strings.Cut(prefix, " "); w == "leaderrun" {
+			l = k + "=" + v[:len(v)-len(prefix)] + root + "/usr/local/bin/" + prefix
+		}
+	}
+	return l
+}
+
+// TestUnitFilesVerify: every unit file and drop-in that README.md and docs/
+// show (not-run blocks too) and the packaged template unit pass
+// `systemd-analyze verify` without a warning, with their paths moved under a
+// temporary root where the leaderrun this test built is the ExecStart
+// program (as /usr/local/bin/leaderrun, where the install from a clone puts
+// it, and /usr/bin/leaderrun, the packages'). So a key in the wrong section
+// (OnFailure= under [Service], which systemd ignores) or a program that
+// does not exist fails here.
+func TestUnitFilesVerify(t *testing.T) {
+	t.Parallel()
+	sa := systemdAnalyze(t)
+	root := t.TempDir()
+	prog, err := os.ReadFile(lrBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"usr/local/bin", "usr/bin", "etc/default", "etc/systemd/system"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"usr/local/bin", "usr/bin"} {
+		if err := os.WriteFile(filepath.Join(root, d, "leaderrun"), prog, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	units := docUnits(t)
+	packaged, err := os.ReadFile("scripts/package/leaderrun@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The packaged template sits beside the documented units, so that a
+	// documented drop-in for it applies.
+	units = append(units, docUnit{"scripts/package/leaderrun@.service", "etc/systemd/system/leaderrun@.service", strings.Split(string(packaged), "\n")})
+	// alert@.service is "whatever notifies you" in docs/usage.md: a stand-in.
+	units = append(units, docUnit{"(test stand-in)", "etc/systemd/system/alert@.service", []string{"[Service]", "Type=oneshot", "ExecStart=/bin/true"}})
+	files := map[string]bool{}
+	for _, u := range units {
+		if !strings.HasPrefix(u.path, "etc/systemd/system/") {
+			t.Fatalf("%s: %s: the test installs units only under /etc/systemd/system", u.where, u.path)
+		}
+		var sb strings.Builder
+		for _, l := range u.body {
+			sb.WriteString(unitRootPath(root, l) + "\n")
+		}
+		p := filepath.Join(root, u.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[u.path] = true
+	}
+	if len(units) < 5 {
+		t.Fatalf("found only %d units in the docs: %v", len(units), units)
+	}
+	for _, u := range units {
+		// A drop-in is verified with the unit it belongs to, which must be
+		// among the units verified.
+		unit := u.path
+		if dir := filepath.Dir(u.path); strings.HasSuffix(dir, ".d") {
+			unit = strings.TrimSuffix(dir, ".d")
+			if !files[unit] {
+				t.Errorf("%s: a drop-in for %s, which neither the docs nor the package have", u.where, unit)
+				continue
+			}
+		}
+		// --man=no: Documentation=man:leaderrun(1) is checked by the
+		// package test, where the man page is installed.
+		out, err := exec.Command(sa, "verify", "--man=no", filepath.Join(root, unit)).CombinedOutput()
+		if err != nil || len(out) != 0 {
+			t.Errorf("%s: systemd-analyze verify %s: %v\n%s", u.where, u.path, err, out)
+		}
+	}
+}
+
+// systemdAnalyze returns the systemd-analyze program, skipping the test
+// without it (failing it under CI, where scripts/test.sh installs systemd).
+func systemdAnalyze(t *testing.T) string {
+	t.Helper()
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("systemd-analyze not found: it checks the documented units under CI")
+		}
+		t.Skip("systemd-analyze not found")
+	}
+	return sa
+}
+
+// exposureRE reads systemd-analyze security's verdict.
+var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: (\d+\.\d+) (\S+)`)
+
+// TestSandboxDropIn: the packaged template unit runs jobs as root without
+// a sandbox (systemd-analyze security rates it UNSAFE); the drop-in that
+// docs/systemd.md shows makes it OK, runs the job as another user, and keeps
+// what leaderrun needs to make the job's cgroup: Delegate=yes and a
+// writable /sys/fs/cgroup (no ProtectControlGroups=, no
+// ProtectKernelTunables=).
+func TestSandboxDropIn(t *testing.T) {
+	t.Parallel()
+	sa := systemdAnalyze(t)
+	const dropIn = "etc/systemd/system/leaderrun@.service.d/sandbox.conf"
+	var sandbox *docUnit
+	for _, u := range docUnits(t) {
+		if u.path == dropIn {
+			sandbox = &u
+		}
+	}
+	if sandbox == nil {
+		t.Fatalf("no docs block shows /%s", dropIn)
+	}
+	if !strings.HasPrefix(sandbox.where, "docs/systemd.md:") {
+		t.Errorf("%s: the sandboxing drop-in belongs in docs/systemd.md", sandbox.where)
+	}
+	u := parseUnit(t, sandbox.body)
+	if u.one("Service", "DynamicUser", "no") != "yes" && u.one("Service", "User", "") == "" {
+		t.Errorf("%s: neither DynamicUser=yes nor User=: the job still runs as root", sandbox.where)
+	}
+	for _, k := range []string{"ProtectControlGroups", "ProtectKernelTunables"} {
+		if v := u.one("Service", k, "no"); v != "no" {
+			t.Errorf("%s: %s=%s makes /sys/fs/cgroup read-only: leaderrun could not make the job's cgroup", sandbox.where, k, v)
+		}
+	}
+	if v := u.one("Service", "Delegate", "yes"); v != "yes" {
+		t.Errorf("%s: Delegate=%s: leaderrun could not make the job's cgroup", sandbox.where, v)
+	}
+	packaged, err := os.ReadFile("scripts/package/leaderrun@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pu := parseUnit(t, strings.Split(string(packaged), "\n")); pu.one("Service", "Delegate", "") != "yes" {
+		t.Errorf("the packaged unit lacks Delegate=yes")
+	}
+
+	exposure := func(withDropIn bool) (float64, string) {
+		t.Helper()
+		dir := t.TempDir()
+		unit := filepath.Join(dir, "leaderrun@.service")
+		if err := os.WriteFile(unit, packaged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if withDropIn {
+			if err := os.MkdirAll(unit+".d", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(unit+".d", "sandbox.conf"), []byte(strings.Join(sandbox.body, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, _ := exec.Command(sa, "security", "--offline=yes", "--no-pager", filepath.Join(dir, "leaderrun@billing.service")).CombinedOutput()
+		m := exposureRE.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("systemd-analyze security: no verdict in\n%s", out)
+		}
+		f, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, m[2]
+	}
+	before, verdict := exposure(false)
+	after, verdictAfter := exposure(true)
+	t.Logf("systemd-analyze security: packaged unit %.1f %s; with the drop-in %.1f %s", before, verdict, after, verdictAfter)
+	if before < 9 {
+		t.Errorf("the packaged unit rates %.1f %s: docs/systemd.md says 9.6, UNSAFE", before, verdict)
+	}
+	if after >= 4 || verdictAfter != "OK" {
+		t.Errorf("with docs/systemd.md's drop-in the unit rates %.1f %s; want below 4.0, OK", after, verdictAfter)
+	}
+}
+
+// TestColoursAsDocumented: what docs/usage.md and the man page say about
+// colours. On a terminal the "leaderrun:" prefix is coloured, unless
+// NO_COLOR is set to something or TERM is dumb (NO_COLOR set empty does not
+// count); into a pipe nothing is.
+func TestColoursAsDocumented(t *testing.T) {
+	t.Parallel()
+	store := fileStore(t)
+	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LEADERRUN_STORE=" + store}
+	for _, c := range []struct {
+		env    []string
+		colour bool
+	}{
+		{[]string{"TERM=xterm"}, true},
+		{[]string{"TERM=xterm", "NO_COLOR="}, true},
+		{[]string{"TERM=xterm", "NO_COLOR=1"}, false},
+		{[]string{"TERM=dumb"}, false},
+	} {
+		master, slave := ptytest.Open(t)
+		tm := ptytest.NewTerm(t, master)
+		cmd := exec.Command(lrBin, "--name", "colours", "--", "true")
+		cmd.Env = slices.Concat(base, c.env)
+		cmd.Stdout, cmd.Stderr = slave, slave
+		err := cmd.Run()
+		slave.Close()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.env, err, tm.Output())
+		}
+		before := tm.Expect("leaderrun:", 30*time.Second)
+		if got := strings.Contains(before, "\x1b["); got != c.colour {
+			t.Errorf("%v, stderr a terminal: coloured %v, want %v (%q)", c.env, got, c.colour, tm.Output())
+		}
+	}
+	cmd := exec.Command(lrBin, "--name", "colours", "--", "true")
+	cmd.Env = append(base, "TERM=xterm")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "leaderrun:") || strings.Contains(string(out), "\x1b") {
+		t.Errorf("TERM=xterm, stderr a pipe: %v, %q; want leaderrun's lines without colour", err, out)
 	}
 }

@@ -14,10 +14,12 @@ import (
 )
 
 // The package a user installs: scripts/release.sh builds the release (for
-// amd64 only, to stay fast), the .deb installs with dpkg on this machine, and
-// then, from /usr/bin, the README's demo runs, --version prints the stamped
-// version, the man page renders, the bash completion completes `--st`, and
-// the template unit verifies. The package is purged afterwards, also when
+// amd64 only, to stay fast), the archive and the .deb hold the README, docs/,
+// the copyright and the third-party licences, the .deb recommends
+// bash-completion and installs with dpkg on this machine, and then, from
+// /usr/bin, the README's demo runs, --version prints the stamped version, the
+// man page renders, the bash completion completes `--st`, and the template
+// unit verifies. The package is purged afterwards, also when
 // the test fails, so the machine is as before.
 func TestDebPackage(t *testing.T) {
 	t.Parallel() // other tests run the test's own build, by absolute path or first on PATH
@@ -46,9 +48,8 @@ func TestDebPackage(t *testing.T) {
 
 	const version = "0.0.0-pkgtest"
 	out := t.TempDir()
-	cmd := exec.Command("scripts/release.sh", version)
-	cmd.Env = append(os.Environ(), "RELEASE_ARCHES=amd64", "RELEASE_OUT="+out, "RELEASE_ALLOW_DIRTY=1",
-		"PATH="+filepath.Dir(goBin())+":"+os.Getenv("PATH"))
+	cmd := exec.Command("scripts/release.sh", "--arch", "amd64", "--out", out, "--allow-dirty", version)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(goBin())+":"+os.Getenv("PATH"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/release.sh %s: %v\n%s", version, err, b)
 	}
@@ -61,7 +62,8 @@ func TestDebPackage(t *testing.T) {
 	}
 	archive := filepath.Join(dist, "leaderrun_"+version+"_linux_amd64.tar.gz")
 	names := tarNames(t, archive)
-	for _, p := range storePrograms {
+	// Every program, and the README with the docs/ it links to.
+	for _, p := range append(slices.Clone(storePrograms), packageDocs...) {
 		if !slices.Contains(names, "leaderrun_"+version+"_linux_amd64/"+p) {
 			t.Errorf("%s has no %s: %q", filepath.Base(archive), p, names)
 		}
@@ -80,8 +82,16 @@ func TestDebPackage(t *testing.T) {
 			t.Errorf("/usr/bin/leaderrun is still there after dpkg --purge: %v", err)
 		}
 	})
+	if b, err := exec.Command("dpkg-deb", "-f", debs[0], "Recommends").Output(); err != nil || !strings.Contains(string(b), "bash-completion") {
+		t.Errorf("dpkg-deb -f %s Recommends: %q, %v; want bash-completion", filepath.Base(debs[0]), b, err)
+	}
 	if b, err := exec.Command("dpkg", "-i", debs[0]).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg -i %s: %v\n%s", debs[0], err, b)
+	}
+	for _, d := range packageDocs {
+		if info, err := os.Stat("/usr/share/doc/leaderrun/" + d); err != nil || info.Size() == 0 {
+			t.Errorf("/usr/share/doc/leaderrun/%s: %v", d, err)
+		}
 	}
 
 	for _, p := range storePrograms {
@@ -139,6 +149,10 @@ COMP_WORDS=(leaderrun status --j); COMP_CWORD=2; _leaderrun; printf 'reply %s\n'
 		}
 	})
 }
+
+// packageDocs are the documents every package ships (under
+// /usr/share/doc/leaderrun, and at the top of the archive).
+var packageDocs = []string{"README.md", "docs/usage.md", "docs/stores.md", "docs/systemd.md", "copyright", "THIRD_PARTY_LICENSES"}
 
 // tarNames lists the entries of a .tar.gz.
 func tarNames(t *testing.T, path string) []string {

@@ -120,7 +120,9 @@ type readmeBlock struct {
 	info   string // the fence's info string: "sh", "ini", ...
 	marker string // the readme-test ID before it, "" if none
 	body   []string
-	cmds   []readmeCmd // what its check must take, see take
+	end    int          // 1-based line of the closing fence
+	output *readmeBlock // the ```text block right after it (one blank line between), if any
+	cmds   []readmeCmd  // what its check must take, see take
 	next   int
 }
 
@@ -147,6 +149,7 @@ func readmeParse(t *testing.T, path string) []*readmeBlock {
 	for i, l := range strings.Split(string(b), "\n") {
 		if cur != nil {
 			if strings.TrimSpace(l) == "```" {
+				cur.end = i + 1
 				blocks = append(blocks, cur)
 				cur = nil
 				continue
@@ -167,6 +170,11 @@ func readmeParse(t *testing.T, path string) []*readmeBlock {
 	}
 	if cur != nil {
 		t.Fatalf("%s:%d: unclosed code block", path, cur.line)
+	}
+	for i := 1; i < len(blocks); i++ {
+		if prev, bl := blocks[i-1], blocks[i]; bl.info == "text" && bl.line == prev.end+2 {
+			prev.output = bl
+		}
 	}
 	for _, bl := range blocks {
 		if bl.info != "sh" && bl.info != "bash" && bl.info != "cron" {
@@ -329,20 +337,23 @@ func (fx *readmeFixture) cronEnv() []string {
 }
 
 // installed returns the leaderrun that the install example put under the
-// root's /usr/local/bin, copying the test binary there when that check did
-// not run (go test -run TestReadmeExamples/cron).
+// root's /usr/local/bin, copying the test's build of every program there
+// when that check did not run (go test -run TestReadmeExamples/cron).
 func (fx *readmeFixture) installed(t *testing.T) string {
 	t.Helper()
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
 	if _, err := os.Stat(dst); err == nil {
 		return dst
 	}
-	b, err := os.ReadFile(lrBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
+	// Every program, as the install puts them side by side.
+	for _, prog := range storePrograms {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(lrBin), prog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(dst), prog), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dst
 }
@@ -542,43 +553,13 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 // module is the leaderrun directory, and the store programs.
 var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres"}
 
-// Install: the go install arguments name exactly this module's programs,
-// leaderrun and every store program, and none of the test tools under
-// scripts/ (fetching @latest needs the network, so
-// it is resolved in the source tree instead); the from-clone build, run in a
-// copy of the tree as a fresh clone has it, installs them executable into
-// /usr/local/bin.
+// Install, in a copy of the tree as a fresh clone has it: the go build
+// line installs leaderrun and every store program, executable, into
+// /usr/local/bin; the go install line, run with GOBIN set to a temporary
+// directory, installs exactly those programs too and none of the test tools
+// under scripts/ or internal/.
 func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
-	c := b.take(t, "go install ")
-	words := strings.Fields(c.text)
-	if len(words) < 3 {
-		t.Fatalf("%s:%d: %q: want go install MODULE@latest MODULE/cmd/...@latest", b.file, c.line, c.text)
-	}
-	var patterns []string
-	for _, w := range words[2:] {
-		p, ok := strings.CutSuffix(w, "@latest")
-		if !ok {
-			t.Fatalf("%s:%d: %q: every argument wants @latest", b.file, c.line, w)
-		}
-		patterns = append(patterns, p)
-	}
-	code, out, stderr := runOut(t, fx.shellEnv(), ".", append([]string{goBin(), "list", "-f", "{{.Name}} {{.ImportPath}}"}, patterns...)...)
-	if code != 0 {
-		t.Fatalf("%s:%d: go list %s: exit %d: %s", b.file, c.line, patterns, code, stderr)
-	}
-	var mains []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if name, path, _ := strings.Cut(line, " "); name == "main" {
-			mains = append(mains, filepath.Base(path))
-		}
-	}
-	slices.Sort(mains)
-	want := slices.Sorted(slices.Values(storePrograms))
-	if !slices.Equal(mains, want) {
-		t.Fatalf("%s:%d: %s installs %v; want exactly %v (no test tools in users' bin)", b.file, c.line, c.text, mains, want)
-	}
-
-	c = b.take(t, "go build ")
+	c := b.take(t, "go build ")
 	clone := fx.cloneDir(t)
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
 	for _, prog := range storePrograms {
@@ -596,6 +577,23 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
 		t.Fatalf("installed leaderrun --version: exit %d, %q %s", code, out, stderr)
+	}
+
+	c = b.take(t, "go install ")
+	gobin := t.TempDir()
+	if code, _, stderr := shOut(t, append(fx.shellEnv(), "GOBIN="+gobin), clone, fx.subst(t, c.text)); code != 0 {
+		t.Fatalf("%s:%d: %q: exit %d: %s", b.file, c.line, c.text, code, stderr)
+	}
+	entries, err := os.ReadDir(gobin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if want := slices.Sorted(slices.Values(storePrograms)); !slices.Equal(got, want) {
+		t.Fatalf("%s:%d: %s installs %v; want exactly %v (no test tools in users' bin)", b.file, c.line, c.text, got, want)
 	}
 }
 
@@ -680,6 +678,9 @@ func readmeUsage(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 }
 
+// readmeCronVarRE is a crontab line that sets a variable for the jobs.
+var readmeCronVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
 // readmeHoldRE finds the example's --hold-at-least, which the cron check
 // shortens to readmeHold so that the slot ends within the test.
 var readmeHoldRE = regexp.MustCompile(`--hold-at-least \S+`)
@@ -691,13 +692,26 @@ const readmeHold = 3 * time.Second
 // prints nothing of leaderrun's either. With --hold-at-least, a host whose
 // cron fires after the job finished but within the hold skips the slot too.
 func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	// The crontab's variable lines (PATH=...) replace cron's own.
+	env := fx.cronEnv()
 	c := b.take(t, "")
+	for readmeCronVarRE.MatchString(c.text) {
+		k, _, _ := strings.Cut(c.text, "=")
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+		env = append(env, fx.subst(t, c.text))
+		c = b.take(t, "")
+	}
 	fields := strings.Fields(c.text)
 	if len(fields) < 6 {
 		t.Fatalf("%s:%d: %q is not a crontab line (5 time fields and a command)", b.file, c.line, c.text)
 	}
-	if !strings.HasPrefix(fields[5], "/") {
-		t.Fatalf("%s:%d: %q: give leaderrun's absolute path; cron's PATH is /usr/bin:/bin", b.file, c.line, fields[5])
+	// A bare leaderrun must be found after either install: /usr/local/bin
+	// (from a clone) and /usr/bin (the packages) both on the PATH.
+	if fields[5] == "leaderrun" && !slices.ContainsFunc(env, func(kv string) bool {
+		dirs := strings.Split(strings.TrimPrefix(kv, "PATH="), ":")
+		return strings.HasPrefix(kv, "PATH=") && slices.Contains(dirs, fx.root+"/usr/local/bin") && slices.Contains(dirs, "/usr/bin")
+	}) {
+		t.Fatalf("%s:%d: cron's PATH is /usr/bin:/bin: set PATH with /usr/local/bin and /usr/bin, where the installs put leaderrun, or give its absolute path", b.file, c.line)
 	}
 	cmd := fx.subst(t, strings.Join(fields[5:], " "))
 	held := readmeHoldRE.MatchString(cmd)
@@ -711,12 +725,12 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	writeScript(t, job, fmt.Sprintf("echo \"ran $$ %s\" >> %s\necho running\nread -r _ || true\n", readmeToken, marks))
 
 	begun := time.Now() // the leader's acquisition comes after this
-	leader, in := launchArgv(t, fx.cronEnv(), fx.root, true, "/bin/sh", "-c", cmd)
+	leader, in := launchArgv(t, env, fx.root, true, "/bin/sh", "-c", cmd)
 	if l := leader.line(); l != "running" {
 		t.Fatalf("the job printed %q", l)
 	}
 	for i := range 3 {
-		code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
+		code, out, stderr := shOut(t, env, fx.root, cmd)
 		if code != 0 || out != "" || stderr != "" {
 			t.Fatalf("%s:%d: host %d while the job runs elsewhere: exit %d, stdout %q, stderr %q; want 0 and nothing", b.file, c.line, i+2, code, out, stderr)
 		}
@@ -727,7 +741,7 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	if held {
 		if time.Since(begun) < readmeHold-500*time.Millisecond {
-			code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
+			code, out, stderr := shOut(t, env, fx.root, cmd)
 			if code != 0 || out != "" || stderr != "" {
 				t.Fatalf("%s:%d: a late host within the hold: exit %d, stdout %q, stderr %q; want 0 and nothing", b.file, c.line, code, out, stderr)
 			}
@@ -737,7 +751,7 @@ func readmeCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 		// The hold ends at a time: there is no event to await.
 		time.Sleep(time.Until(begun.Add(readmeHold + 500*time.Millisecond)))
 	}
-	code, out, stderr := shOut(t, fx.cronEnv(), fx.root, cmd)
+	code, out, stderr := shOut(t, env, fx.root, cmd)
 	if code != 0 || out != "running\n" || stderr != "" {
 		t.Fatalf("%s:%d: the next run: exit %d, stdout %q, stderr %q; want the job's own output only", b.file, c.line, code, out, stderr)
 	}
@@ -798,11 +812,12 @@ func unitDuration(t *testing.T, key, v string) time.Duration {
 	return d
 }
 
-// systemd: the unit is well-formed (systemd-analyze verify), its timeouts
+// systemd: the unit's timeouts
 // fit together, and its exact Environment= and ExecStart= run a worker on
 // one host, keep the standby waiting, stop cleanly on SIGTERM to the main
 // process (KillMode=mixed) within TimeoutStopSec with a success status, and
-// let the standby take over.
+// let the standby take over. TestUnitFilesVerify runs systemd-analyze verify
+// on it.
 func readmeSystemd(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	u := parseUnit(t, b.body)
 	if slices.Contains(strings.Fields(strings.Join(u["Unit"]["After"], " ")), "network-online.target") &&
@@ -862,37 +877,18 @@ func readmeSystemd(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 		t.Fatalf("want one ExecStart=, got %q", execs)
 	}
 	b.cmds = []readmeCmd{{b.line, execs[0]}}
-	c := b.take(t, "/")
+	c := b.take(t, "leaderrun ")
 	if strings.ContainsAny(c.text, `"'%$`) {
 		t.Fatalf("ExecStart=%s: the check splits only plain words", c.text)
 	}
+	// systemd finds a bare leaderrun in /usr/local/bin (the install from a
+	// clone puts it there) before /usr/bin (the packages').
 	argv := strings.Fields(fx.subst(t, c.text))
-	if argv[0] != fx.installed(t) {
-		t.Fatalf("ExecStart=%s: want the leaderrun that the install example puts in /usr/local/bin", c.text)
-	}
+	argv[0] = fx.installed(t)
 	worker := afterDashDash(t, argv)[0]
 	fx.underRoot(t, worker)
 	// The stand-in worker prints its PID and token, then runs until a signal ends it.
 	writeScript(t, worker, `echo "worker $$ `+readmeToken+`"`+"\nexec sleep 600\n")
-
-	if sa, err := exec.LookPath("systemd-analyze"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Errorf("systemd-analyze not found: it checks the unit under CI")
-		}
-		t.Logf("systemd-analyze not found; the unit's syntax is not checked")
-	} else {
-		unit := filepath.Join(t.TempDir(), "leaderrun-example.service")
-		var sb strings.Builder
-		for _, l := range b.body {
-			sb.WriteString(fx.subst(t, l) + "\n")
-		}
-		if err := os.WriteFile(unit, []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if code, out, stderr := runOut(t, os.Environ(), fx.work, sa, "verify", unit); code != 0 || stderr != "" {
-			t.Errorf("systemd-analyze verify: exit %d: %s%s", code, out, stderr)
-		}
-	}
 
 	leader, _ := launchArgv(t, env, "/", false, argv...)
 	l1 := leader.line()
@@ -1009,6 +1005,11 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	name := flagValue(t, argv, "--name")
 	first, _ := launchArgv(t, env, fx.work, false, argv...)
 	waitStderr(t, first, "lease "+name+" acquired", time.Minute)
+	// What the demo prints, in the order a terminal shows it, for the
+	// README's output block.
+	var transcript []string
+	firstSeen := len(first.stderrLines())
+	transcript = append(transcript, first.stderrLines()...)
 
 	c = b.take(t, "leaderrun -n ")
 	argv = lrArgv(t, fx, b, c)
@@ -1019,6 +1020,7 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if code != 75 || out != "" || !strings.Contains(stderr, "held by ") {
 		t.Fatalf("%s:%d: the second contender: exit %d, stdout %q, stderr %q; want 75, no output of its command, and who holds the lease", b.file, c.line, code, out, stderr)
 	}
+	transcript = append(transcript, strings.Split(strings.TrimRight(stderr, "\n"), "\n")...)
 
 	c = b.take(t, "leaderrun status ")
 	status := lrArgv(t, fx, b, c)
@@ -1026,6 +1028,7 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if code != 0 || !strings.HasPrefix(out, name+": held by ") {
 		t.Fatalf("%s:%d: status while the first runs: exit %d, %q (stderr %s); want 0 and %q...", b.file, c.line, code, out, stderr, name+": held by ")
 	}
+	transcript = append(transcript, strings.Split(strings.TrimRight(out, "\n"), "\n")...)
 
 	c = b.take(t, "kill %1")
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -1034,15 +1037,80 @@ func readmeDemo(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if code := first.wait(); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("%s:%d: the first contender after kill: exit %d; want %d, its command killed by the forwarded SIGTERM (stderr: %s)", b.file, c.line, code, 128+int(syscall.SIGTERM), first.stderr.String())
 	}
+	transcript = append(transcript, first.stderrLines()[firstSeen:]...)
+	readmeCompareOutput(t, b, transcript)
 	code, out, _ = runOut(t, env, fx.work, status...)
 	if code != 3 || !strings.HasPrefix(out, name+": free") {
 		t.Fatalf("%s:%d: status after kill: exit %d, %q; want 3 and %q", b.file, c.line, code, out, name+": free")
 	}
 }
 
+// readmeVaryRE finds what differs from one run of an example to the next:
+// times (with their zone), dates, ages, tokens, holders (host:pid) and pids.
+var readmeVaryRE = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2} `), ""},
+	{regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}(\.\d+)?( [A-Z][A-Za-z]{1,5}\b| [+-]\d{2,4}\b)?`), "TIME"},
+	{regexp.MustCompile(`\(\d+(\.\d+)?(ns|µs|ms|s|m|h) ago\)`), "(AGE ago)"},
+	{regexp.MustCompile(`\b\d{10,}\b`), "TOKEN"},
+	{regexp.MustCompile(`[\w.-]+:\d+\b`), "HOST:PID"},
+	{regexp.MustCompile(`\bpid[=:] ?\d+\b`), "pid=PID"},
+}
+
+// readmeNormal replaces what readmeVaryRE finds by placeholders.
+func readmeNormal(l string) string {
+	for _, v := range readmeVaryRE {
+		l = v.re.ReplaceAllString(l, v.with)
+	}
+	return strings.TrimRight(l, " ")
+}
+
+// readmeCompareOutput compares what a block's commands printed with the
+// ```text block shown right after it, line by line, allowing times, ages,
+// tokens, holders and pids to differ. With LEADERRUN_UPDATE_README=1 it
+// writes the output into that block instead (then review the diff).
+func readmeCompareOutput(t *testing.T, b *readmeBlock, got []string) {
+	t.Helper()
+	if b.output == nil {
+		t.Fatalf("%s:%d: no ```text block right after the block shows what it prints", b.file, b.line)
+	}
+	if os.Getenv("LEADERRUN_UPDATE_README") == "1" {
+		src, err := os.ReadFile(b.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(src), "\n")
+		// The body lies between the fences at lines output.line and output.end.
+		lines = slices.Concat(lines[:b.output.line], got, lines[b.output.end-1:])
+		if err := os.WriteFile(b.file, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s:%d: wrote the output of this run", b.file, b.output.line)
+		return
+	}
+	want := b.output.body
+	for i := range max(len(want), len(got)) {
+		var w, g string
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if readmeNormal(w) != readmeNormal(g) {
+			t.Errorf("%s:%d: the output shown differs from what the example prints now (times, tokens, holders and pids aside):\n  shown: %q\n  now:   %q\nall of it now:\n%s\n(LEADERRUN_UPDATE_README=1 go test ./e2e -run 'TestReadmeExamples/%s' writes it into the block)",
+				b.file, b.output.line+1+i, w, g, strings.Join(got, "\n"), b.marker)
+			return
+		}
+	}
+}
+
 // Shell script: while another instance holds the lease the line succeeds
-// without running the job; once free it runs the job; a failing job makes
-// the line fail.
+// without running the job; once free it runs the job; a job that fails
+// makes the line fail with the job's own code (3, not 1), and a job that
+// cannot be run with leaderrun's (127).
 func readmeScript(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	env := fx.shellEnv()
 	c := b.take(t, "leaderrun ")
@@ -1083,8 +1151,14 @@ func readmeScript(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if err := os.WriteFile(status, []byte("3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := shOut(t, env, fx.work, cmd); code == 0 || runs() != 2 {
-		t.Fatalf("%s:%d: a failing job: exit %d, %d runs; want a failure and a second run", b.file, c.line, code, runs())
+	if code, _, _ := shOut(t, env, fx.work, cmd); code != 3 || runs() != 2 {
+		t.Fatalf("%s:%d: a job that exits 3: exit %d, %d runs; want the job's own 3 and a second run", b.file, c.line, code, runs())
+	}
+	if err := os.Remove(filepath.Join(fx.work, job)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := shOut(t, env, fx.work, cmd); code != 127 || runs() != 2 {
+		t.Fatalf("%s:%d: with %s missing: exit %d, %d runs (stderr %q); want leaderrun's 127 and no run", b.file, c.line, job, code, runs(), stderr)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // (testdata's help goldens are --help's output), and the subcommands.
 func TestDocsCoverHelp(t *testing.T) {
 	dir := t.TempDir()
-	if err := write(dir, cmd.DocApp()); err != nil {
+	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
 		t.Fatal(err)
 	}
 	read := func(name string) string {
@@ -38,12 +38,12 @@ func TestDocsCoverHelp(t *testing.T) {
 		for _, m := range flags {
 			f := m[1]
 			for name, want := range map[string]string{
-				"leaderrun.1":    `\-\-` + f,
+				"leaderrun.1":    `\fB\-\-` + strings.ReplaceAll(f, "-", `\-`) + `\fR`,
 				"leaderrun.bash": "",
 				"_leaderrun":     "'--" + f + "[",
 				"leaderrun.fish": "-l " + f + " ",
 			} {
-				ok := strings.Contains(read(name), want) || name == "leaderrun.1" && strings.Contains(read(name), "--"+f)
+				ok := strings.Contains(read(name), want)
 				if name == "leaderrun.bash" {
 					ok = regexp.MustCompile(`[\s']--` + f + `[\s']`).MatchString(read(name))
 				}
@@ -72,7 +72,7 @@ func TestDocsCoverHelp(t *testing.T) {
 // reported, and under CI (where scripts/test.sh installs them) a failure.
 func TestCompletionsRun(t *testing.T) {
 	dir := t.TempDir()
-	if err := write(dir, cmd.DocApp()); err != nil {
+	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ shell, file string }{{"bash", "leaderrun.bash"}, {"zsh", "_leaderrun"}, {"fish", "leaderrun.fish"}} {
@@ -92,6 +92,163 @@ func TestCompletionsRun(t *testing.T) {
 			if err != nil || !strings.Contains(string(out), "--store\t") || !strings.Contains(string(out), "--stop-signal\t") {
 				t.Errorf("fish: leaderrun --st<TAB>: %v\n%s", err, out)
 			}
+			// After -- the command's own completion: ls's options, and
+			// files; none of leaderrun's flags.
+			fc := exec.Command(sh, "-c", "source "+filepath.Join(dir, c.file)+"; complete -C 'leaderrun --name x -- ls -'; complete -C 'leaderrun -- ls ma'")
+			fc.Dir = "." // internal/gendocs: main.go, main_test.go, man.go
+			out, err = fc.Output()
+			if err != nil || !strings.Contains(string(out), "-A\t") || strings.Contains(string(out), "--store") || !strings.Contains(string(out), "main.go\n") {
+				t.Errorf("fish: leaderrun -- ls -<TAB> and ls ma<TAB>: %v\n%s", err, out)
+			}
 		}
+	}
+}
+
+// bashCompletionLib is bash-completion's library, whose _command_offset
+// completes a command's own arguments after "--" when it is installed.
+const bashCompletionLib = "/usr/share/bash-completion/bash_completion"
+
+// The bash completion, driven in bash: a flag's value is never offered a
+// subcommand (`--name <TAB>` offers nothing), a fixed list where the flag
+// has one, the subcommand is found past a flag's value, and after `--` the
+// command's name and then its own arguments (file names, or with
+// bash-completion installed, the command's own completion).
+func TestBashCompletion(t *testing.T) {
+	sh, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash not installed")
+	}
+	dir := t.TempDir()
+	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "README.md"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ words, want string }{
+		{"leaderrun --name ''", ""},
+		{"leaderrun --name x ''", "check help history status watch"},
+		{"leaderrun --name status ''", "check help history status watch"},
+		{"leaderrun --name x st", "status"},
+		{"leaderrun --log-format ''", "json text"},
+		{"leaderrun --ttl ''", ""},
+		{"leaderrun --st", "--stop-signal --store"},
+		{"leaderrun --store x status --j", "--json"},
+		{"leaderrun -- ls REA", "README.md"},
+		{"leaderrun -q --name x -- ls REA", "README.md"},
+	}
+	script := func(libs ...string) string {
+		var b strings.Builder
+		for _, l := range libs {
+			b.WriteString("source " + l + "\n")
+		}
+		// Outside a real completion compopt has nothing to act on.
+		b.WriteString("compopt() { :; }\n")
+		b.WriteString(`t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMPREPLY=(); _leaderrun 2>/dev/null; printf '%s\n' "${COMPREPLY[@]}" | sort -u | paste -sd' '; }` + "\n")
+		for _, c := range cases {
+			b.WriteString("t " + c.words + "\n")
+		}
+		return b.String()
+	}
+	check := func(what string, libs ...string) {
+		t.Helper()
+		c := exec.Command(sh, "--norc", "--noprofile", "-c", script(libs...))
+		c.Dir = work
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%s: bash: %v\n%s", what, err, out)
+		}
+		got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		if len(got) != len(cases) {
+			t.Fatalf("%s: %d answers for %d cases:\n%s", what, len(got), len(cases), out)
+		}
+		for i, c := range cases {
+			if got[i] != c.want {
+				t.Errorf("%s: %s<TAB>: %q; want %q", what, c.words, got[i], c.want)
+			}
+		}
+	}
+	check("alone", filepath.Join(dir, "leaderrun.bash"))
+	if _, err := os.Stat(bashCompletionLib); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bash-completion is not installed (%v): the completion after -- is not checked with it", err)
+		}
+		t.Logf("bash-completion is not installed: the completion after -- is checked without it only")
+		return
+	}
+	check("with bash-completion", bashCompletionLib, filepath.Join(dir, "leaderrun.bash"))
+}
+
+// The man page: a SYNOPSIS of the forms as --help shows them (no urfave
+// "[--flag]=[value]" list), defaults without `=""`, every exit code, each
+// flag only under the forms that take it, colours, SEE ALSO; and, where
+// man is installed, it renders without a warning.
+func TestManPage(t *testing.T) {
+	dir := t.TempDir()
+	app := cmd.DocApp()
+	if err := write(dir, app, "0.0.0-test"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "leaderrun.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, bad := range []string{`=""`, "[value]", "]=["} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the man page has %q", bad)
+		}
+	}
+	section := func(name string) string {
+		_, rest, ok := strings.Cut(page, "\n.SH "+name+"\n")
+		if !ok {
+			t.Fatalf("the man page has no %s section", name)
+		}
+		s, _, _ := strings.Cut(rest, "\n.SH ")
+		return s
+	}
+	if syn := section("SYNOPSIS"); strings.Count(syn, "\n")+1 != 2*len(strings.Split(strings.TrimSpace(app.UsageText), "\n"))-1 || !strings.Contains(syn, `\fB\-\-\fR \fICOMMAND\fR`) {
+		t.Errorf("SYNOPSIS is not one line per form of the command line:\n%s", syn)
+	}
+	exits := section("EXIT STATUS")
+	for _, code := range []string{"75", "123", "124", "125", "126", "127", "128+N", "2 (check)", "3 (status)"} {
+		if !strings.Contains(exits, "\n.B "+code+"\n") {
+			t.Errorf("EXIT STATUS lacks %s", code)
+		}
+	}
+	opts, cmds := section("OPTIONS"), section("COMMANDS")
+	for _, f := range []string{"ttl", "name", "health-cmd", "priority"} {
+		if !strings.Contains(opts, `\fB\-\-`+strings.ReplaceAll(f, "-", `\-`)+`\fR`) || strings.Contains(cmds, `\-\-`+strings.ReplaceAll(f, "-", `\-`)) && f != "name" {
+			t.Errorf("--%s should be under OPTIONS only", f)
+		}
+	}
+	for _, f := range []string{"json", "interval", "once", "ran\\-within", "limit"} {
+		if strings.Contains(opts, `\-\-`+f+`\fR`) {
+			t.Errorf("--%s is under OPTIONS, but running a command does not take it", f)
+		}
+	}
+	if env := section("ENVIRONMENT"); !strings.Contains(env, ".B NO_COLOR\n") || !strings.Contains(env, "dumb") {
+		t.Errorf("ENVIRONMENT does not say when colours are used (NO_COLOR, TERM=dumb)")
+	}
+	if see := section("SEE ALSO"); !strings.Contains(see, "docs/usage.md") {
+		t.Errorf("SEE ALSO does not name the documents:\n%s", see)
+	}
+
+	m, err := exec.LookPath("man")
+	if err != nil {
+		t.Logf("man not installed: the page is not rendered")
+		return
+	}
+	c := exec.Command(m, "-l", filepath.Join(dir, "leaderrun.1"))
+	c.Env = append(os.Environ(), "MANPAGER=cat", "PAGER=cat", "MANWIDTH=80", "MAN_KEEP_FORMATTING=")
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil || stderr.Len() != 0 {
+		t.Fatalf("man -l leaderrun.1: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(string(out), "leaderrun [OPTIONS] -- COMMAND [ARGS...]") || !strings.Contains(string(out), "leaderrun check --ran-within DURATION [OPTIONS] NAME") {
+		t.Errorf("the rendered SYNOPSIS:\n%s", out)
 	}
 }

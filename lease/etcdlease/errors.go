@@ -62,7 +62,7 @@ func describe(where, op string, err error, kind error, secrets []string) string 
 	case errors.Is(err, rpctypes.ErrUserEmpty):
 		return fmt.Sprintf("%s wants a user name and password: give them in the URL (etcd://USER:PASSWORD@HOST) or in %s=USER:PASSWORD", where, EnvUser)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
-		return fmt.Sprintf("%s: %s: permission denied: grant the etcd user readwrite on the key prefix (see the README)", where, op)
+		return fmt.Sprintf("%s: %s: permission denied: grant the etcd user readwrite on the key prefix (see docs/stores.md, section etcd, Permissions)", where, op)
 	}
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {

@@ -142,7 +142,7 @@ var _ lease.Store = (*Store)(nil)
 
 var libraryLog sync.Once
 
-// Open returns a store for the etcd cluster named by raw (see the README for
+// Open returns a store for the etcd cluster named by raw (see docs/stores.md for
 // the URL forms). Errors wrap lease.ErrConfig (bad URL, refused credentials,
 // unusable TLS files, a server certificate that does not verify); none
 // contains the password. Without credentials or TLS Open does not contact

@@ -74,7 +74,7 @@ func statDir(dir string) (dirInfo, error) {
 
 // makeDir creates the missing directories of dir with mode 0700: a directory
 // leaderrun creates is private to the user. A directory shared between users
-// is created beforehand by an administrator (see the README).
+// is created beforehand by an administrator (see docs/stores.md).
 func makeDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return classified(err, "cannot create the file store directory "+dir)
@@ -168,7 +168,7 @@ func openError(path string, err error) error {
 		return newError(lease.ErrConfig, nil, fmt.Sprintf("lock file %s is a FIFO or socket, not a regular file: remove it", path))
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return &storeError{kind: lease.ErrConfig, cause: err, msg: "cannot open lock file " + path, hint: fmt.Sprintf(
-			"leaderrun runs as uid %d; a directory shared by several users must be made group-writable (2775) or world-writable with the sticky bit (1777) beforehand (see the README)", os.Geteuid())}
+			"leaderrun runs as uid %d; a directory shared by several users must be made group-writable (2775) or world-writable with the sticky bit (1777) beforehand (see docs/stores.md, section File, \"A directory shared by several users\")", os.Geteuid())}
 	}
 	return classified(err, "cannot open lock file "+path)
 }

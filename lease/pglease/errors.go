@@ -51,7 +51,7 @@ func describe(where, op string, err error, kind error, secrets []string) string 
 		case pe.Code == "3D000":
 			return fmt.Sprintf("%s: %s; name an existing database in the URL's path", where, what)
 		case pe.Code == "42501":
-			return fmt.Sprintf("%s: %s: %s; the role lacks a privilege leaderrun needs (see the README's PostgreSQL section)", where, op, what)
+			return fmt.Sprintf("%s: %s: %s; the role lacks a privilege leaderrun needs (see docs/stores.md, section PostgreSQL)", where, op, what)
 		case pe.Code == "57014":
 			return fmt.Sprintf("no answer from %s in time: %s: the statement timed out", where, op)
 		case kind == lease.ErrUnavailable:

@@ -126,7 +126,7 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
-// Open prepares the store named by raw (see the README for the URL forms)
+// Open prepares the store named by raw (see docs/stores.md for the URL forms)
 // and connects once to check the address and credentials. Errors wrap
 // lease.ErrConfig (bad URL, refused login, missing database); none contains
 // the password. A server that cannot be reached yet is not an error here:
@@ -293,7 +293,7 @@ func (s *Store) createTable(ctx context.Context, c *pgx.Conn) error {
 			var pe *pgconn.PgError
 			errors.As(err, &pe)
 			return lease.NewError(fmt.Sprintf("%s: the lease table %s does not exist and role %q may not create it (%s, SQLSTATE %s): "+
-				"create it once as a role that may (the statements are in the README's PostgreSQL section) and grant %q SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence %s",
+				"create it once as a role that may (the statements are in docs/stores.md, section PostgreSQL) and grant %q SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence %s",
 				s.cfg.where, s.cfg.tableS, s.cfg.conn.User, storeerr.FirstLine(pe.Message), pe.Code, s.cfg.conn.User, s.q.seqName), lease.ErrConfig)
 		}
 		return err

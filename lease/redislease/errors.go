@@ -64,7 +64,7 @@ func describe(where, op string, err error, kind error, secrets []string) string 
 		case code == "WRONGPASS" || strings.Contains(s, "invalid password") || strings.Contains(s, "AUTH") && strings.Contains(s, "without any password"):
 			return fmt.Sprintf("%s refused the user name or password (%s): give the right one in the URL (redis://[USER]:PASSWORD@HOST) or in %s", where, line, EnvPassword)
 		case code == "NOPERM":
-			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in the README", where, line)
+			return fmt.Sprintf("%s: the Redis user lacks a permission leaderrun needs (%s); see the ACL in docs/stores.md, section Redis", where, line)
 		case kind == lease.ErrUnavailable:
 			return fmt.Sprintf("%s is not ready: %s", where, line)
 		case kind == lease.ErrConfig:

@@ -148,7 +148,7 @@ var _ lease.Store = (*Store)(nil)
 
 var libraryLog sync.Once
 
-// Open connects to the Redis named by raw (see the README for the URL forms)
+// Open connects to the Redis named by raw (see docs/stores.md for the URL forms)
 // and checks that it answers PING with the given credentials. Errors wrap
 // lease.ErrConfig (bad URL, refused credentials, unusable TLS files); none
 // contains the password. A server that cannot be reached yet is not an
