@@ -212,7 +212,7 @@ func TestManPage(t *testing.T) {
 		t.Errorf("SYNOPSIS is not one line per form of the command line:\n%s", syn)
 	}
 	exits := section("EXIT STATUS")
-	for _, code := range []string{"75", "123", "124", "125", "126", "127", "128+N", "2 (check)", "3 (status)"} {
+	for _, code := range []string{"75", "123", "124", "125", "126", "127", "128+N", "2 (check)", "3 (status)", "4 (status)"} {
 		if !strings.Contains(exits, "\n.B "+code+"\n") {
 			t.Errorf("EXIT STATUS lacks %s", code)
 		}

@@ -151,6 +151,7 @@ var exitStatus = [][2]string{
 	{"127", "COMMAND was not found"},
 	{"0 (status)", "the lease is held (also during a \\-\\-hold\\-at\\-least hold)"},
 	{"3 (status)", "the lease is free"},
+	{"4 (status)", "nothing is known of the lease: no holder, no standby, no recorded run"},
 	{"0 (check)", "a run (with \\-\\-succeeded: a successful one) started within \\-\\-ran\\-within"},
 	{"2 (check)", "none did"},
 	{"0 (watch, history)", "watch ended by INT or TERM (or, with \\-\\-once, after the change); history printed the runs"},
