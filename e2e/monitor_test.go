@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -396,4 +397,92 @@ func TestPingBadURL(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the child ran despite a bad --ping")
 	}
+}
+
+// testHistoryProm makes runs of name (ok, failed, ok) and checks that
+// history --format prom says what history --json says of the same records.
+func testHistoryProm(t *testing.T, env []string, name string) {
+	for _, c := range []struct {
+		code int
+		args []string
+	}{{0, []string{"--", "true"}}, {3, []string{"--", "sh", "-c", "exit 3"}}, {0, []string{"--", "true"}}} {
+		if code, stderr := runLR(t, env, append([]string{"--name", name}, c.args...)...); code != c.code {
+			t.Fatalf("%v: exit %d; want %d: %s", c.args, code, c.code, stderr)
+		}
+	}
+	code, prom, stderr := leaderOut(t, env, "history", "--format", "prom", name)
+	if code != 0 {
+		t.Fatalf("history --format prom: exit %d: %s", code, stderr)
+	}
+	runs := history(t, env, name, "--limit", "0")
+	counts := map[string]int{}
+	var lastSuccess, lastStart time.Time
+	for _, r := range runs {
+		o := r.Outcome
+		if r.End.IsZero() {
+			o = "no-end"
+		}
+		counts[o]++
+		if lastStart.IsZero() && o != "not-started" {
+			lastStart = r.Start
+		}
+		if lastSuccess.IsZero() && o == "ok" {
+			lastSuccess = r.End
+		}
+	}
+	if counts["ok"] != 2 || counts["failed"] != 1 {
+		t.Fatalf("history --json: %+v; want 2 ok and 1 failed", runs)
+	}
+	for _, o := range []string{"ok", "failed", "lost", "stepped-down", "stopped", "not-started", "no-end"} {
+		if got, want := sample(prom, `leaderrun_history_runs{name="`+name+`",outcome="`+o+`"}`), fmt.Sprint(counts[o]); got != want {
+			t.Errorf("runs %s: %q; want %s as in history --json\n%s", o, got, want, prom)
+		}
+	}
+	unix := func(tm time.Time) string { return strconv.FormatFloat(float64(tm.UnixMilli())/1000, 'f', -1, 64) }
+	if got, want := sample(prom, `leaderrun_history_last_success_timestamp_seconds{name="`+name+`"}`), unix(lastSuccess); got != want {
+		t.Errorf("last success %q; want %s (history --json's newest ok run's end)", got, want)
+	}
+	if got, want := sample(prom, `leaderrun_history_last_start_timestamp_seconds{name="`+name+`"}`), unix(lastStart); got != want {
+		t.Errorf("last start %q; want %s", got, want)
+	}
+	if got := sample(prom, `leaderrun_history_running{name="`+name+`"}`); got != "0" {
+		t.Errorf("running %q; want 0", got)
+	}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		f := filepath.Join(t.TempDir(), "h.prom")
+		if err := os.WriteFile(f, []byte(prom), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		promCheck(t, p, f)
+	} else if os.Getenv("CI") != "" {
+		t.Fatal("promtool not found (Debian package prometheus)")
+	}
+	if code, _, stderr := leaderOut(t, env, "history", "--format", "yaml", name); code != 125 || !strings.Contains(stderr, "--format yaml") {
+		t.Errorf("--format yaml: exit %d, %q; want 125", code, stderr)
+	}
+}
+
+func TestFileHistoryProm(t *testing.T) {
+	testHistoryProm(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "hprom")
+}
+
+func TestRedisHistoryProm(t *testing.T) {
+	_, env := redisE2EShared(t)
+	testHistoryProm(t, env, e2eName(t, "hprom"))
+}
+
+func TestPostgresHistoryProm(t *testing.T) {
+	_, env := pgE2EShared(t)
+	testHistoryProm(t, env, e2eName(t, "hprom"))
+}
+
+func TestEtcdHistoryProm(t *testing.T) {
+	_, env := etcdE2EShared(t)
+	testHistoryProm(t, env, e2eName(t, "hprom"))
+}
+
+func TestAzureHistoryProm(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	testHistoryProm(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "hprom")
 }
