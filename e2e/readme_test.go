@@ -539,8 +539,9 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 }
 
 // storePrograms are what an installation must hold: leaderrun, whose
-// module is the leaderrun directory, and the store programs.
-var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres"}
+// module is the leaderrun directory, the store programs and leaderrun-ping
+// (--ping).
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres", "leaderrun-ping"}
 
 // Install: the go install arguments name exactly this module's programs,
 // leaderrun and every store program, and none of the test tools under
