@@ -486,3 +486,27 @@ func TestAzureHistoryProm(t *testing.T) {
 	_, store := azShared(t, "poll=200ms")
 	testHistoryProm(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "hprom")
 }
+
+// TestRedisPingAndMetrics: the monitoring flags work the same through a
+// store program (leaderrun-redis finds leaderrun-ping next to itself).
+func TestRedisPingAndMetrics(t *testing.T) {
+	_, env := redisE2EShared(t)
+	name := e2eName(t, "mon")
+	s := newPingServer(t, false)
+	path := filepath.Join(t.TempDir(), "job.prom")
+	code, stderr := runLR(t, env, "--name", name, "--ping", s.url, "--metrics-file", path, "--", "sh", "-c", "exit 4")
+	if code != 4 {
+		t.Fatalf("exit %d; want 4: %s", code, stderr)
+	}
+	if got := s.paths(t); strings.Join(got, " ") != "/KEY/start /KEY/4" {
+		t.Errorf("pings %v; want start then 4", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `,outcome="failed"} 1`) {
+		t.Errorf("metrics file without the failed outcome:\n%s", b)
+	}
+	noKey(t, s.key, stderr)
+}
