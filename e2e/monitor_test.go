@@ -286,6 +286,27 @@ func TestPing(t *testing.T) {
 		})
 	}
 
+	// The child gets neither variable: a leaderrun it starts must not ping
+	// the same check or write the same file.
+	t.Run("child environment", func(t *testing.T) {
+		s := newPingServer(t, false)
+		prom := filepath.Join(t.TempDir(), "env.prom")
+		p := start(t, append(env, "LEADERRUN_PING="+s.url, "LEADERRUN_METRICS_FILE="+prom), "--name", "p-env", "--",
+			"sh", "-c", `echo "${LEADERRUN_PING-unset} ${LEADERRUN_METRICS_FILE-unset}"`)
+		if l := p.line(); l != "unset unset" {
+			t.Errorf("the child saw %q; want neither variable", l)
+		}
+		if code := p.wait(); code != 0 {
+			t.Fatalf("exit %d: %s", code, p.stderr.String())
+		}
+		if got := s.paths(t); strings.Join(got, " ") != "/KEY/start /KEY" {
+			t.Errorf("pings %v from the variable; want start then success", got)
+		}
+		if _, err := os.Stat(prom); err != nil {
+			t.Errorf("LEADERRUN_METRICS_FILE: %v", err)
+		}
+	})
+
 	t.Run("lost", func(t *testing.T) {
 		s := newPingServer(t, false)
 		p := start(t, env, "--name", "p-lost", "--ping", s.url, "--", "sh", "-c", "echo up; exec sleep 30")
