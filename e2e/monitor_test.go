@@ -531,3 +531,16 @@ func TestRedisPingAndMetrics(t *testing.T) {
 	}
 	noKey(t, s.key, stderr)
 }
+
+// readmePromRules checks a Prometheus rules block of the docs with
+// promtool check rules.
+func readmePromRules(t *testing.T, _ *readmeFixture, b *readmeBlock) {
+	promtool := requirePromtool(t)
+	f := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(f, []byte(strings.Join(b.body, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
+		t.Fatalf("%s:%d: promtool check rules: %v\n%s", b.file, b.line, err, out)
+	}
+}

@@ -53,6 +53,7 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 	"demo":       readmeDemo,
 	"script":     readmeScript,
 	"history":    readmeHistory,
+	"prom-rules": readmePromRules, // e2e/monitor_test.go
 }
 
 // readmeExitRE is the marker of a shell block that needs no check of its
