@@ -67,6 +67,7 @@ type pinger struct {
 	out     io.ReadCloser
 	err     error
 	pending []string // lines written before the process was up
+	kinds   []string // the pings sent, in order
 	closed  bool
 }
 
@@ -111,6 +112,7 @@ func (p *pinger) send(kind, body string) {
 	line := kind + "\t" + body + "\n"
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.kinds = append(p.kinds, kind)
 	switch {
 	case p.in == nil:
 		p.pending = append(p.pending, line)
@@ -158,14 +160,27 @@ func (p *pinger) wait() {
 	case <-deadline.C:
 		_ = p.cmd.Process.Kill()
 		<-report
-		lines = []string{"all failed: no answer within " + pingExitBound.String()}
+		lines = []string{"all failed: " + pingProgram + " did not finish within " + pingExitBound.String()}
 	}
 	_ = p.cmd.Wait()
 	var failed []string
+	reported := map[string]bool{}
 	for _, l := range lines {
 		kind, res, _ := strings.Cut(l, " ")
+		reported[kind] = true
 		if strings.HasPrefix(res, "failed") {
 			failed = append(failed, pingName(kind)+" "+res)
+		}
+	}
+	if !reported["all"] {
+		var lost []string
+		for _, k := range p.kinds {
+			if !reported[k] { // it ended without a word: it crashed, or was killed
+				lost = append(lost, pingName(k))
+			}
+		}
+		if len(lost) > 0 {
+			failed = append(failed, pingProgram+" ended without sending "+strings.Join(lost, ", "))
 		}
 	}
 	if len(failed) > 0 {
@@ -178,7 +193,9 @@ func (p *pinger) wait() {
 // pingName names a ping kind in a message.
 func pingName(kind string) string {
 	switch kind {
-	case "start", "log", "all":
+	case "all":
+		return "every ping"
+	case "start", "log":
 		return kind
 	case "ok":
 		return "success"

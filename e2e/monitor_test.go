@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -307,6 +308,25 @@ func TestPing(t *testing.T) {
 		}
 	})
 
+	// leaderrun told to stop (systemctl stop, Ctrl-C) passes the signal on
+	// and still pings the end.
+	t.Run("stopped", func(t *testing.T) {
+		s := newPingServer(t, false)
+		p := start(t, env, "--name", "p-stop", "--ping", s.url, "--", "sh", "-c", "echo up; exec sleep 30")
+		if l := p.line(); l != "up" {
+			t.Fatalf("child printed %q", l)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(); code != 143 {
+			t.Fatalf("exit %d; want 143: %s", code, p.stderr.String())
+		}
+		if got := s.paths(t); strings.Join(got, " ") != "/KEY/start /KEY/143" {
+			t.Errorf("pings %v; want start then 143", got)
+		}
+	})
+
 	t.Run("lost", func(t *testing.T) {
 		s := newPingServer(t, false)
 		p := start(t, env, "--name", "p-lost", "--ping", s.url, "--", "sh", "-c", "echo up; exec sleep 30")
@@ -542,5 +562,44 @@ func readmePromRules(t *testing.T, _ *readmeFixture, b *readmeBlock) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
 		t.Fatalf("%s:%d: promtool check rules: %v\n%s", b.file, b.line, err, out)
+	}
+}
+
+// TestPingHelperFails: a leaderrun-ping that dies at once, or hangs without
+// reading, is one warning line, and leaderrun's exit still waits at most
+// the bound (2s, and 0.25s to kill it).
+func TestPingHelperFails(t *testing.T) {
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	for name, script := range map[string]string{"dies": "exit 0", "hangs": "exec sleep 60"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := os.ReadFile(lrBin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A copy, not a link: leaderrun looks next to its real path.
+			if err := os.WriteFile(filepath.Join(dir, "leaderrun"), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "leaderrun-ping"), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(filepath.Join(dir, "leaderrun"), "--name", "helper-"+name, "--ping", "http://127.0.0.1:9/0b9d1e7c-5f8a", "--", "true")
+			cmd.Env = append(os.Environ(), env...)
+			began := time.Now()
+			out, err := cmd.CombinedOutput()
+			took := time.Since(began)
+			t.Logf("exited after %v: %s", took, out)
+			if err != nil {
+				t.Fatalf("exit: %v: %s", err, out)
+			}
+			if n := strings.Count(string(out), "not delivered"); n != 1 {
+				t.Errorf("%d warnings; want 1", n)
+			}
+			if took > 10*time.Second {
+				t.Errorf("leaderrun took %v to exit; the pings' bound is 2s", took)
+			}
+			noKey(t, "0b9d1e7c-5f8a", string(out))
+		})
 	}
 }

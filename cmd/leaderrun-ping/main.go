@@ -22,12 +22,19 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 func main() {
+	// The run's end is worth telling even when leaderrun was told to stop:
+	// systemd's stop signals the whole unit, a terminal's Ctrl-C the
+	// foreground group. This program ends by itself within the bound once
+	// its input ends, which leaderrun's exit (or death) ensures.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	os.Exit(run(os.Stdin, os.Stdout))
 }
 
