@@ -203,7 +203,7 @@ func runFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
 		&cli.IntFlag{Name: "priority", EnvVars: []string{"LEADERRUN_PRIORITY"}, Usage: "rank `N` among the standbys: when the lease becomes free the live standby with the highest priority takes it first (a running leader is never pre-empted)"},
 		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit `CODE` when the lease is held and --wait ran out (cron users: 0)"},
-	}, commonFlags()...)
+	}, append(monitorFlags(), commonFlags()...)...)
 }
 
 func statusFlags() []cli.Flag {

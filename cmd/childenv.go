@@ -78,7 +78,7 @@ func (r *envReads) consumed(k string) bool {
 // removableVars lists what leaderrun may remove from the child's
 // environment, i.e. the names --pass-env accepts.
 func removableVars() []string {
-	return slices.Concat(outerLeaseVars, secretVars, []string{storeVar, notifyVar})
+	return slices.Concat(outerLeaseVars, secretVars, []string{storeVar, notifyVar}, monitorVars)
 }
 
 // parsePassEnv validates --pass-env: every name must be one leaderrun would
@@ -104,7 +104,7 @@ func parsePassEnv(names []string) (map[string]bool, error) {
 // the lease's name, holder and fencing token are added.
 func childEnviron(base []string, reads *envReads, keep map[string]bool, name, holder string, token uint64) []string {
 	drop := map[string]bool{envLease: true, envLeaseHolder: true, envLeaseToken: true, envTokenDeprecated: true}
-	for _, k := range outerLeaseVars {
+	for _, k := range slices.Concat(outerLeaseVars, monitorVars) {
 		drop[k] = !keep[k]
 	}
 	for _, k := range secretVars {

@@ -173,7 +173,8 @@ type resultView struct {
 func historyFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON array of runs"},
-		&cli.IntFlag{Name: "limit", Value: 20, Usage: "show at most `N` runs (0: all the store keeps)"},
+		&cli.StringFlag{Name: "format", DefaultText: "text", Usage: "`FORMAT` of the output: text, json (as --json), or prom (Prometheus metrics of the runs: last success, runs per outcome)"},
+		&cli.IntFlag{Name: "limit", Value: 20, DefaultText: "20; all with --format prom", Usage: "show at most `N` runs (0: all the store keeps)"},
 		&cli.DurationFlag{Name: "since", DefaultText: "no bound", Usage: "show only runs started within this `DURATION` before now"},
 	}, commonFlags()...)
 }
@@ -198,7 +199,10 @@ but the command never started), running, or "no end recorded": leaderrun died
 (SIGKILL, a crash, a power cut) before it could write the end. --json prints
 an array of {"name","holder","token","start","end","outcome","exit_code",
 "signal","version","running"} instead ("exit_code" is null for a run without
-an end). The store keeps the last 100 runs per name: each run trims to its
+an end). --format prom prints Prometheus metrics of every run the store keeps
+(or those --limit and --since select) instead: leaderrun_history_runs by
+outcome, leaderrun_history_running, leaderrun_history_last_start_timestamp_seconds
+and leaderrun_history_last_success_timestamp_seconds, labelled with the name. The store keeps the last 100 runs per name: each run trims to its
 own --history-keep, so the smallest one in use wins (give every host the
 same). Entries that are not records leaderrun wrote (another program's,
 or dated more than 5 minutes ahead of this host's clock) are not shown.
@@ -286,7 +290,14 @@ func readRuns(ctx context.Context, store lease.Store, h lease.History, name stri
 
 // historyCommand prints the last runs of name.
 func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
+	format, err := historyFormat(c.String("format"), c.Bool("json"))
+	if err != nil {
+		return classify(err)
+	}
 	limit := c.Int("limit")
+	if format == "prom" && !c.IsSet("limit") {
+		limit = 0 // the metrics count every run the store keeps
+	}
 	if limit < 0 {
 		return classify(usagef("--limit %d: want 0 (all) or more", limit))
 	}
@@ -320,7 +331,9 @@ func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log
 		}
 		out = append(out, runJSON{Run: r, Running: !r.Ended() && r.Token == current})
 	}
-	if c.Bool("json") {
+	if format == "prom" {
+		e.stdio.Out.Write(historyMetrics(name, out))
+	} else if format == "json" {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(e.stdio.Out, string(b))
 	} else if len(out) == 0 && since > 0 && len(runs) > 0 {

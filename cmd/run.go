@@ -36,6 +36,7 @@ type runConfig struct {
 	hold         time.Duration // --hold-at-least; 0 means none
 	historyKeep  int           // --history-keep; 0 records nothing
 	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
+	monitor      monitorConfig // --ping, --metrics-file
 }
 
 // parseRun validates every flag before anything starts: bad input never
@@ -64,6 +65,9 @@ func parseRun(c *cli.Context, args []string) (runConfig, error) {
 	}
 	rc.timing = t
 	if rc.health, err = parseHealth(c, t.TTL); err != nil {
+		return rc, err
+	}
+	if rc.monitor, err = parseMonitor(c); err != nil {
 		return rc, err
 	}
 	return rc, nil

@@ -33,6 +33,7 @@ type runState struct {
 	notify *notifier
 	timing lease.Timing
 	watch  *signalWatch
+	mon    *monitor
 	undo   []func()
 }
 
@@ -64,7 +65,7 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if err := checkContain(rc.contain); err != nil {
 		return nil, classify(err)
 	}
-	r := &runState{rc: rc, args: args, e: e, log: log}
+	r := &runState{rc: rc, args: args, e: e, log: log, mon: newMonitor(rc.monitor, log)}
 	defer func() {
 		if o != nil {
 			r.close()
@@ -117,6 +118,8 @@ type leadership struct {
 	keeper *lease.Keeper
 	// sentAt is when the granted acquisition request was sent.
 	sentAt time.Duration
+	// waited is how long this run waited for the lease.
+	waited time.Duration
 }
 
 // lead acquires the lease, starts its protection and its keeper. A lease
@@ -137,9 +140,13 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 				RemindEvery: remindEvery, Priority: rc.priority})
 		if err != nil {
 			r.watch.stop()
-			return nil, acquireOutcome(err, rc)
+			o := acquireOutcome(err, rc)
+			if errors.As(err, new(*lease.HeldError)) {
+				r.mon.skipped(rc.name, o.msg)
+			}
+			return nil, o
 		}
-		ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt}
+		ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt, waited: time.Since(began)}
 		log.Info(acquiredText(rc.name, acq.Waited), "token", ld.info.Token, "holder", rc.holder)
 
 		// The guard (and the child's cgroup) come before the child.
@@ -228,6 +235,7 @@ func (r *runState) supervise(ld *leadership) childRun {
 		Cgroup:     ld.prot.cg,
 		Guard:      ld.prot.guard,
 		Started: func(int) {
+			r.mon.started()
 			if r.notify != nil { // the status reads the time zone: only under systemd
 				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))
 			}
@@ -269,7 +277,9 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	// The run's end goes to the history after the release: it never
 	// delays the next holder, and a failed write changes no exit code.
 	o, ro := r.outcome(res, ch, cause, treeGone)
+	r.mon.ended(runReportOf(rc, ld, o, ro))
 	ch.rec.end(ro, o.code, res.Signal)
+	r.mon.wait()
 	return o
 }
 

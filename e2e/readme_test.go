@@ -53,6 +53,7 @@ var readmeChecks = map[string]func(*testing.T, *readmeFixture, *readmeBlock){
 	"demo":       readmeDemo,
 	"script":     readmeScript,
 	"history":    readmeHistory,
+	"prom-rules": readmePromRules, // e2e/monitor_test.go
 }
 
 // readmeExitRE is the marker of a shell block that needs no check of its
@@ -550,8 +551,9 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 }
 
 // storePrograms are what an installation must hold: leaderrun, whose
-// module is the leaderrun directory, and the store programs.
-var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres"}
+// module is the leaderrun directory, the store programs and leaderrun-ping
+// (--ping).
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres", "leaderrun-ping"}
 
 // Install, in a copy of the tree as a fresh clone has it: the go build
 // line installs leaderrun and every store program, executable, into

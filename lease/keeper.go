@@ -49,7 +49,9 @@ type Keeper struct {
 	validUntil atomic.Int64
 	// lastSent is the Clock reading at which the last confirmed request was sent.
 	lastSent atomic.Int64
-	wg       sync.WaitGroup
+	// failed counts renewals that got no answer or an error other than lost.
+	failed atomic.Int64
+	wg     sync.WaitGroup
 }
 
 // Keep starts keeping l, acquired by a request sent at Clock reading sentAt.
@@ -122,6 +124,11 @@ func (k *Keeper) ValidUntil() (time.Duration, bool) {
 	v := k.validUntil.Load()
 	return time.Duration(v), v != math.MaxInt64
 }
+
+// RenewalsFailed is how many renewals failed without losing the lease (no
+// answer in time, a store error) and were retried; a renewal that found
+// the lease lost is not counted.
+func (k *Keeper) RenewalsFailed() int { return int(k.failed.Load()) }
 
 // Stop stops renewing and waits for the keeper's goroutines. It does not
 // release the lease. Stop is idempotent.
@@ -251,6 +258,7 @@ func (k *Keeper) renewLoop(next time.Duration) {
 			return
 		default:
 			// Unknown outcome: E stays put; retry soon (docs/design.md, safety rule 5).
+			k.failed.Add(1)
 			backoff = min(max(2*backoff, FirstRetry), t.RenewEvery/4, time.Second)
 			next = k.clock.Now() + backoff
 			k.log.Warn("lease renewal failed; retrying", "err", err, "retry_in", backoff,

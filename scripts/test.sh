@@ -60,7 +60,7 @@ echo "scripts/test.sh: the whole suite takes about 8 minutes on a quiet 2-core m
 if [ "$(id -u)" = 0 ]; then
 	# e2e's package test renders the man page and verifies the unit;
 	# gendocs' test parses the completions in their shells.
-	apt_ensure man systemd-analyze dpkg zsh fish -- man-db systemd zsh fish
+	apt_ensure man systemd-analyze dpkg zsh fish promtool -- man-db systemd zsh fish prometheus
 fi
 phase "gofmt, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
