@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"golang.org/x/sys/unix"
 )
 
 const pgE2EEnv = "LEADERRUN_TEST_POSTGRES_URL"
@@ -159,4 +161,42 @@ func TestPostgresPasswordNeverPrinted(t *testing.T) {
 		{"env-wrong", withPass(""), []string{"PGPASSWORD=" + wrong}, false},
 	}, []string{"PGPASSFILE=/nonexistent"}, func(t *testing.T) string { return e2eName(t, "pw") },
 		"sh", "-c", `test -z "$PGPASSWORD"`)
+}
+
+// A password file (PGPASSFILE or ?passfile=) that names a FIFO, whose open
+// would block for ever deaf to signals, or a device without end, is a
+// configuration error like a TLS file of that kind: one line, exit 125, no
+// child. The URL has no password, so the file would be read; the port is
+// never dialled.
+func TestPostgresPassfileNotRegular(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	const store = "postgres://u@127.0.0.1:1/db?sslmode=disable"
+	for _, file := range []string{fifo, "/dev/zero"} {
+		for _, tc := range []struct {
+			how, url string
+			env      []string
+		}{
+			{"PGPASSFILE", store, []string{"PGPASSFILE=" + file, "PGPASSWORD="}},
+			{"passfile=", store + "&passfile=" + url.QueryEscape(file), []string{"PGPASSFILE=/nonexistent", "PGPASSWORD="}},
+		} {
+			t.Run(tc.how+filepath.Base(file), func(t *testing.T) {
+				code, stderr := runLR(t, tc.env, "--store", tc.url, "--wait", "0", "--", "touch", marker)
+				if code != 125 {
+					t.Fatalf("exit %d; want 125: %s", code, stderr)
+				}
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				if len(lines) != 1 || !strings.Contains(stderr, "password file") || !strings.Contains(stderr, "not a regular file") {
+					t.Fatalf("stderr %q; want one line saying the password file is not a regular file", stderr)
+				}
+				if unix.Access(marker, unix.F_OK) == nil {
+					t.Fatal("the child ran")
+				}
+			})
+		}
+	}
 }

@@ -252,6 +252,11 @@ func TestPasswordFromEnvAndPassfile(t *testing.T) {
 	if _, err := s2.Status(ctxT(t), "x"); err != nil {
 		t.Fatalf("with PGPASSFILE: %v", err)
 	}
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	s3 := open(t, bare+"&passfile="+url.QueryEscape(pass), pglease.Options{})
+	if _, err := s3.Status(ctxT(t), "x"); err != nil {
+		t.Fatalf("with passfile=: %v", err)
+	}
 
 	wrong := "Wr0ngPassw0rdXYZ"
 	t.Setenv("PGPASSWORD", wrong)
