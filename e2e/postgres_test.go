@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"golang.org/x/sys/unix"
 )
@@ -198,5 +200,150 @@ func TestPostgresPassfileNotRegular(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// pgFleetSize is the number of standbys of TestPostgresFleetListenLeavesRoom:
+// five times the server's connection limit.
+const pgFleetSize = 100
+
+// A fleet in the default mode (LISTEN) at max_connections=20, as a role
+// that is not a superuser: a leader and 100 standbys (leaderrun processes,
+// as users run them: 100 Go processes fit in memory and start within a
+// minute even on 2 busy cores). Only the front of the line LISTENs and a
+// LISTEN connection is made only while the server keeps room, so the
+// application (another role) connects every time, while the fleet waits
+// and while it takes over; once the leader is SIGKILLed, every standby
+// runs. (Before, the standbys held every non-reserved connection: the
+// other role connected 0 of 20 times and after the kill 2 of 40 standbys
+// ran in 180 s.)
+func TestPostgresFleetListenLeavesRoom(t *testing.T) {
+	t.Parallel()
+	requireEnv(t, pgE2EEnv)
+	const maxConns = 20
+	srv := leasetest.StartServer(t, t.TempDir(), "scripts/postgres.sh", fmt.Sprint(maxConns))
+	admin := srv[pgE2EEnv]
+	role := "lr_fleet_" + strings.ToLower(lease.NewID()[:6])
+	pgE2EExec(t, admin, "CREATE ROLE "+role+" LOGIN PASSWORD 'fleetPassw0rd'")
+	pgE2EExec(t, admin, "CREATE ROLE "+role+"_app LOGIN PASSWORD 'appPassw0rd'")
+	pgE2EExec(t, admin, "GRANT CREATE ON SCHEMA public TO "+role)
+	as := func(user, pass string) string {
+		u, err := url.Parse(admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, pass)
+		return u.String()
+	}
+	fleetURL, appURL := as(role, "fleetPassw0rd"), as(role+"_app", "appPassw0rd")
+	ctx := ctxTimeout(t, 5*time.Minute)
+	op, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close(context.Background())
+	held := func() int { // the fleet's sessions; -1 when unknown
+		var n int
+		if err := op.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+			t.Errorf("counting the fleet's sessions: %v", err)
+			return -1
+		}
+		return n
+	}
+	appConnects := func() bool { // the application, as another role
+		c, err := pgx.Connect(ctx, appURL)
+		if err != nil {
+			t.Logf("the application could not connect: %v", err)
+			return false
+		}
+		_ = c.Close(context.Background())
+		return true
+	}
+
+	env := []string{"LEADERRUN_STORE=" + fleetURL}
+	name := e2eName(t, "lfleet")
+	leader := start(t, env, "--name", name, "--holder", "leader", "--ttl", "5s", "--", "sh", "-c", "echo ready; exec sleep 1000")
+	if l := leader.line(); l != "ready" {
+		t.Fatalf("leader's child said %q", l)
+	}
+	marks := filepath.Join(t.TempDir(), "marks")
+	standbys := make([]*lr, pgFleetSize)
+	for i := range standbys {
+		standbys[i] = start(t, env, "--name", name, "--holder", fmt.Sprint("s", i), "--ttl", "5s", "--wait", "forever", "--",
+			"sh", "-c", `echo "$0" >> "$1"`, fmt.Sprint("s", i), marks)
+	}
+	for _, p := range standbys {
+		waitStderr(t, p, "waiting for lease", 2*time.Minute)
+	}
+	// Starting 100 processes at once is a burst of connections; once it
+	// is over the fleet holds the leader's connection and the front's
+	// LISTEN ones (and now and then a heartbeat's or a listing's).
+	deadline := time.Now().Add(time.Minute)
+	for n := held(); n < 0 || n > 1+3; n = held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiting standbys still hold %d connections after a minute (max_connections=%d)", pgFleetSize, held(), maxConns)
+		}
+		time.Sleep(100 * time.Millisecond) // no event for another session's end
+	}
+	const tries = 20
+	most, ok := 0, 0
+	for range tries {
+		most = max(most, held())
+		if appConnects() {
+			ok++
+		}
+	}
+	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections; the application connected %d of %d times", pgFleetSize, most, ok, tries)
+	if ok != tries || most > 1+3+2 {
+		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want at most 6 and every time", pgFleetSize, most, ok, tries)
+	}
+
+	// The leader dies: the fleet takes over, one standby after another,
+	// while the application keeps connecting.
+	killed := time.Now()
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	type sample struct{ most, ok, tries int }
+	sampled := make(chan sample, 1)
+	go func() {
+		var s sample
+		defer func() { sampled <- s }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			s.most = max(s.most, held())
+			s.tries++
+			if appConnects() {
+				s.ok++
+			}
+		}
+	}()
+	for _, p := range standbys {
+		select {
+		case <-p.done:
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("a standby had not run 3 minutes after the leader was killed (%d of %d ran): %s", len(readLines(t, marks)), pgFleetSize, p.stderr.String())
+		}
+		if code := p.wait(); code != 0 {
+			t.Fatalf("a standby exited %d: %s", code, p.stderr.String())
+		}
+	}
+	took := time.Since(killed)
+	close(stop)
+	s := <-sampled
+	if got := len(readLines(t, marks)); got != pgFleetSize {
+		t.Fatalf("%d of %d standbys ran", got, pgFleetSize)
+	}
+	t.Logf("takeover: all %d standbys ran %v after the leader was SIGKILLed (TTL 5s); meanwhile the fleet held at most %d connections and the application connected %d of %d times",
+		pgFleetSize, took.Round(100*time.Millisecond), s.most, s.ok, s.tries)
+	if s.ok != s.tries {
+		t.Fatalf("while the fleet took over the application connected %d of %d times", s.ok, s.tries)
 	}
 }

@@ -1,7 +1,9 @@
 // Package pglease keeps leaderrun's leases in a PostgreSQL table, through
 // pgx v5: a holder keeps one connection for its calls; a waiting instance
-// keeps one that LISTENs for releases (none under wait=poll) and opens its
-// query connection only for a check or a heartbeat.
+// at the front of the line keeps one that LISTENs for releases while the
+// server has room for it (none further back, and none under wait=poll:
+// see wait.go) and opens its query connection only for a check or a
+// heartbeat.
 //
 // # Data
 //
@@ -122,6 +124,9 @@ type Store struct {
 	// held counts the leases acquired and not yet released: while one is,
 	// the query connection stays open for its renewals.
 	held atomic.Int64
+
+	// places is where this store's standbys stand (candidates.go).
+	places places
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -157,6 +162,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		sem:         make(chan struct{}, 1),
 		life:        life,
 		stop:        stop,
+		places:      places{mine: map[string]lease.Candidate{}, front: map[string]bool{}, promote: map[string]chan struct{}{}},
 	}
 	err = s.do(ctx, "connect", false, func(context.Context, *pgx.Conn) error { return nil })
 	if err != nil {
@@ -208,6 +214,9 @@ func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.
 	if s.conn == nil || s.conn.IsClosed() {
 		c, err := s.connect(cctx)
 		if err != nil {
+			if isCode(err, "53300") {
+				s.pressure() // too many connections: our LISTEN one goes first
+			}
 			return s.classify(op, err)
 		}
 		s.conn = c

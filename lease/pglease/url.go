@@ -35,9 +35,10 @@ const TableParam = "table"
 
 // WaitParam is the URL query parameter that says how a waiter waits:
 // "listen" (the default) keeps one connection LISTENing, so a release wakes
-// it at once; "poll" holds no connection between checks, sleeping until the
-// expiry the server reported: for large fleets of standbys, and through a
-// pooler in transaction mode (PgBouncer), which cannot carry LISTEN.
+// it at once, for the first standbys in line and while the server has room
+// (the others wait as under poll); "poll" holds no connection between
+// checks, sleeping until the expiry the server reported: through a pooler
+// in transaction mode (PgBouncer), which cannot carry LISTEN.
 const WaitParam = "wait"
 
 // EnvPassword is read (through Options.Getenv) for the password when the URL
@@ -218,7 +219,7 @@ func (p *urlParser) params(rawQuery string) error {
 	}
 	if v, ok := q[WaitParam]; ok {
 		if len(v) != 1 || (v[0] != "listen" && v[0] != "poll") {
-			return badURL("%s= wants listen (the default: wake at once on a release, one connection per waiter) or poll (no connection held between checks)", WaitParam)
+			return badURL("%s= wants listen (the default: the first standbys in line wake at once on a release, on a connection each while the server has room) or poll (no connection held between checks)", WaitParam)
 		}
 		p.poll = v[0] == "poll"
 		q.Del(WaitParam)
