@@ -199,29 +199,35 @@ func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
 func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.Context, *pgx.Conn) error) error {
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
+	var ct callTimes
+	ct.mark()
 	select {
 	case s.sem <- struct{}{}:
 	case <-cctx.Done():
-		return s.classify(op, cctx.Err())
+		ct.queued = ct.mark()
+		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
 	}
+	ct.queued = ct.mark()
 	defer func() { <-s.sem }()
 	if s.isClosed() {
 		return s.classify(op, errClosed)
 	}
 	if err := cctx.Err(); err != nil {
-		return s.classify(op, err)
+		return s.classify(ct.explain(op, err), err)
 	}
 	if s.conn == nil || s.conn.IsClosed() {
 		c, err := s.connect(cctx)
+		ct.connect += ct.mark()
 		if err != nil {
 			if isCode(err, "53300") {
 				s.pressure() // too many connections: our LISTEN one goes first
 			}
-			return s.classify(op, err)
+			return s.classify(ct.explain(op, err), err)
 		}
 		s.conn = c
 	}
 	err := fn(cctx, s.conn)
+	ct.statement += ct.mark()
 	if idleClosed(err) {
 		// The server had ended the session while it sat idle
 		// (idle_session_timeout, idle_in_transaction_session_timeout): the
@@ -229,25 +235,64 @@ func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.
 		closeNow(s.conn)
 		s.conn = nil
 		c, cerr := s.connect(cctx)
+		ct.connect += ct.mark()
 		if cerr != nil {
-			return s.classify(op, cerr)
+			return s.classify(ct.explain(op, cerr), cerr)
 		}
 		s.conn = c
 		err = fn(cctx, s.conn)
+		ct.statement += ct.mark()
 	}
 	if create && isCode(err, "42P01") { // undefined_table: first use
 		if err = s.createTable(cctx, s.conn); err == nil {
 			err = fn(cctx, s.conn)
 		}
+		ct.statement += ct.mark()
+	}
+	if ct.total() > s.callTimeout/2 {
+		s.log.Debug("slow store call", "op", op, "queued", ct.queued, "connect", ct.connect, "statement", ct.statement, "err", err)
 	}
 	if err != nil {
 		if le := (*lease.Error)(nil); errors.As(err, &le) {
 			return err // already ours
 		}
 		s.dropBroken(err)
-		return s.classify(op, err)
+		return s.classify(ct.explain(op, err), err)
 	}
 	return nil
+}
+
+// callTimes is where one store call spent its time: waiting for the
+// store's previous call (calls take turns on one connection), connecting
+// and logging in, and in its statements.
+type callTimes struct {
+	last                       time.Time
+	queued, connect, statement time.Duration
+}
+
+// mark returns the time since the previous mark.
+func (ct *callTimes) mark() time.Duration {
+	now := time.Now()
+	d := now.Sub(ct.last)
+	if ct.last.IsZero() {
+		d = 0
+	}
+	ct.last = now
+	return d
+}
+
+func (ct *callTimes) total() time.Duration { return ct.queued + ct.connect + ct.statement }
+
+// explain adds to op, when err is a timeout, where the call's time went: a
+// call that timed out on the client's side says whether it waited for
+// another call, for the connection and login, or for the server's answer.
+func (ct *callTimes) explain(op string, err error) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) && !isCode(err, "57014") {
+		return op
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%s; %v waiting for this store's previous call, %v connecting and logging in, %v in statements",
+		op, r(ct.queued), r(ct.connect), r(ct.statement))
 }
 
 // dropBroken closes the connection after an error that was not a plain
