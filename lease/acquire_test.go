@@ -221,7 +221,9 @@ func (h *heldThenTimingOut) TryAcquire(ctx context.Context, req lease.Request) (
 }
 
 // Wait says at once that the lease may be free, so the next attempt comes.
-func (h *heldThenTimingOut) Wait(ctx context.Context, _ string, _ *lease.HeldError) error { return ctx.Err() }
+func (h *heldThenTimingOut) Wait(ctx context.Context, _ string, _ *lease.HeldError) error {
+	return ctx.Err()
+}
 
 // A wait that runs out while the attempts time out, after one found the
 // lease held, gave up on a held lease: it ends as held (ErrHeld, naming the
