@@ -127,14 +127,21 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 	if err == nil && missing {
 		holder, err = s.Status(ctx, name)
 	}
-	// A standby lists when it joins and then sleeps until its turn: it
-	// must not hold a connection meanwhile.
-	s.idle()
 	if err != nil {
+		s.idle()
 		return nil, nil, err
 	}
 	lease.SortCandidates(cs)
 	s.listed(name, cs)
+	// A standby lists when it joins and then sleeps until its turn: it
+	// must not hold a connection meanwhile. One at the front that finds
+	// the lease free tries next, at once or after its δ: the connection
+	// stays for that attempt (another connect and login is what made
+	// attempts under contention run out of time), and its Wait closes it
+	// if the attempt loses.
+	if holder != nil || !s.atFront(name) {
+		s.idle()
+	}
 	return cs, holder, nil
 }
 
@@ -270,6 +277,15 @@ func (s *Store) idle() {
 	if s.held.Load() == 0 {
 		s.disconnect()
 	}
+}
+
+// atFront reports whether this store's standby for name is known to be at
+// the front of the line.
+func (s *Store) atFront(name string) bool {
+	p := &s.places
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.front[name]
 }
 
 var _ lease.Holding = (*pgLease)(nil)

@@ -112,6 +112,9 @@ type Store struct {
 
 	sem  chan struct{} // one token: whoever holds it owns conn
 	conn *pgx.Conn     // nil until connected, and after a broken connection
+	// queued counts the calls waiting for sem: a waiting instance's
+	// connection is not closed under a call about to use it.
+	queued atomic.Int32
 
 	life context.Context // cancelled by Close; owns the listener goroutine
 	stop context.CancelFunc
@@ -197,13 +200,28 @@ func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
 // more. A connection that failed in a way that may have left it unusable is
 // closed, so the next call connects afresh.
 func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.Context, *pgx.Conn) error) error {
+	return s.call(ctx, op, create, false, fn)
+}
+
+// doIfConnected is do on the store's connection when it is open; when it
+// is not, it does nothing and returns nil.
+func (s *Store) doIfConnected(ctx context.Context, op string, fn func(context.Context, *pgx.Conn) error) error {
+	return s.call(ctx, op, false, true, fn)
+}
+
+// call is do; with ifConnected it does nothing when the store's connection
+// is not open.
+func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, fn func(context.Context, *pgx.Conn) error) error {
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	var ct callTimes
 	ct.mark()
+	s.queued.Add(1)
 	select {
 	case s.sem <- struct{}{}:
+		s.queued.Add(-1)
 	case <-cctx.Done():
+		s.queued.Add(-1)
 		ct.queued = ct.mark()
 		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
 	}
@@ -216,6 +234,9 @@ func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.
 		return s.classify(ct.explain(op, err), err)
 	}
 	if s.conn == nil || s.conn.IsClosed() {
+		if ifConnected {
+			return nil
+		}
 		c, err := s.connect(cctx)
 		ct.connect += ct.mark()
 		if err != nil {

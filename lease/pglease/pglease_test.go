@@ -536,7 +536,8 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 // A standby lists the standbys when it joins, then sleeps until its turn:
 // the listing closes the query connection when the store holds no lease,
 // as a heartbeat does (30 standbys joining at once held 11-15 connections
-// before).
+// before). (Only a standby at the front that finds the lease free keeps it,
+// for the attempt it makes next.)
 func TestListingHoldsNoConnection(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
@@ -544,6 +545,12 @@ func TestListingHoldsNoConnection(t *testing.T) {
 	count := sessions(t, op, app)
 	s := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
 	name := "list-" + lease.NewID()[:8]
+	h := open(t, raw, pglease.Options{})
+	lh, err := h.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "h", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lh.Release(ctxT(t)) }()
 	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
 	if _, err := s.Join(ctxT(t), name, c, time.Minute); err != nil {
 		t.Fatal(err)
@@ -854,4 +861,42 @@ func TestListenYieldsToTooManyConnections(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 	_ = l.Release(ctxT(t))
+}
+
+// A standby at the front of the line that lists and finds the lease free
+// tries next: its attempt runs on the connection of the listing, not on a
+// new one (each connect and login cost 220-425 ms of a 500 ms call timeout
+// under contention on 2 busy cores, and attempts ran out of time).
+func TestFrontListingKeepsConnectionForAttempt(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_front_" + lease.NewID()[:8]
+	s := open(t, raw+"&application_name="+app, pglease.Options{})
+	name := "front-" + lease.NewID()[:8]
+	backend := func() int {
+		var pid int
+		if err := op.QueryRow(ctxT(t), "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE application_name = $1 AND query NOT ILIKE 'LISTEN %'", app).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
+	if _, err := s.Join(ctxT(t), name, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cs, h, err := s.Candidates(ctxT(t), name); err != nil || len(cs) != 1 || h != nil {
+		t.Fatalf("Candidates = %v, %v, %v; want the one standby and a free lease", cs, h, err)
+	}
+	listed := backend()
+	if listed == 0 {
+		t.Fatal("the front standby closed its connection after finding the lease free")
+	}
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "s", ID: c.ID, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctxT(t)) }()
+	if got := backend(); got != listed {
+		t.Fatalf("the attempt ran on backend %d, the listing on %d: a new connection", got, listed)
+	}
 }

@@ -126,8 +126,10 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	return wakeup.Sleep(ctx, d, wake)
 }
 
-// disconnect closes the store's connection, if any; the next call makes a
-// new one.
+// disconnect closes the store's connection, if any, unless another call
+// is already waiting for it (that call then uses it, and closes it in its
+// turn: every call of a waiting instance ends with idle or disconnect); the
+// next call makes a new one.
 func (s *Store) disconnect() {
 	select {
 	case s.sem <- struct{}{}:
@@ -135,7 +137,7 @@ func (s *Store) disconnect() {
 		return
 	}
 	defer func() { <-s.sem }()
-	if s.conn != nil {
+	if s.conn != nil && s.queued.Load() == 0 {
 		closeNow(s.conn)
 		s.conn = nil
 	}
@@ -381,15 +383,17 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 	// Ask first on the query connection, so that a server without room
 	// does not even see the LISTEN connection; then again on it, since
 	// others may have connected in between.
+	// (Only when the query connection is open, as it is when a Wait
+	// starts: a connection made for the question would cost what it saves.
+	// The Wait closes it before it sleeps.)
 	var noRoom error
-	err = l.s.do(sctx, "read the free connections", false, func(ctx context.Context, c *pgx.Conn) error {
+	err = l.s.doIfConnected(sctx, "read the free connections", func(ctx context.Context, c *pgx.Conn) error {
 		err := l.s.room(ctx, c, 1)
 		if errors.Is(err, errNoRoom) {
 			noRoom, err = err, nil
 		}
 		return err
 	})
-	l.s.idle()
 	if err == nil {
 		err = noRoom
 	}
