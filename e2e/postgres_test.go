@@ -10,9 +10,12 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -345,5 +348,95 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		pgFleetSize, took.Round(100*time.Millisecond), s.most, s.ok, s.tries)
 	if s.ok != s.tries {
 		t.Fatalf("while the fleet took over the application connected %d of %d times", s.ok, s.tries)
+	}
+}
+
+// Contenders with a short TTL (--ttl 3s --wait 5s, in loops) while the
+// server stops answering for 3.5 s, twice, as under heavy contention, when
+// attempts time out on the client's side: an attempt that times out is a
+// retry, and a contender whose wait runs out after it found the lease held
+// exits 75 (held), never 125 (a store failure). 50 contenders had 127 × 125
+// and 1 run in 25 s before. The leader of the moment may lose its lease to
+// the freeze (124).
+func TestPostgresContendersShortTTLNo125(t *testing.T) {
+	t.Parallel()
+	raw, pid := pgStore.private(t)
+	env := []string{"LEADERRUN_STORE=" + raw}
+	name := e2eName(t, "contend")
+	const contenders = 20
+	// Two freezes, each shorter than a wait by 1.5 s, so that every
+	// contender has an answer from the server in its wait.
+	const freeze = 3500 * time.Millisecond
+	now := time.Now()
+	end := now.Add(22 * time.Second)
+	freezes := []time.Time{now.Add(5 * time.Second), now.Add(14 * time.Second)}
+	codes := make(chan int, 1000)
+	var stderrs []*lr
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				p := start(t, env, "--name", name, "--holder", fmt.Sprint("c", i), "--ttl", "3s", "--wait", "5s", "--", "sleep", "0.5")
+				<-p.done
+				code := 0
+				if ee, ok := p.err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else if p.err != nil {
+					code = -1
+				}
+				if code != 0 && code != 75 && code != 124 {
+					mu.Lock()
+					stderrs = append(stderrs, p)
+					mu.Unlock()
+				}
+				codes <- code
+			}
+		}()
+	}
+	for _, at := range freezes {
+		time.Sleep(time.Until(at)) // the contenders run meanwhile; nothing to await
+		pgSignalAll(t, pid, syscall.SIGSTOP)
+		time.Sleep(freeze) // the freeze lasts this long
+		pgSignalAll(t, pid, syscall.SIGCONT)
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	t.Logf("exit codes of %d contenders' runs over 22 s with the server frozen twice for %v: %v", contenders, freeze, count)
+	for _, p := range stderrs {
+		t.Errorf("a contender exited %v: %s", p.err, p.stderr.String())
+	}
+	if count[0] < 2 || count[75] == 0 {
+		t.Fatalf("exit codes %v: want runs (0) before and after the freeze and contenders that gave up (75)", count)
+	}
+}
+
+// pgSignalAll sends sig to the postmaster pid and its backends (each in a
+// session of its own), the postmaster stopped first so that it starts no
+// backend meanwhile. Unlike leasetest.SignalServer it does not wait for
+// every backend to show as stopped: under churn a backend that exited is a
+// zombie its stopped parent cannot reap, which never shows so.
+func pgSignalAll(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			_ = syscall.Kill(c, sig) // it may have exited meanwhile
+		}
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
 	}
 }
