@@ -297,8 +297,10 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		}
 	}
 	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections; the application connected %d of %d times", pgFleetSize, most, ok, tries)
-	if ok != tries || most > 1+3+2 {
-		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want at most 6 and every time", pgFleetSize, most, ok, tries)
+	// The leader's and the front's connections, and now and then a few
+	// heartbeats' or listings': far from one per standby.
+	if ok != tries || most >= maxConns/2 {
+		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want under %d and every time", pgFleetSize, most, ok, tries, maxConns/2)
 	}
 
 	// The leader dies: the fleet takes over, one standby after another,

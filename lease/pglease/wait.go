@@ -384,8 +384,8 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 	// does not even see the LISTEN connection; then again on it, since
 	// others may have connected in between.
 	// (Only when the query connection is open, as it is when a Wait
-	// starts: a connection made for the question would cost what it saves.
-	// The Wait closes it before it sleeps.)
+	// starts: a connection made for the question would cost what it saves;
+	// closed again unless a call waits for it.)
 	var noRoom error
 	err = l.s.doIfConnected(sctx, "read the free connections", func(ctx context.Context, c *pgx.Conn) error {
 		err := l.s.room(ctx, c, 1)
@@ -394,6 +394,7 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 		}
 		return err
 	})
+	l.s.idle()
 	if err == nil {
 		err = noRoom
 	}
