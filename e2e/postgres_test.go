@@ -303,6 +303,11 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want under %d and every time", pgFleetSize, most, ok, tries, maxConns/2)
 	}
 
+	// status, as the fleet's role, answers too (it failed with 53300).
+	if code, stderr := runLR(t, env, "status", name); code != 0 {
+		t.Fatalf("status while the fleet waits: exit %d: %s", code, stderr)
+	}
+
 	// The leader dies: the fleet takes over, one standby after another,
 	// while the application keeps connecting.
 	killed := time.Now()
