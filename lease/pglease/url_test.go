@@ -223,3 +223,34 @@ func TestParseURLPassfile(t *testing.T) {
 		t.Fatalf("URL password with a FIFO as PGPASSFILE: %v", err)
 	}
 }
+
+// The other files pgx would open itself, blocking, are checked first too:
+// the service file (servicefile=, PGSERVICEFILE) when a service is named,
+// and the default TLS files under ~/.postgresql when they exist.
+func TestParseURLServiceAndDefaultTLSFiles(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", "/nonexistent")
+	t.Setenv("PGSERVICE", "")
+	t.Setenv("PGSERVICEFILE", "")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	fifo := filepath.Join(home, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?service=x&servicefile="+url.QueryEscape(fifo), noEnv); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("servicefile= a FIFO: %v; want ErrConfig, not a regular file", err)
+	}
+	if err := os.Mkdir(filepath.Join(home, ".postgresql"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?sslmode=verify-full", noEnv); err != nil {
+		t.Fatalf("no default TLS files: %v", err)
+	}
+	if err := unix.Mkfifo(filepath.Join(home, ".postgresql", "root.crt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?sslmode=verify-full", noEnv); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("~/.postgresql/root.crt a FIFO: %v; want ErrConfig, not a regular file", err)
+	}
+}
