@@ -8,15 +8,22 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"golang.org/x/sys/unix"
 )
 
 const pgE2EEnv = "LEADERRUN_TEST_POSTGRES_URL"
@@ -159,4 +166,284 @@ func TestPostgresPasswordNeverPrinted(t *testing.T) {
 		{"env-wrong", withPass(""), []string{"PGPASSWORD=" + wrong}, false},
 	}, []string{"PGPASSFILE=/nonexistent"}, func(t *testing.T) string { return e2eName(t, "pw") },
 		"sh", "-c", `test -z "$PGPASSWORD"`)
+}
+
+// A password file (PGPASSFILE or ?passfile=) that names a FIFO, whose open
+// would block for ever deaf to signals, or a device without end, is a
+// configuration error like a TLS file of that kind: one line, exit 125, no
+// child. The URL has no password, so the file would be read; the port is
+// never dialled.
+func TestPostgresPassfileNotRegular(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	const store = "postgres://u@127.0.0.1:1/db?sslmode=disable"
+	for _, file := range []string{fifo, "/dev/zero"} {
+		for _, tc := range []struct {
+			how, url string
+			env      []string
+		}{
+			{"PGPASSFILE", store, []string{"PGPASSFILE=" + file, "PGPASSWORD="}},
+			{"passfile=", store + "&passfile=" + url.QueryEscape(file), []string{"PGPASSFILE=/nonexistent", "PGPASSWORD="}},
+		} {
+			t.Run(tc.how+filepath.Base(file), func(t *testing.T) {
+				code, stderr := runLR(t, tc.env, "--store", tc.url, "--wait", "0", "--", "touch", marker)
+				if code != 125 {
+					t.Fatalf("exit %d; want 125: %s", code, stderr)
+				}
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				if len(lines) != 1 || !strings.Contains(stderr, "password file") || !strings.Contains(stderr, "not a regular file") {
+					t.Fatalf("stderr %q; want one line saying the password file is not a regular file", stderr)
+				}
+				if unix.Access(marker, unix.F_OK) == nil {
+					t.Fatal("the child ran")
+				}
+			})
+		}
+	}
+}
+
+// pgFleetSize is the number of standbys of TestPostgresFleetListenLeavesRoom:
+// five times the server's connection limit.
+const pgFleetSize = 100
+
+// A fleet in the default mode (LISTEN) at max_connections=20, as a role
+// that is not a superuser: a leader and 100 standbys (leaderrun processes,
+// as users run them: 100 Go processes fit in memory and start within a
+// minute even on 2 busy cores). Only the front of the line LISTENs and a
+// LISTEN connection is made only while the server keeps room, so the
+// application (another role) connects every time, while the fleet waits
+// and while it takes over; once the leader is SIGKILLed, every standby
+// runs. (Before, the standbys held every non-reserved connection: the
+// other role connected 0 of 20 times and after the kill 2 of 40 standbys
+// ran in 180 s.)
+func TestPostgresFleetListenLeavesRoom(t *testing.T) {
+	t.Parallel()
+	requireEnv(t, pgE2EEnv)
+	const maxConns = 20
+	srv := leasetest.StartServer(t, t.TempDir(), "scripts/postgres.sh", fmt.Sprint(maxConns))
+	admin := srv[pgE2EEnv]
+	role := "lr_fleet_" + strings.ToLower(lease.NewID()[:6])
+	pgE2EExec(t, admin, "CREATE ROLE "+role+" LOGIN PASSWORD 'fleetPassw0rd'")
+	pgE2EExec(t, admin, "CREATE ROLE "+role+"_app LOGIN PASSWORD 'appPassw0rd'")
+	pgE2EExec(t, admin, "GRANT CREATE ON SCHEMA public TO "+role)
+	as := func(user, pass string) string {
+		u, err := url.Parse(admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, pass)
+		return u.String()
+	}
+	fleetURL, appURL := as(role, "fleetPassw0rd"), as(role+"_app", "appPassw0rd")
+	ctx := ctxTimeout(t, 5*time.Minute)
+	op, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close(context.Background())
+	held := func() int { // the fleet's sessions; -1 when unknown
+		var n int
+		if err := op.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+			t.Errorf("counting the fleet's sessions: %v", err)
+			return -1
+		}
+		return n
+	}
+	appConnects := func() bool { // the application, as another role
+		c, err := pgx.Connect(ctx, appURL)
+		if err != nil {
+			t.Logf("the application could not connect: %v", err)
+			return false
+		}
+		_ = c.Close(context.Background())
+		return true
+	}
+
+	env := []string{"LEADERRUN_STORE=" + fleetURL}
+	name := e2eName(t, "lfleet")
+	leader := start(t, env, "--name", name, "--holder", "leader", "--ttl", "5s", "--", "sh", "-c", "echo ready; exec sleep 1000")
+	if l := leader.line(); l != "ready" {
+		t.Fatalf("leader's child said %q", l)
+	}
+	marks := filepath.Join(t.TempDir(), "marks")
+	standbys := make([]*lr, pgFleetSize)
+	for i := range standbys {
+		standbys[i] = start(t, env, "--name", name, "--holder", fmt.Sprint("s", i), "--ttl", "5s", "--wait", "forever", "--",
+			"sh", "-c", `echo "$0" >> "$1"`, fmt.Sprint("s", i), marks)
+	}
+	for _, p := range standbys {
+		waitStderr(t, p, "waiting for lease", 2*time.Minute)
+	}
+	// Starting 100 processes at once is a burst of connections; once it
+	// is over the fleet holds the leader's connection and the front's
+	// LISTEN ones (and now and then a heartbeat's or a listing's).
+	deadline := time.Now().Add(time.Minute)
+	for n := held(); n < 0 || n > 1+3; n = held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiting standbys still hold %d connections after a minute (max_connections=%d)", pgFleetSize, held(), maxConns)
+		}
+		time.Sleep(100 * time.Millisecond) // no event for another session's end
+	}
+	const tries = 20
+	most, ok := 0, 0
+	for range tries {
+		most = max(most, held())
+		if appConnects() {
+			ok++
+		}
+	}
+	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections; the application connected %d of %d times", pgFleetSize, most, ok, tries)
+	// The leader's and the front's connections, and now and then a few
+	// heartbeats' or listings': far from one per standby.
+	if ok != tries || most >= maxConns/2 {
+		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want under %d and every time", pgFleetSize, most, ok, tries, maxConns/2)
+	}
+
+	// status, as the fleet's role, answers too (it failed with 53300).
+	if code, stderr := runLR(t, env, "status", name); code != 0 {
+		t.Fatalf("status while the fleet waits: exit %d: %s", code, stderr)
+	}
+
+	// The leader dies: the fleet takes over, one standby after another,
+	// while the application keeps connecting.
+	killed := time.Now()
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	type sample struct{ most, ok, tries int }
+	sampled := make(chan sample, 1)
+	go func() {
+		var s sample
+		defer func() { sampled <- s }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			s.most = max(s.most, held())
+			s.tries++
+			if appConnects() {
+				s.ok++
+			}
+		}
+	}()
+	for _, p := range standbys {
+		select {
+		case <-p.done:
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("a standby had not run 3 minutes after the leader was killed (%d of %d ran): %s", len(readLines(t, marks)), pgFleetSize, p.stderr.String())
+		}
+		if code := p.wait(); code != 0 {
+			t.Fatalf("a standby exited %d: %s", code, p.stderr.String())
+		}
+	}
+	took := time.Since(killed)
+	close(stop)
+	s := <-sampled
+	if got := len(readLines(t, marks)); got != pgFleetSize {
+		t.Fatalf("%d of %d standbys ran", got, pgFleetSize)
+	}
+	t.Logf("takeover: all %d standbys ran %v after the leader was SIGKILLed (TTL 5s); meanwhile the fleet held at most %d connections and the application connected %d of %d times",
+		pgFleetSize, took.Round(100*time.Millisecond), s.most, s.ok, s.tries)
+	if s.ok != s.tries {
+		t.Fatalf("while the fleet took over the application connected %d of %d times", s.ok, s.tries)
+	}
+}
+
+// Contenders with a short TTL (--ttl 3s --wait 5s, in loops) while the
+// server stops answering for 3.5 s, twice, as under heavy contention, when
+// attempts time out on the client's side: an attempt that times out is a
+// retry, and a contender whose wait runs out after it found the lease held
+// exits 75 (held), never 125 (a store failure). 50 contenders had 127 × 125
+// and 1 run in 25 s before. The leader of the moment may lose its lease to
+// the freeze (124).
+func TestPostgresContendersShortTTLNo125(t *testing.T) {
+	t.Parallel()
+	raw, pid := pgStore.private(t)
+	env := []string{"LEADERRUN_STORE=" + raw}
+	name := e2eName(t, "contend")
+	const contenders = 20
+	// Two freezes, each shorter than a wait by 1.5 s, so that every
+	// contender has an answer from the server in its wait.
+	const freeze = 3500 * time.Millisecond
+	now := time.Now()
+	end := now.Add(22 * time.Second)
+	freezes := []time.Time{now.Add(5 * time.Second), now.Add(14 * time.Second)}
+	codes := make(chan int, 1000)
+	var stderrs []*lr
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				p := start(t, env, "--name", name, "--holder", fmt.Sprint("c", i), "--ttl", "3s", "--wait", "5s", "--", "sleep", "0.5")
+				<-p.done
+				code := 0
+				if ee, ok := p.err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else if p.err != nil {
+					code = -1
+				}
+				if code != 0 && code != 75 && code != 124 {
+					mu.Lock()
+					stderrs = append(stderrs, p)
+					mu.Unlock()
+				}
+				codes <- code
+			}
+		}()
+	}
+	for _, at := range freezes {
+		time.Sleep(time.Until(at)) // the contenders run meanwhile; nothing to await
+		pgSignalAll(t, pid, syscall.SIGSTOP)
+		time.Sleep(freeze) // the freeze lasts this long
+		pgSignalAll(t, pid, syscall.SIGCONT)
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	t.Logf("exit codes of %d contenders' runs over 22 s with the server frozen twice for %v: %v", contenders, freeze, count)
+	for _, p := range stderrs {
+		t.Errorf("a contender exited %v: %s", p.err, p.stderr.String())
+	}
+	if count[0] < 2 || count[75] == 0 {
+		t.Fatalf("exit codes %v: want runs (0) before and after the freeze and contenders that gave up (75)", count)
+	}
+}
+
+// pgSignalAll sends sig to the postmaster pid and its backends (each in a
+// session of its own), the postmaster stopped first so that it starts no
+// backend meanwhile. Unlike leasetest.SignalServer it does not wait for
+// every backend to show as stopped: under churn a backend that exited is a
+// zombie its stopped parent cannot reap, which never shows so.
+func pgSignalAll(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			_ = syscall.Kill(c, sig) // it may have exited meanwhile
+		}
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -143,6 +143,10 @@ type acquisition struct {
 	// definite answer.
 	firstUnknown time.Duration
 	lastErr      error
+	// lastHeld is the holder the last definite answer reported: a wait
+	// that runs out while the store fails transiently (a timeout under
+	// contention) ends as held, as that answer said, not as a store error.
+	lastHeld *HeldError
 	// reg is the store's candidate registry (nil: none); cand is this
 	// call's registration as a standby, made when it starts to wait.
 	reg  CandidateRegistry
@@ -240,6 +244,7 @@ func (a *acquisition) gaveUp(held error) error {
 // or the error that ends Acquire.
 func (a *acquisition) heldBy(held *HeldError) error {
 	a.firstUnknown, a.backoff = -1, 0
+	a.lastHeld = held
 	if a.o.Wait == 0 {
 		return held
 	}
@@ -307,7 +312,10 @@ func (a *acquisition) report(held *HeldError) {
 
 // unavailable handles a transient store failure of the attempt sent at
 // sent: it waits a jittered, growing backoff and returns nil to try again,
-// or the error that ends Acquire.
+// or the error that ends Acquire. When the wait runs out and an earlier
+// attempt had found the lease held, Acquire gave up on a held lease (the
+// failures since were retries: under contention an attempt may time out),
+// so it ends as held; with no such answer, as the store's error.
 func (a *acquisition) unavailable(err error, sent time.Duration) error {
 	a.lastErr = err
 	a.waited = true
@@ -324,6 +332,9 @@ func (a *acquisition) unavailable(err error, sent time.Duration) error {
 	if err := a.clock.SleepUntil(a.waitCtx, a.clock.Now()+sleep); err != nil {
 		if a.ctx.Err() != nil {
 			return context.Cause(a.ctx)
+		}
+		if a.lastHeld != nil {
+			return a.gaveUp(a.lastHeld)
 		}
 		return fmt.Errorf("%w (gave up after %v of retries)", a.lastErr, (a.clock.Now() - a.waitedSince).Round(time.Millisecond))
 	}

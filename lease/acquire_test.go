@@ -204,3 +204,48 @@ func TestAcquireWaitEvents(t *testing.T) {
 		t.Fatalf("Acquire of a free lease: %v, Waited %v; want 0", err, b.Waited)
 	}
 }
+
+// heldThenTimingOut answers its first attempt from the MemStore (the lease
+// is held) and every later one with a transient failure, as a store whose
+// attempts time out under contention.
+type heldThenTimingOut struct {
+	*leasetest.MemStore
+	calls atomic.Int32
+}
+
+func (h *heldThenTimingOut) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	if h.calls.Add(1) == 1 {
+		return h.MemStore.TryAcquire(ctx, req)
+	}
+	return nil, lease.NewError("no answer in time (acquire)", lease.ErrUnavailable, context.DeadlineExceeded)
+}
+
+// Wait says at once that the lease may be free, so the next attempt comes.
+func (h *heldThenTimingOut) Wait(ctx context.Context, _ string, _ *lease.HeldError) error {
+	return ctx.Err()
+}
+
+// A wait that runs out while the attempts time out, after one found the
+// lease held, gave up on a held lease: it ends as held (ErrHeld, naming the
+// holder), not as a store failure. With no answer at all it stays one.
+func TestAcquireWaitRunsOutDuringTransientFailures(t *testing.T) {
+	mem := &leasetest.MemStore{}
+	ctx := context.Background()
+	if _, err := lease.Acquire(ctx, mem, lease.Request{Name: "j", Label: "first", TTL: time.Minute}, lease.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &heldThenTimingOut{MemStore: mem}
+	_, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "second", TTL: time.Minute}, lease.AcquireOptions{Wait: 300 * time.Millisecond})
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.By.Label != "first" || errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Acquire after the wait ran out amid timeouts: %v (after %d attempts); want ErrHeld naming first", err, s.calls.Load())
+	}
+	if s.calls.Load() < 2 {
+		t.Fatalf("%d attempts; the test wants at least one that timed out", s.calls.Load())
+	}
+	down := &flakyStore{MemStore: &leasetest.MemStore{}}
+	down.fails.Store(1 << 30)
+	if _, err := lease.Acquire(ctx, down, lease.Request{Name: "j", Label: "third", TTL: time.Minute}, lease.AcquireOptions{Wait: 100 * time.Millisecond}); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Acquire on a store that never answered: %v; want ErrUnavailable", err)
+	}
+}

@@ -3,6 +3,7 @@ package pglease
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,11 +59,13 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	if err != nil {
 		return 0, err
 	}
+	s.joined(name, c, int(live))
 	return int(live), nil
 }
 
 // Leave removes the registration id of name.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
+	s.left(name, id)
 	err := s.do(ctx, "leave the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, s.q.leave, name, id)
 		if isCode(err, "42P01") {
@@ -124,14 +127,130 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 	if err == nil && missing {
 		holder, err = s.Status(ctx, name)
 	}
-	// A standby lists when it joins and then sleeps until its turn: it
-	// must not hold a connection meanwhile.
-	s.idle()
 	if err != nil {
+		s.idle()
 		return nil, nil, err
 	}
 	lease.SortCandidates(cs)
+	s.listed(name, cs)
+	// A standby lists when it joins and then sleeps until its turn: it
+	// must not hold a connection meanwhile. One at the front that finds
+	// the lease free tries next, at once or after its δ: the connection
+	// stays for that attempt (another connect and login is what made
+	// attempts under contention run out of time), and its Wait closes it
+	// if the attempt loses.
+	if holder != nil || !s.atFront(name) {
+		s.idle()
+	}
 	return cs, holder, nil
+}
+
+// places is where this store's standbys stand in their lines, which
+// decides whether their Waits LISTEN (wait.go): only the first listenFront
+// do. A place is known from a listing (Candidates), or, until the first
+// one, from the count Join returns (a newcomer is at the back); a lease
+// this store never joined the standbys of has no known place.
+type places struct {
+	mu    sync.Mutex
+	mine  map[string]lease.Candidate // this store's registration, by lease name
+	front map[string]bool            // the known place: among the first listenFront
+	// promote holds, per lease name, the channel closed when a standby
+	// behind the front is placed at the front: its Wait then LISTENs.
+	promote map[string]chan struct{}
+}
+
+// behindFront returns nil when a Wait for name should LISTEN (its place is
+// unknown or at the front of the line), else the channel closed when it
+// moves to the front.
+func (s *Store) behindFront(name string) <-chan struct{} {
+	p := &s.places
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, known := p.front[name]; !known || f {
+		return nil
+	}
+	ch := p.promote[name]
+	if ch == nil {
+		ch = make(chan struct{})
+		p.promote[name] = ch
+	}
+	return ch
+}
+
+// joined records this store's registration c for name; until a listing
+// says where it stands, it is at the back of the live ones.
+func (s *Store) joined(name string, c lease.Candidate, live int) {
+	p := &s.places
+	p.mu.Lock()
+	p.mine[name] = c
+	_, known := p.front[name]
+	p.mu.Unlock()
+	if !known {
+		s.place(name, live-1)
+	}
+}
+
+// left forgets this store's registration id for name.
+func (s *Store) left(name, id string) {
+	p := &s.places
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.mine[name]; ok && c.ID == id {
+		delete(p.mine, name)
+		delete(p.front, name)
+		if ch := p.promote[name]; ch != nil {
+			close(ch)
+			delete(p.promote, name)
+		}
+	}
+}
+
+// listed records where this store's registration for name stands in cs
+// (in takeover order): its index among the registrations a live standby
+// could have made (as lease orders them: one asking for a longer expiry
+// than any heartbeat does is ignored), or, when it is not listed, the
+// number that sort before it.
+func (s *Store) listed(name string, cs []lease.Candidate) {
+	p := &s.places
+	p.mu.Lock()
+	c, ok := p.mine[name]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	_, bound := s.CandidateTiming().HeartbeatEvery(2*len(cs) + 2)
+	bound += time.Second
+	pos := 0
+	for _, x := range cs {
+		if x.ID == c.ID {
+			break
+		}
+		if x.Remaining > bound {
+			continue
+		}
+		if x.Priority > c.Priority || x.Priority == c.Priority && x.Since.Before(c.Since) || x.Priority == c.Priority && x.Since.Equal(c.Since) && x.ID < c.ID {
+			pos++
+		}
+	}
+	s.place(name, pos)
+}
+
+// place records that this store's standby for name is at pos (0: first in
+// line): at the front its Wait is woken to LISTEN; behind it the LISTEN
+// connection goes when no Wait at the front needs it.
+func (s *Store) place(name string, pos int) {
+	front := pos < listenFront
+	p := &s.places
+	p.mu.Lock()
+	p.front[name] = front
+	if ch := p.promote[name]; front && ch != nil {
+		close(ch)
+		delete(p.promote, name)
+	}
+	p.mu.Unlock()
+	if !front {
+		s.dropListenerBehind()
+	}
 }
 
 // withStandbys runs fn, and when the standbys' table is missing creates it
@@ -158,6 +277,15 @@ func (s *Store) idle() {
 	if s.held.Load() == 0 {
 		s.disconnect()
 	}
+}
+
+// atFront reports whether this store's standby for name is known to be at
+// the front of the line.
+func (s *Store) atFront(name string) bool {
+	p := &s.places
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.front[name]
 }
 
 var _ lease.Holding = (*pgLease)(nil)

@@ -1,7 +1,9 @@
 // Package pglease keeps leaderrun's leases in a PostgreSQL table, through
 // pgx v5: a holder keeps one connection for its calls; a waiting instance
-// keeps one that LISTENs for releases (none under wait=poll) and opens its
-// query connection only for a check or a heartbeat.
+// at the front of the line keeps one that LISTENs for releases while the
+// server has room for it (none further back, and none under wait=poll:
+// see wait.go) and opens its query connection only for a check or a
+// heartbeat.
 //
 // # Data
 //
@@ -110,6 +112,9 @@ type Store struct {
 
 	sem  chan struct{} // one token: whoever holds it owns conn
 	conn *pgx.Conn     // nil until connected, and after a broken connection
+	// queued counts the calls waiting for sem: a waiting instance's
+	// connection is not closed under a call about to use it.
+	queued atomic.Int32
 
 	life context.Context // cancelled by Close; owns the listener goroutine
 	stop context.CancelFunc
@@ -122,6 +127,9 @@ type Store struct {
 	// held counts the leases acquired and not yet released: while one is,
 	// the query connection stays open for its renewals.
 	held atomic.Int64
+
+	// places is where this store's standbys stand (candidates.go).
+	places places
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -157,6 +165,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		sem:         make(chan struct{}, 1),
 		life:        life,
 		stop:        stop,
+		places:      places{mine: map[string]lease.Candidate{}, front: map[string]bool{}, promote: map[string]chan struct{}{}},
 	}
 	err = s.do(ctx, "connect", false, func(context.Context, *pgx.Conn) error { return nil })
 	if err != nil {
@@ -191,28 +200,55 @@ func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
 // more. A connection that failed in a way that may have left it unusable is
 // closed, so the next call connects afresh.
 func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.Context, *pgx.Conn) error) error {
+	return s.call(ctx, op, create, false, fn)
+}
+
+// doIfConnected is do on the store's connection when it is open; when it
+// is not, it does nothing and returns nil.
+func (s *Store) doIfConnected(ctx context.Context, op string, fn func(context.Context, *pgx.Conn) error) error {
+	return s.call(ctx, op, false, true, fn)
+}
+
+// call is do; with ifConnected it does nothing when the store's connection
+// is not open.
+func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, fn func(context.Context, *pgx.Conn) error) error {
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
+	var ct callTimes
+	ct.mark()
+	s.queued.Add(1)
 	select {
 	case s.sem <- struct{}{}:
+		s.queued.Add(-1)
 	case <-cctx.Done():
-		return s.classify(op, cctx.Err())
+		s.queued.Add(-1)
+		ct.queued = ct.mark()
+		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
 	}
+	ct.queued = ct.mark()
 	defer func() { <-s.sem }()
 	if s.isClosed() {
 		return s.classify(op, errClosed)
 	}
 	if err := cctx.Err(); err != nil {
-		return s.classify(op, err)
+		return s.classify(ct.explain(op, err), err)
 	}
 	if s.conn == nil || s.conn.IsClosed() {
+		if ifConnected {
+			return nil
+		}
 		c, err := s.connect(cctx)
+		ct.connect += ct.mark()
 		if err != nil {
-			return s.classify(op, err)
+			if isCode(err, "53300") {
+				s.pressure() // too many connections: our LISTEN one goes first
+			}
+			return s.classify(ct.explain(op, err), err)
 		}
 		s.conn = c
 	}
 	err := fn(cctx, s.conn)
+	ct.statement += ct.mark()
 	if idleClosed(err) {
 		// The server had ended the session while it sat idle
 		// (idle_session_timeout, idle_in_transaction_session_timeout): the
@@ -220,25 +256,64 @@ func (s *Store) do(ctx context.Context, op string, create bool, fn func(context.
 		closeNow(s.conn)
 		s.conn = nil
 		c, cerr := s.connect(cctx)
+		ct.connect += ct.mark()
 		if cerr != nil {
-			return s.classify(op, cerr)
+			return s.classify(ct.explain(op, cerr), cerr)
 		}
 		s.conn = c
 		err = fn(cctx, s.conn)
+		ct.statement += ct.mark()
 	}
 	if create && isCode(err, "42P01") { // undefined_table: first use
 		if err = s.createTable(cctx, s.conn); err == nil {
 			err = fn(cctx, s.conn)
 		}
+		ct.statement += ct.mark()
+	}
+	if ct.total() > s.callTimeout/2 {
+		s.log.Debug("slow store call", "op", op, "queued", ct.queued, "connect", ct.connect, "statement", ct.statement, "err", err)
 	}
 	if err != nil {
 		if le := (*lease.Error)(nil); errors.As(err, &le) {
 			return err // already ours
 		}
 		s.dropBroken(err)
-		return s.classify(op, err)
+		return s.classify(ct.explain(op, err), err)
 	}
 	return nil
+}
+
+// callTimes is where one store call spent its time: waiting for the
+// store's previous call (calls take turns on one connection), connecting
+// and logging in, and in its statements.
+type callTimes struct {
+	last                       time.Time
+	queued, connect, statement time.Duration
+}
+
+// mark returns the time since the previous mark.
+func (ct *callTimes) mark() time.Duration {
+	now := time.Now()
+	d := now.Sub(ct.last)
+	if ct.last.IsZero() {
+		d = 0
+	}
+	ct.last = now
+	return d
+}
+
+func (ct *callTimes) total() time.Duration { return ct.queued + ct.connect + ct.statement }
+
+// explain adds to op, when err is a timeout, where the call's time went: a
+// call that timed out on the client's side says whether it waited for
+// another call, for the connection and login, or for the server's answer.
+func (ct *callTimes) explain(op string, err error) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) && !isCode(err, "57014") {
+		return op
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%s; %v waiting for this store's previous call, %v connecting and logging in, %v in statements",
+		op, r(ct.queued), r(ct.connect), r(ct.statement))
 }
 
 // dropBroken closes the connection after an error that was not a plain

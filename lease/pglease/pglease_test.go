@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/lease/pglease"
@@ -251,6 +252,11 @@ func TestPasswordFromEnvAndPassfile(t *testing.T) {
 	s2 := open(t, bare, pglease.Options{})
 	if _, err := s2.Status(ctxT(t), "x"); err != nil {
 		t.Fatalf("with PGPASSFILE: %v", err)
+	}
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	s3 := open(t, bare+"&passfile="+url.QueryEscape(pass), pglease.Options{})
+	if _, err := s3.Status(ctxT(t), "x"); err != nil {
+		t.Fatalf("with passfile=: %v", err)
 	}
 
 	wrong := "Wr0ngPassw0rdXYZ"
@@ -555,7 +561,8 @@ func TestWaitPollHoldsNoConnection(t *testing.T) {
 // A standby lists the standbys when it joins, then sleeps until its turn:
 // the listing closes the query connection when the store holds no lease,
 // as a heartbeat does (30 standbys joining at once held 11-15 connections
-// before).
+// before). (Only a standby at the front that finds the lease free keeps it,
+// for the attempt it makes next.)
 func TestListingHoldsNoConnection(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
@@ -563,6 +570,12 @@ func TestListingHoldsNoConnection(t *testing.T) {
 	count := sessions(t, op, app)
 	s := open(t, raw+"&wait=poll&application_name="+app, pglease.Options{})
 	name := "list-" + lease.NewID()[:8]
+	h := open(t, raw, pglease.Options{})
+	lh, err := h.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "h", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lh.Release(ctxT(t)) }()
 	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
 	if _, err := s.Join(ctxT(t), name, c, time.Minute); err != nil {
 		t.Fatal(err)
@@ -694,4 +707,221 @@ func TestConformanceCandidates(t *testing.T) {
 		},
 		TTL: 300 * time.Millisecond,
 	})
+}
+
+// Waiting stores LISTEN only while the server keeps room: here the role's
+// CONNECTION LIMIT of 12 and a waiter on each of 12 leases, all at the
+// front of their lines. A LISTEN connection is kept only while a quarter
+// of the role's connections (3) stay free, so the role still connects
+// (before, the waiters took every connection the role had and the rest
+// retried against "too many connections" every few seconds), and every
+// waiter still gets its lease: by the NOTIFY, or at the expiry.
+func TestListenLeavesRoom(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	role := "lr_room_" + strings.ToLower(lease.NewID()[:8])
+	const limit, waiters = 12, 12
+	for _, sql := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d PASSWORD 'r00mPassw0rd'", role, limit),
+		"GRANT CREATE ON SCHEMA public TO " + role,
+	} {
+		if _, err := op.Exec(ctxT(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "r00mPassw0rd")
+	plain := u.String()
+	asRole := withTable(plain, freshTable("lr_room"))
+	held := func() (all, listening int) {
+		if err := op.QueryRow(ctxT(t), "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'LISTEN %' AND state = 'idle') FROM pg_stat_activity WHERE usename = $1", role).Scan(&all, &listening); err != nil {
+			t.Fatal(err)
+		}
+		return all, listening
+	}
+
+	h := open(t, asRole, pglease.Options{})
+	prefix := "room-" + lease.NewID()[:8] + "-"
+	var leases []lease.Lease
+	for i := range waiters {
+		l, err := h.TryAcquire(ctxT(t), lease.Request{Name: fmt.Sprint(prefix, i), Label: "h", ID: lease.NewID(), TTL: 8 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	done := make(chan error, waiters)
+	for i := range waiters {
+		w := open(t, asRole, pglease.Options{})
+		_, err := w.TryAcquire(ctxT(t), lease.Request{Name: fmt.Sprint(prefix, i), Label: "w", ID: lease.NewID(), TTL: 8 * time.Second})
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatalf("waiter %d: %v; want held", i, err)
+		}
+		go func() { done <- w.Wait(ctxT(t), fmt.Sprint(prefix, i), he) }()
+	}
+	// Some LISTEN, the rest are refused (and then pause for seconds): a
+	// few seconds of samples see what the waiters keep.
+	most, mostListening, connected, tries := 0, 0, 0, 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); tries++ {
+		all, listening := held()
+		most, mostListening = max(most, all), max(mostListening, listening)
+		if c, err := pgx.Connect(ctxT(t), plain); err == nil {
+			connected++
+			_ = c.Close(context.Background())
+		} else {
+			t.Logf("the role could not connect: %v", err)
+		}
+	}
+	t.Logf("%d waiters under a role limit of %d: up to %d of the role's sessions (%d LISTENing); the role connected %d of %d times", waiters, limit, most, mostListening, connected, tries)
+	if connected != tries || mostListening > limit-3-1 || mostListening == 0 {
+		t.Fatalf("up to %d LISTEN connections, the role connected %d of %d times; want 1 to %d LISTEN connections (a quarter of the limit free, besides the holder's) and a connection every time",
+			mostListening, connected, tries, limit-3-1)
+	}
+	for _, l := range leases {
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range waiters {
+		if err := <-done; err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	}
+}
+
+// A server that refuses a store's query connection as too many (SQLSTATE
+// 53300) makes the store give up its LISTEN connection at once: a waiting
+// standby's LISTEN connection must never be what keeps another from the
+// connection it needs to take the lease. Here the role's connections are
+// all taken (its CONNECTION LIMIT), the waiter's check is refused, and the
+// slot its LISTEN connection held is free again.
+func TestListenYieldsToTooManyConnections(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	role := "lr_full_" + strings.ToLower(lease.NewID()[:8])
+	const limit = 16
+	for _, sql := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d PASSWORD 'fu11Passw0rd'", role, limit),
+		"GRANT CREATE ON SCHEMA public TO " + role,
+	} {
+		if _, err := op.Exec(ctxT(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "fu11Passw0rd")
+	plain := u.String()
+	asRole := withTable(plain, freshTable("lr_full"))
+	listening := func() int {
+		var n int
+		if err := op.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND query ILIKE 'LISTEN %' AND state = 'idle'", role).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	h, w := open(t, asRole, pglease.Options{}), open(t, asRole, pglease.Options{})
+	name := "full-" + lease.NewID()[:8]
+	l, err := h.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "h", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "w", ID: lease.NewID(), TTL: time.Minute})
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("w: %v; want held", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait(ctxT(t), name, he) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for listening() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not LISTEN")
+		}
+		time.Sleep(10 * time.Millisecond) // no event for another session's start
+	}
+	// Take every connection the role has left.
+	var fill []*pgx.Conn
+	defer func() {
+		for _, c := range fill {
+			_ = c.Close(context.Background())
+		}
+	}()
+	for {
+		c, err := pgx.Connect(ctxT(t), plain)
+		if err != nil {
+			if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "53300" {
+				t.Fatalf("filling the role's connections: %v", err)
+			}
+			break
+		}
+		fill = append(fill, c)
+	}
+	if _, err := w.Status(ctxT(t), name); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Status with the role's connections all taken: %v; want ErrUnavailable", err)
+	}
+	// The waiter's LISTEN connection goes: its slot can be had.
+	for {
+		c, err := pgx.Connect(ctxT(t), plain)
+		if err == nil {
+			fill = append(fill, c)
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("the waiter's LISTEN connection was not given up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // no event for another session's end
+	}
+	if n := listening(); n != 0 {
+		t.Fatalf("%d LISTEN connections after the server refused one as too many; want 0", n)
+	}
+	// The dropped LISTEN wakes the Wait to check again, as any drop does.
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	_ = l.Release(ctxT(t))
+}
+
+// A standby at the front of the line that lists and finds the lease free
+// tries next: its attempt runs on the connection of the listing, not on a
+// new one (each connect and login cost 220-425 ms of a 500 ms call timeout
+// under contention on 2 busy cores, and attempts ran out of time).
+func TestFrontListingKeepsConnectionForAttempt(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	app := "lr_front_" + lease.NewID()[:8]
+	s := open(t, raw+"&application_name="+app, pglease.Options{})
+	name := "front-" + lease.NewID()[:8]
+	backend := func() int {
+		var pid int
+		if err := op.QueryRow(ctxT(t), "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE application_name = $1 AND query NOT ILIKE 'LISTEN %'", app).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	c := lease.Candidate{ID: lease.NewID(), Label: "s", Since: time.Now()}
+	if _, err := s.Join(ctxT(t), name, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cs, h, err := s.Candidates(ctxT(t), name); err != nil || len(cs) != 1 || h != nil {
+		t.Fatalf("Candidates = %v, %v, %v; want the one standby and a free lease", cs, h, err)
+	}
+	listed := backend()
+	if listed == 0 {
+		t.Fatal("the front standby closed its connection after finding the lease free")
+	}
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "s", ID: c.ID, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctxT(t)) }()
+	if got := backend(); got != listed {
+		t.Fatalf("the attempt ran on backend %d, the listing on %d: a new connection", got, listed)
+	}
 }

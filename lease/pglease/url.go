@@ -1,15 +1,22 @@
 package pglease
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgpassfile"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeurl"
@@ -28,9 +35,10 @@ const TableParam = "table"
 
 // WaitParam is the URL query parameter that says how a waiter waits:
 // "listen" (the default) keeps one connection LISTENing, so a release wakes
-// it at once; "poll" holds no connection between checks, sleeping until the
-// expiry the server reported: for large fleets of standbys, and through a
-// pooler in transaction mode (PgBouncer), which cannot carry LISTEN.
+// it at once, for the first standbys in line and while the server has room
+// (the others wait as under poll); "poll" holds no connection between
+// checks, sleeping until the expiry the server reported: through a pooler
+// in transaction mode (PgBouncer), which cannot carry LISTEN.
 const WaitParam = "wait"
 
 // EnvPassword is read (through Options.Getenv) for the password when the URL
@@ -80,6 +88,9 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	if err := checkTLSFiles(p.q); err != nil {
 		return nil, err
 	}
+	if err := checkServiceFile(p.q); err != nil {
+		return nil, err
+	}
 	cc, err := p.pgxConfig(hostPart + path)
 	if err != nil {
 		return nil, err
@@ -90,6 +101,11 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 		// store used. It is not read when the URL has a password.
 		if v := getenv(EnvPassword); v != "" {
 			cc.Password = v
+		}
+	}
+	if cc.Password == "" {
+		if cc.Password, err = passfilePassword(p.passfile, cc); err != nil {
+			return nil, err
 		}
 	}
 	if cc.Password != "" {
@@ -116,6 +132,7 @@ type urlParser struct {
 	table    string         // table= as given, else DefaultTable
 	ident    pgx.Identifier // table as an identifier
 	poll     bool           // wait=poll
+	passfile string         // passfile= as given ("" when absent)
 }
 
 // parseScheme checks the scheme and the characters the URL may not hold
@@ -202,7 +219,7 @@ func (p *urlParser) params(rawQuery string) error {
 	}
 	if v, ok := q[WaitParam]; ok {
 		if len(v) != 1 || (v[0] != "listen" && v[0] != "poll") {
-			return badURL("%s= wants listen (the default: wake at once on a release, one connection per waiter) or poll (no connection held between checks)", WaitParam)
+			return badURL("%s= wants listen (the default: the first standbys in line wake at once on a release, on a connection each while the server has room) or poll (no connection held between checks)", WaitParam)
 		}
 		p.poll = v[0] == "poll"
 		q.Del(WaitParam)
@@ -211,29 +228,94 @@ func (p *urlParser) params(rawQuery string) error {
 		p.secrets = append(p.secrets, v)
 		p.urlPass = true
 	}
+	// The password file is read here (passfilePassword), never by pgx,
+	// which opens it blocking: an empty passfile= is a file pgx cannot open,
+	// which it ignores.
+	p.passfile = q.Get("passfile")
+	q.Set("passfile", "")
 	if v := q.Get("sslpassword"); v != "" {
 		p.secrets = append(p.secrets, v)
 	}
 	return nil
 }
 
-// checkTLSFiles checks the TLS files named in q, else in libpq's variables.
-// pgx opens them itself, blocking: a FIFO would hang the run deaf to
-// signals, /dev/zero would be read without end.
+// checkTLSFiles checks the TLS files named in q, else in libpq's variables,
+// else the defaults under ~/.postgresql when they exist. pgx opens them
+// itself, blocking: a FIFO would hang the run deaf to signals, /dev/zero
+// would be read without end.
 func checkTLSFiles(q url.Values) error {
+	defaults := map[string]string{"sslrootcert": "root.crt", "sslcert": "postgresql.crt", "sslkey": "postgresql.key"}
 	for _, k := range []string{"sslrootcert", "sslcert", "sslkey"} {
-		f := q.Get(k)
-		if f == "" {
-			f = os.Getenv("PG" + strings.ToUpper(k))
+		f := cmp.Or(q.Get(k), os.Getenv("PG"+strings.ToUpper(k)))
+		dflt := f == ""
+		if dflt {
+			f = homeFile(".postgresql", defaults[k])
 		}
 		if f == "" || f == "system" && k == "sslrootcert" {
 			continue
 		}
-		if err := safefile.Check(f); err != nil {
+		if err := safefile.Check(f); err != nil && !(dflt && errors.Is(err, fs.ErrNotExist)) {
 			return badURL("%s=: %v", k, err)
 		}
 	}
 	return nil
+}
+
+// homeFile is the file name under the home directory, "" when there is no
+// home directory: where pgx looks for ~/.pgpass and the like.
+func homeFile(name ...string) string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(append([]string{home}, name...)...)
+}
+
+// checkServiceFile checks the service file pgx reads (opening it blocking)
+// when a service is named: servicefile=, else PGSERVICEFILE, else
+// ~/.pg_service.conf; a missing file is pgx's to report.
+func checkServiceFile(q url.Values) error {
+	if q.Get("service") == "" && os.Getenv("PGSERVICE") == "" {
+		return nil
+	}
+	f := cmp.Or(q.Get("servicefile"), os.Getenv("PGSERVICEFILE"), homeFile(".pg_service.conf"))
+	if f == "" {
+		return nil
+	}
+	if err := safefile.Check(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return badURL("servicefile=: %v", err)
+	}
+	return nil
+}
+
+// passfilePassword returns the password for cc's first host, port,
+// database and user from the password file (the ~/.pgpass format): given
+// (passfile=), else PGPASSFILE, else ~/.pgpass, as libpq looks. The file is
+// read like the TLS files (safefile: opened non-blocking, a regular file of
+// bounded size), so a FIFO or a device is refused at once (ErrConfig)
+// instead of hanging the run deaf to signals. A file that is missing or may
+// not be read is skipped, as libpq and pgx skip it.
+func passfilePassword(given string, cc *pgx.ConnConfig) (string, error) {
+	path := cmp.Or(given, os.Getenv("PGPASSFILE"), homeFile(".pgpass"))
+	if path == "" {
+		return "", nil
+	}
+	b, err := safefile.Read(path)
+	switch {
+	case errors.Is(err, safefile.ErrNotRegular), errors.Is(err, safefile.ErrTooBig):
+		return "", lease.NewError(fmt.Sprintf("PostgreSQL password file (passfile= or PGPASSFILE): %v", err), lease.ErrConfig, err)
+	case err != nil:
+		return "", nil
+	}
+	pf, err := pgpassfile.ParsePassfile(bytes.NewReader(b))
+	if err != nil {
+		return "", nil
+	}
+	host := cc.Host
+	if network, _ := pgconn.NetworkAddress(cc.Host, cc.Port); network == "unix" {
+		host = "localhost" // libpq's name for a socket directory in the file
+	}
+	return pf.FindPassword(host, strconv.Itoa(int(cc.Port)), cc.Database, cc.User), nil
 }
 
 // pgxConfig has pgx parse the URL rebuilt from the re-encoded user info,

@@ -3,12 +3,17 @@ package pglease
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseURL(t *testing.T) {
@@ -170,4 +175,82 @@ func parseOutput(raw string) string {
 		return err.Error()
 	}
 	return c.display
+}
+
+// The password file is read by leaderrun, not pgx: a regular file gives
+// the password of the matching line (passfile= before PGPASSFILE, as in
+// libpq); a FIFO (whose blocking open would hang for ever, deaf to signals)
+// or a device is ErrConfig at once, naming the file, never read by pgx.
+func TestParseURLPassfile(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "pgpass")
+	if err := os.WriteFile(good, []byte("other:5432:*:app:Wr0ngLine\ndb.example:5432:jobs:app:Fr0mPassf1le\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const base = "postgres://app@db.example/jobs?sslmode=disable"
+	t.Setenv("PGPASSFILE", good)
+	c, err := parseURL(base, noEnv)
+	if err != nil || c.conn.Password != "Fr0mPassf1le" || !slices.Contains(c.secrets, "Fr0mPassf1le") {
+		t.Fatalf("PGPASSFILE: %v; password found %v", err, c != nil && c.conn.Password == "Fr0mPassf1le")
+	}
+	t.Setenv("PGPASSFILE", fifo)
+	if c, err := parseURL(base+"&passfile="+url.QueryEscape(good), noEnv); err != nil || c.conn.Password != "Fr0mPassf1le" {
+		t.Fatalf("passfile= (PGPASSFILE a FIFO): %v", err)
+	}
+	t.Setenv("PGPASSFILE", filepath.Join(dir, "missing"))
+	if c, err := parseURL(base, noEnv); err != nil || c.conn.Password != "" {
+		t.Fatalf("a missing password file is skipped, as in libpq: %v", err)
+	}
+	for _, bad := range []string{fifo, "/dev/zero", dir} {
+		t.Setenv("PGPASSFILE", bad)
+		_, err1 := parseURL(base, noEnv)
+		t.Setenv("PGPASSFILE", filepath.Join(dir, "missing"))
+		_, err2 := parseURL(base+"&passfile="+url.QueryEscape(bad), noEnv)
+		for _, err := range []error{err1, err2} {
+			if !errors.Is(err, lease.ErrConfig) || !errors.Is(err, safefile.ErrNotRegular) || !strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("password file %s: %v; want one line, ErrConfig, not a regular file, naming the file", bad, err)
+			}
+		}
+	}
+	// The password in the URL wins: the file is not even opened.
+	t.Setenv("PGPASSFILE", fifo)
+	if _, err := parseURL("postgres://app:Url0Passw0rd@db.example/jobs", noEnv); err != nil {
+		t.Fatalf("URL password with a FIFO as PGPASSFILE: %v", err)
+	}
+}
+
+// The other files pgx would open itself, blocking, are checked first too:
+// the service file (servicefile=, PGSERVICEFILE) when a service is named,
+// and the default TLS files under ~/.postgresql when they exist.
+func TestParseURLServiceAndDefaultTLSFiles(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", "/nonexistent")
+	t.Setenv("PGSERVICE", "")
+	t.Setenv("PGSERVICEFILE", "")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	fifo := filepath.Join(home, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?service=x&servicefile="+url.QueryEscape(fifo), noEnv); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("servicefile= a FIFO: %v; want ErrConfig, not a regular file", err)
+	}
+	if err := os.Mkdir(filepath.Join(home, ".postgresql"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?sslmode=verify-full", noEnv); err != nil {
+		t.Fatalf("no default TLS files: %v", err)
+	}
+	if err := unix.Mkfifo(filepath.Join(home, ".postgresql", "root.crt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseURL("postgres://app:Passw0rdXY@h/db?sslmode=verify-full", noEnv); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("~/.postgresql/root.crt a FIFO: %v; want ErrConfig, not a regular file", err)
+	}
 }

@@ -2,11 +2,14 @@ package pglease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 )
@@ -18,18 +21,47 @@ import (
 // made once per Store, kept across Wait calls by a goroutine the Store owns,
 // and re-made with backoff when it drops; while it is down waiters simply
 // sleep until the expiry.
+//
+// A fleet of standbys must never take the server's last connections, so a
+// LISTEN connection is a privilege with two gates (docs/standbys.md):
+//
+//   - the line: only a standby among the first listenFront in takeover
+//     order (those that try at once when the lease is freed) LISTENs; one
+//     further back waits as under wait=poll, holding no connection, until
+//     a listing places it at the front (candidates.go keeps the place);
+//   - the server's room: a new LISTEN connection first reads how many
+//     connections are left (max_connections less the reserved ones, the
+//     role's and the database's connection limits) and LISTENs only while
+//     at least a quarter of them (3 at least) stay free; it re-reads that
+//     every pressureEvery and lets go when under half of that is left. A
+//     server that refuses a connection as too many (SQLSTATE 53300), to
+//     this connection or to the store's query connection, is back-pressure:
+//     the LISTEN connection is closed at once and not tried again for a
+//     jittered, growing pause (minPressure to maxPressure).
 
 const (
 	// unknownPoll is how long a waiter sleeps when it could not read the
 	// row's expiry (the server did not answer).
 	unknownPoll = 2 * time.Second
-	// healthEvery is how long the LISTEN connection may stay silent before
-	// it is pinged; an unanswered ping means a dead connection, which is
-	// re-made (waking every waiter to re-check).
-	healthEvery = 60 * time.Second
+	// pressureEvery is how long the LISTEN connection may stay silent
+	// before it re-reads the server's room (which also pings it: an
+	// unanswered read means a dead connection, which is re-made, waking
+	// every waiter to re-check).
+	pressureEvery = 15 * time.Second
 	// maxRelisten caps the backoff between LISTEN attempts.
 	maxRelisten = 5 * time.Second
+	// minPressure and maxPressure bound the pause (doubling, jittered)
+	// before another LISTEN connection after the server had no room.
+	minPressure = 5 * time.Second
+	maxPressure = 60 * time.Second
+	// listenFront is how many standbys at the front of the line LISTEN: the
+	// three that try at once when the lease is freed (lease's herd front).
+	listenFront = 3
 )
+
+// errNoRoom is why a LISTEN connection was not kept: the server had too few
+// free connections left for the application.
+var errNoRoom = errors.New("too few free connections left on the server; waiting without LISTEN")
 
 // Wait blocks until the lease may have become free: the row's expiry passed,
 // a release was notified, or (when the expiry could not be read) a short
@@ -51,13 +83,20 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	var wake <-chan struct{}
 	// Under wait=poll there is no LISTEN to tell of a release: the expiry
 	// the caller's TryAcquire reported stands, and the store's connection
-	// is closed for the sleep, so a polling standby holds none.
+	// is closed for the sleep, so a polling standby holds none. A standby
+	// behind the front of the line waits the same way, and is woken when
+	// a listing moves it to the front.
 	quiet := s.cfg.poll
-	if l := s.listenUnlessPolling(); l != nil {
-		wake = l.register(name)
-		defer l.unregister(name)
-		l.await(ctx, s.callTimeout)
-		quiet = l.quietSince(name)
+	if !s.cfg.poll {
+		if promote := s.behindFront(name); promote != nil {
+			s.stopListening()
+			quiet, wake = true, promote
+		} else if l := s.listen(name); l != nil {
+			wake = l.register(name)
+			defer l.unregister(name)
+			l.await(ctx, s.callTimeout)
+			quiet = l.quietSince(name)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -87,8 +126,10 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	return wakeup.Sleep(ctx, d, wake)
 }
 
-// disconnect closes the store's connection, if any; the next call makes a
-// new one.
+// disconnect closes the store's connection, if any, unless another call
+// is already waiting for it (that call then uses it, and closes it in its
+// turn: every call of a waiting instance ends with idle or disconnect); the
+// next call makes a new one.
 func (s *Store) disconnect() {
 	select {
 	case s.sem <- struct{}{}:
@@ -96,23 +137,16 @@ func (s *Store) disconnect() {
 		return
 	}
 	defer func() { <-s.sem }()
-	if s.conn != nil {
+	if s.conn != nil && s.queued.Load() == 0 {
 		closeNow(s.conn)
 		s.conn = nil
 	}
 }
 
-// listenUnlessPolling is listen, or nil under wait=poll.
-func (s *Store) listenUnlessPolling() *listener {
-	if s.cfg.poll {
-		return nil
-	}
-	return s.listen()
-}
-
-// listen returns the store's listener, starting it on first use; nil after
-// Close. The caller unregisters when its Wait ends.
-func (s *Store) listen() *listener {
+// listen returns the store's listener, starting it on first use, with a
+// Wait for name counted in; nil after Close. The caller unregisters when its
+// Wait ends.
+func (s *Store) listen(name string) *listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -120,7 +154,7 @@ func (s *Store) listen() *listener {
 	}
 	if s.lis == nil {
 		life, stop := context.WithCancel(s.life)
-		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}, lastSeen: map[string]uint64{}}
+		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}, lastSeen: map[string]uint64{}, names: map[string]int{}}
 		s.lis = l
 		s.wg.Add(1)
 		go func() {
@@ -130,8 +164,48 @@ func (s *Store) listen() *listener {
 	}
 	s.lis.mu.Lock()
 	s.lis.active++
+	s.lis.names[name]++
 	s.lis.mu.Unlock()
 	return s.lis
+}
+
+// dropListenerBehind closes the LISTEN connection when every Wait using it
+// is for a lease at whose line this store now stands behind the front
+// (candidates.go calls it when a listing or a join placed it there): the
+// Waits are woken, as by any drop, and wait again without LISTEN.
+func (s *Store) dropListenerBehind() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lis
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	names := make([]string, 0, len(l.names))
+	for n := range l.names {
+		names = append(names, n)
+	}
+	l.mu.Unlock()
+	for _, n := range names {
+		if s.behindFront(n) == nil {
+			return
+		}
+	}
+	l.stop()
+	s.lis = nil
+}
+
+// pressure is called when the server refused a connection as too many
+// (SQLSTATE 53300): the LISTEN connection, if any, goes at once (it may be
+// what takes the last slot another standby needs to take the lease), and
+// the next one waits a back-pressure pause.
+func (s *Store) pressure() {
+	s.mu.Lock()
+	l := s.lis
+	s.mu.Unlock()
+	if l != nil {
+		l.squeeze()
+	}
 }
 
 // stopListening closes the LISTEN connection once this store holds a lease
@@ -165,7 +239,12 @@ type listener struct {
 	upCh    chan struct{} // closed when up becomes true, or when an attempt failed; then replaced
 	failed  bool          // the last attempt failed before it was up: do not make waiters wait for it
 	waiters map[string]chan struct{}
-	active  int // Wait calls in progress
+	active  int            // Wait calls in progress
+	names   map[string]int // Wait calls in progress, by lease name
+	// squeezed is set by squeeze: the server refused a connection as too
+	// many; cancelServe ends the connection being served.
+	squeezed    bool
+	cancelServe context.CancelFunc
 	// seq counts notifications and LISTEN (re)starts; lastSeen[name] is seq
 	// when the name's last Wait returned with LISTEN in effect.
 	seq      uint64
@@ -190,6 +269,9 @@ func (l *listener) unregister(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active--
+	if l.names[name]--; l.names[name] <= 0 {
+		delete(l.names, name)
+	}
 	if l.up {
 		l.lastSeen[name] = l.seq
 	} else {
@@ -226,9 +308,12 @@ func (l *listener) await(ctx context.Context, timeout time.Duration) {
 }
 
 // run connects, LISTENs, serves notifications until the connection fails,
-// and starts over after a backoff, until life is cancelled.
+// and starts over after a backoff, until life is cancelled. When the server
+// had no room (errNoRoom, or a refusal as too many connections) the pause
+// is a back-pressure one: from minPressure, doubling up to maxPressure,
+// jittered so that a fleet does not come back at once.
 func (l *listener) run(life context.Context) {
-	backoff := 100 * time.Millisecond
+	backoff, pressure := 100*time.Millisecond, time.Duration(0)
 	for life.Err() == nil {
 		wasUp, err := l.serve(life)
 		l.drop(wasUp)
@@ -238,23 +323,89 @@ func (l *listener) run(life context.Context) {
 		if wasUp {
 			backoff = 100 * time.Millisecond
 		}
-		l.s.log.Debug("LISTEN connection dropped; waiters fall back to the expiry", "err", l.s.classify("listen", err))
-		t := time.NewTimer(backoff + rand.N(backoff/2+1))
+		pause := backoff + rand.N(backoff/2+1)
+		if l.takeSqueezed() || errors.Is(err, errNoRoom) || isCode(err, "53300") {
+			pressure = min(max(2*pressure, minPressure), maxPressure)
+			pause = pressure/2 + rand.N(pressure/2+1)
+			l.s.log.Debug("the server is short of connections; waiting without LISTEN for a while", "err", l.s.classify("listen", err), "retry_in", pause)
+		} else {
+			pressure = 0
+			l.s.log.Debug("LISTEN connection dropped; waiters fall back to the expiry", "err", l.s.classify("listen", err))
+			backoff = min(2*backoff, maxRelisten)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-life.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		backoff = min(2*backoff, maxRelisten)
 	}
 }
 
-// serve makes one LISTEN connection and reads it until it fails; it reports
-// whether LISTEN was in effect before that.
+// squeeze ends the connection being served and makes the next attempt wait
+// a back-pressure pause.
+func (l *listener) squeeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.squeezed = true
+	if l.cancelServe != nil {
+		l.cancelServe()
+	}
+}
+
+func (l *listener) takeSqueezed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sq := l.squeezed
+	l.squeezed = false
+	return sq
+}
+
+// serve makes one LISTEN connection, if the server has room for it, and
+// reads it until it fails or the room runs short; it reports whether
+// LISTEN was in effect before that.
 func (l *listener) serve(life context.Context) (wasUp bool, err error) {
-	cctx, cancel := context.WithTimeout(life, l.s.callTimeout)
+	sctx, cancelServe := context.WithCancel(life)
+	defer cancelServe()
+	l.mu.Lock()
+	if l.squeezed {
+		l.mu.Unlock()
+		return false, errNoRoom
+	}
+	l.cancelServe = cancelServe
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.cancelServe = nil
+		l.mu.Unlock()
+	}()
+	// Ask first on the query connection, so that a server without room
+	// does not even see the LISTEN connection; then again on it, since
+	// others may have connected in between.
+	// (Only when the query connection is open, as it is when a Wait
+	// starts: a connection made for the question would cost what it saves;
+	// closed again unless a call waits for it.)
+	var noRoom error
+	err = l.s.doIfConnected(sctx, "read the free connections", func(ctx context.Context, c *pgx.Conn) error {
+		err := l.s.room(ctx, c, 1)
+		if errors.Is(err, errNoRoom) {
+			noRoom, err = err, nil
+		}
+		return err
+	})
+	l.s.idle()
+	if err == nil {
+		err = noRoom
+	}
+	if err != nil {
+		return false, err
+	}
+	cctx, cancel := context.WithTimeout(sctx, l.s.callTimeout)
 	c, err := l.s.connect(cctx)
+	if err == nil {
+		err = l.s.room(cctx, c, 0)
+	}
 	if err == nil {
 		_, err = c.Exec(cctx, "LISTEN "+pgx.Identifier{l.s.q.channel}.Sanitize())
 	}
@@ -268,19 +419,20 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 	defer closeNow(c)
 	l.markUp()
 	for {
-		wctx, cancel := context.WithTimeout(life, healthEvery)
+		wctx, cancel := context.WithTimeout(sctx, pressureEvery)
 		n, err := c.WaitForNotification(wctx)
 		cancel()
-		if life.Err() != nil {
-			return true, life.Err()
+		if sctx.Err() != nil {
+			return true, sctx.Err()
 		}
 		if err != nil {
 			if wctx.Err() == nil || c.IsClosed() {
 				return true, err
 			}
-			// Silent for healthEvery: make sure the connection still works.
-			pctx, cancel := context.WithTimeout(life, l.s.callTimeout)
-			_, err = c.Exec(pctx, "SELECT 1")
+			// Silent for pressureEvery: is there still room (and does the
+			// connection still work)?
+			pctx, cancel := context.WithTimeout(sctx, l.s.callTimeout)
+			err = l.s.room(pctx, c, -1)
 			cancel()
 			if err != nil {
 				return true, err
@@ -291,6 +443,61 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 			l.notify(n.Payload)
 		}
 	}
+}
+
+// roomSQL reads, on the server, the connections a non-reserved client may
+// still make and how many client sessions there are, for the server as a
+// whole, for this role and for this database (a limit of -1: none).
+// pg_stat_activity lists every session to every role (the columns a role
+// may not see are NULL, not the rows).
+const roomSQL = `SELECT
+	current_setting('max_connections')::int
+		- current_setting('superuser_reserved_connections')::int
+		- coalesce(nullif(current_setting('reserved_connections', true), '')::int, 0),
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int,
+	coalesce((SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user), -1),
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = current_user)::int,
+	coalesce((SELECT datconnlimit FROM pg_database WHERE datname = current_database()), -1),
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = current_database())::int`
+
+// room reports errNoRoom when a LISTEN connection would leave fewer than a
+// quarter (at least 3) of the connections of the server, the role or the
+// database free. extra says what c is: 1, a query connection, and the
+// LISTEN one is still to be made; 0, the new LISTEN connection (counted
+// among the sessions); -1, a LISTEN connection in use, which is kept down
+// to half of that. A server that will not tell (a pooler, a catalog the
+// role may not read) is taken to have room: the 53300 of a full server
+// still makes the listener let go.
+func (s *Store) room(ctx context.Context, c *pgx.Conn, extra int) error {
+	var maxConn, used, roleLimit, roleUsed, dbLimit, dbUsed int
+	err := c.QueryRow(ctx, roomSQL).Scan(&maxConn, &used, &roleLimit, &roleUsed, &dbLimit, &dbUsed)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && kindOf(err) != lease.ErrUnavailable {
+			s.log.Debug("cannot read the server's free connections; LISTENing anyway", "err", s.classify("read the free connections", err))
+			return nil
+		}
+		return err
+	}
+	for _, lim := range [][2]int{{maxConn, used}, {roleLimit, roleUsed}, {dbLimit, dbUsed}} {
+		if lim[0] < 0 {
+			continue
+		}
+		if free, want := lim[0]-lim[1]-max(extra, 0), headroom(lim[0], extra < 0); free < want {
+			return fmt.Errorf("%w (%d of %d free, want %d)", errNoRoom, max(free, 0), lim[0], want)
+		}
+	}
+	return nil
+}
+
+// headroom is how many of limit connections a LISTEN connection leaves
+// free: a quarter, at least 3; half of that to keep one already made.
+func headroom(limit int, staying bool) int {
+	h := max(3, limit/4)
+	if staying {
+		h = max(1, h/2)
+	}
+	return h
 }
 
 func (l *listener) markUp() {
