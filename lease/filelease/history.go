@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +32,9 @@ import (
 // A writer takes its lock (waiting at most historyLockWait, never
 // unbounded: the lock is only ever held for a read and a rewrite), reads its
 // file, puts its record in, drops its oldest beyond the cap, writes the
-// result to a new file and renames it over the old one. Readers take no lock:
-// a rename is atomic, so they see one whole file or the other.
+// result to a new file (NAME.runs-UID.new-RANDOM; one that a killed writer
+// left is removed by the next) and renames it over the old one. Readers
+// take no lock: a rename is atomic, so they see one whole file or the other.
 //
 // What the history promises on a shared directory: a record in NAME.runs-UID
 // was written by a process of uid UID (or by root), because only UID may
@@ -99,6 +101,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := lockBounded(ctx, lk, historyLockWait); err != nil {
 		return err
 	}
+	removeStale(path)
 	runs := []lease.Run{}
 	if f, err := openOwn(path, uid, unix.O_RDONLY, false); err == nil {
 		runs, err = parseRuns(f, r.Name)
@@ -159,6 +162,27 @@ func writeReplace(path string, b []byte) error {
 		return classified(err, "cannot replace "+path)
 	}
 	return nil
+}
+
+// removeStale removes the new files that writers of this user killed
+// between creating and renaming them left beside path; the lock is held,
+// so none is being written. (The sticky bit keeps other users' files.)
+func removeStale(path string) {
+	dir, base := filepath.Split(path)
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		if strings.HasPrefix(n, base+".new-") {
+			var st unix.Stat_t
+			if unix.Lstat(dir+n, &st) == nil && int(st.Uid) == os.Geteuid() {
+				_ = unix.Unlink(dir + n)
+			}
+		}
+	}
 }
 
 // openOwn opens a history file of this user (uid) with flag, never

@@ -210,3 +210,29 @@ func TestHistoryForgery(t *testing.T) {
 		}
 	})
 }
+
+// A writer killed between creating its new file and renaming it leaves the
+// file behind; the next writer of the user removes it.
+func TestHistoryStaleNewFileRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir)
+	stale := s.userRunsPath("st", os.Geteuid()) + ".new-0123456789abcdef"
+	if err := os.WriteFile(stale, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRun(context.Background(), okRun("st", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s after a write: %v; want removed", stale, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := fmt.Sprintf("[st.runs-%d st.runs-%d-lock]", os.Geteuid(), os.Geteuid()); fmt.Sprint(names) != want {
+		t.Fatalf("store directory holds %v; want %s", names, want)
+	}
+}
