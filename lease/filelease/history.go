@@ -244,11 +244,11 @@ func historyOpenError(path string, err error) error {
 
 // lockBounded takes the exclusive flock on f without ever blocking in
 // flock(2) (which no signal or context interrupts): it retries with a
-// growing pause until max has passed or ctx ends, and then returns an
+// growing pause until bound has passed or ctx ends, and then returns an
 // *lease.Error wrapping lease.ErrUnavailable that names the lock file.
-func lockBounded(ctx context.Context, f *os.File, max time.Duration) error {
+func lockBounded(ctx context.Context, f *os.File, bound time.Duration) error {
 	start := time.Now()
-	deadline := start.Add(max)
+	deadline := start.Add(bound)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
