@@ -74,6 +74,12 @@ func (s *Store) runsBase(name string) string {
 	return strings.TrimSuffix(s.Path(name), ".lock") + ".runs"
 }
 
+// runsPath returns the history file of name that this process writes (its
+// effective uid's).
+func (s *Store) runsPath(name string) string {
+	return s.userRunsPath(name, os.Geteuid())
+}
+
 // userRunsPath returns the history file of name written by uid.
 func (s *Store) userRunsPath(name string, uid int) string {
 	return s.runsBase(name) + "-" + strconv.Itoa(uid)
@@ -92,7 +98,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 		return err
 	}
 	uid := os.Geteuid()
-	path := s.userRunsPath(r.Name, uid)
+	path := s.runsPath(r.Name)
 	lk, err := openOwn(path+"-lock", uid, unix.O_RDONLY, true)
 	if err != nil {
 		return err
