@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,7 +218,7 @@ func TestCheckFutureStart(t *testing.T) {
 // advise turning history off.
 func TestHistoryNotWrittenWarnsOnce(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "job.runs"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "job.runs-"+strconv.Itoa(os.Geteuid())), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	store, err := filelease.Open(dir)

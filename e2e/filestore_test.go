@@ -256,3 +256,66 @@ func TestForeignFlock(t *testing.T) {
 		t.Fatalf("a waiter used %v of CPU in a %v wait: it spins", cpu, wait)
 	}
 }
+
+// flockHeld holds an exclusive flock on path from flock(1), a process of its
+// own, until the test ends.
+func flockHeld(t *testing.T, path string) {
+	t.Helper()
+	fl := exec.Command("flock", "-x", path, "sh", "-c", "echo locked; exec sleep 300")
+	out, err := fl.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("flock(1) said %q, %v", line, err)
+	}
+}
+
+// A history lock file held by another process: the shared NAME.runs-lock of
+// older versions (0666 in a 1777 directory, so any user could hold it) is
+// no longer used at all, and this user's own lock (which only it and root
+// can open) delays a run by a bounded time: the run keeps its exit code and
+// says once per record that the history was not written, naming the lock
+// file; history, check and status take no lock and answer at once. (A run
+// blocked in flock(2) until the foreign lock went, deaf to TERM, before.)
+func TestFileHistoryForeignLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"LEADERRUN_STORE=file://" + dir}
+	if code, stderr := runLR(t, env, "--name", "hl", "--", "true"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, stderr)
+	}
+	legacy := filepath.Join(dir, "hl.runs-lock")
+	if err := os.WriteFile(legacy, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	flockHeld(t, legacy)
+	if code, stderr := runLR(t, env, "--name", "hl", "--", "true"); code != 0 || strings.Contains(stderr, "not written") {
+		t.Fatalf("run with a foreign lock on %s: exit %d, %q; want 0 and history written", legacy, code, stderr)
+	}
+	own := filepath.Join(dir, fmt.Sprintf("hl.runs-%d-lock", os.Geteuid()))
+	flockHeld(t, own)
+	began := time.Now()
+	code, stderr := runLR(t, env, "--name", "hl", "--", "sh", "-c", "exit 7")
+	took := time.Since(began)
+	t.Logf("a run with its history lock held took %v: %s", took, stderr)
+	if code != 7 || !strings.Contains(stderr, own) {
+		t.Fatalf("run with a foreign lock on %s: exit %d, %q; want 7 and a warning naming the lock file", own, code, stderr)
+	}
+	// Two records (start, end), each bounded by 2s: far from the lock
+	// holder's 300s.
+	if took > 30*time.Second {
+		t.Fatalf("run with its history lock held took %v", took)
+	}
+	for _, args := range [][]string{{"history", "hl"}, {"check", "--ran-within", "1h", "hl"}, {"status", "hl"}} {
+		began := time.Now()
+		code, stderr := runLR(t, env, args...)
+		if took := time.Since(began); took > 10*time.Second || code != map[string]int{"history": 0, "check": 0, "status": 3}[args[0]] {
+			t.Fatalf("%s with the history lock held: exit %d after %v: %s", args[0], code, took, stderr)
+		}
+	}
+}

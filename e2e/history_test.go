@@ -328,16 +328,19 @@ func TestFileHoldSkipsAreNotRuns(t *testing.T) {
 }
 
 // Users taking turns in a shared store directory (sticky 1777, or group
-// 2775) each leave their run in the one history.
+// 2775) each leave their run in the history; in a 1777 directory, where
+// anyone may create files, a reader (root here) counts only the runs of the
+// users the directory vouches for: itself, root and the directory's owner.
 func TestFileSharedDirectoryHistory(t *testing.T) {
 	requireRootE2E(t)
 	for _, tc := range []struct {
 		name string
 		mode os.FileMode
 		gid  int
+		seen []int // the users whose runs root reads, newest first
 	}{
-		{"1777", os.ModeSticky | 0o777, 0},
-		{"2775", os.ModeSetgid | 0o775, e2eGroup},
+		{"1777", os.ModeSticky | 0o777, 0, []int{2}},
+		{"2775", os.ModeSetgid | 0o775, e2eGroup, []int{3, 2, 1, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
@@ -348,11 +351,11 @@ func TestFileSharedDirectoryHistory(t *testing.T) {
 				}
 			}
 			runs := history(t, env, "nightly", "--limit", "0")
-			if len(runs) != len(users) {
-				t.Fatalf("history: %+v; want %d runs", runs, len(users))
+			if len(runs) != len(tc.seen) {
+				t.Fatalf("history: %+v; want %d runs", runs, len(tc.seen))
 			}
 			for i, r := range runs {
-				if want := "user-" + strconv.Itoa(len(users)-1-i); r.Holder != want || r.Outcome != "ok" {
+				if want := "user-" + strconv.Itoa(tc.seen[i]); r.Holder != want || r.Outcome != "ok" {
 					t.Errorf("run %d = %+v; want %s, ok", i, r, want)
 				}
 			}
@@ -360,12 +363,12 @@ func TestFileSharedDirectoryHistory(t *testing.T) {
 	}
 }
 
-// A run whose history cannot be written (NAME.runs is a directory: as a
+// A run whose history cannot be written (NAME.runs-UID is a directory: as a
 // role without a grant on the runs table, it fails every run) exits as its
 // child did and says so in one line, without -v: check may report MISSED.
 func TestHistoryNotWrittenWarns(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "nohist.runs"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "nohist.runs-"+strconv.Itoa(os.Geteuid())), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, "--name", "nohist", "--", "true")

@@ -38,8 +38,10 @@
 // kernel pseudo file systems (/proc, /sys) cannot hold lock files, so Open
 // refuses them.
 //
-// Waiters watch the directory with inotify: a holder's release (and its
-// death) closes a descriptor opened for writing, which wakes them at once.
+// Waiters watch their lease's lock file with inotify: a holder's release
+// (and its death) closes a descriptor opened for writing on it, which wakes
+// them at once, and nothing that happens to other files of the directory
+// (other leases, history, standbys) wakes them at all.
 package filelease
 
 import (
@@ -55,6 +57,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -78,12 +81,17 @@ type Store struct {
 	// now is the wall clock tokens are minted from; tests replace it.
 	now func() time.Time
 
-	// notify is the directory's inotify instance, made on the first Wait
-	// and kept until Close: closing one waits for an SRCU grace period in the
+	// notify is the inotify instance of waits, made on the first Wait and
+	// kept until Close: closing one waits for an SRCU grace period in the
 	// kernel (10ms and more), which must not sit between a release and the
-	// waiter's acquisition. notifyMu is held by the Wait reading it.
+	// waiter's acquisition. Each Wait watches the lock file it waits for;
+	// watches are never removed (that costs a grace period too): a watch
+	// goes with its inode, and a Wait reads only its own watch's events.
+	// notifyMu is held by the Wait reading it.
 	notifyMu sync.Mutex
 	notify   *os.File
+	// events counts the inotify events Waits read (tests).
+	events atomic.Int64
 
 	// cands holds the open, locked files of the standbys this Store
 	// registered (candidates.go), by candidate ID.
@@ -199,8 +207,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// watcher returns the store's inotify instance watching the directory,
-// making it on first use; s.notifyMu must be held.
+// watcher returns the store's inotify instance for waits, making it on
+// first use; s.notifyMu must be held.
 func (s *Store) watcher() (*os.File, error) {
 	if s.notify != nil {
 		return s.notify, nil
@@ -209,13 +217,19 @@ func (s *Store) watcher() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := unix.InotifyAddWatch(fd, s.dir, unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
-		_ = unix.Close(fd)
-		return nil, err
-	}
 	s.notify = os.NewFile(uintptr(fd), "inotify")
 	return s.notify, nil
 }
+
+// waitArmed, when set (by tests), is called when a Wait has armed its watch
+// and goes to sleep.
+var waitArmed atomic.Pointer[func()]
+
+// waitMask is what a waiter watches on the lock file: a descriptor opened
+// for writing closes (a holder's release or death), and the file is removed
+// or replaced (its link count drops: IN_ATTRIB; then IN_DELETE_SELF), or
+// renamed.
+const waitMask = unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW
 
 // record is the lock file's content.
 type record struct {
@@ -644,18 +658,37 @@ func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error
 	in, err := s.watcher()
 	if err != nil {
 		// No inotify instance to be had: beyond fs.inotify.max_user_instances
-		// (128 by default) processes of one user, the rest poll.
-		return s.pollUntilFree(ctx, path)
+		// (128 by default) processes of one user, the rest poll, and try
+		// for an instance again at each look.
+		return s.pollUntilFree(ctx, path, true)
 	}
+	return s.waitOn(ctx, in, path)
+}
+
+// waitOn is Wait with the inotify instance in: it watches the lock file at
+// path and sleeps on its events.
+func (s *Store) waitOn(ctx context.Context, in *os.File, path string) error {
 	// Events queued while nobody waited are stale: drop them. The check
 	// below covers a release that happened in the meantime.
 	drain(in)
+	wd, err := unix.InotifyAddWatch(int(in.Fd()), path, waitMask)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // the lock file went: the caller's attempt makes it again
+	}
+	if err != nil {
+		// Beyond fs.inotify.max_user_watches, or a path that is no
+		// regular file (TryAcquire says what is wrong with it).
+		return s.pollUntilFree(ctx, path, false)
+	}
 	// The holder may have gone between the caller's attempt and the watch.
 	free, holdEnd, _ := s.looksFree(path)
 	if free {
 		return nil
 	}
-	return s.sleepOnEvents(ctx, in, path, holdEnd)
+	if f := waitArmed.Load(); f != nil {
+		(*f)()
+	}
+	return s.sleepOnEvents(ctx, in, wd, path, holdEnd)
 }
 
 // wakeAt is when a waiter looks again without an event: after interval,
@@ -670,10 +703,10 @@ func wakeAt(interval time.Duration, holdEnd time.Time) time.Time {
 }
 
 // sleepOnEvents is Wait's sleep on the inotify instance in: it returns when
-// a descriptor opened for writing on the lock file at path closes, ctx
-// ends, or a look at the fallback deadline finds the lease free.
-func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, path string, holdEnd time.Time) error {
-	base := filepath.Base(path)
+// the watch wd of the lock file at path reports an event (a descriptor
+// opened for writing closed, the file went), ctx ends, or a look at the
+// fallback deadline finds the lease free.
+func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, wd int, path string, holdEnd time.Time) error {
 	// The fallback deadline is set once, before cancellation can move it into
 	// the past, so a cancel is never overwritten.
 	_ = in.SetReadDeadline(wakeAt(PollInterval, holdEnd))
@@ -713,7 +746,9 @@ func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, path string, hol
 			}
 			continue
 		}
-		if eventFor(buf[:n], base) {
+		hit, count := eventFor(buf[:n], wd)
+		s.events.Add(int64(count))
+		if hit {
 			// A descriptor of the holder closed. The kernel may signal the
 			// close a moment before it drops the lock (a crashed holder), so
 			// look again briefly before going back to sleep.
@@ -722,14 +757,19 @@ func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, path string, hol
 	}
 }
 
-// pollUntilFree is Wait without inotify: it looks every PollInterval
-// (jittered) and returns only when the lease looks free, a hold has ended or
-// ctx is done. An idle standby then costs one probe per interval, and never
-// a round of Acquire, which lists every other standby (with N standbys, N²
-// work per interval).
-func (s *Store) pollUntilFree(ctx context.Context, path string) error {
+// pollUntilFree is Wait without inotify: it looks after PollInterval,
+// then less often while the lease stays held, up to idlePollMax (jittered,
+// as a sleep on events does), and returns only when the lease looks free, a
+// hold has ended or ctx is done. An idle standby then costs what one that
+// has an inotify instance costs, and never a round of Acquire, which lists
+// every other standby (with N standbys, N² work per interval). With
+// tryNotify it tries for an inotify instance again at each look (another
+// process of the user may have freed one) and then sleeps on events.
+func (s *Store) pollUntilFree(ctx context.Context, path string, tryNotify bool) error {
+	idle := PollInterval
 	for {
-		d := jitter(PollInterval)
+		d := jitter(idle)
+		idle = min(2*idle, idlePollMax)
 		free, holdEnd, err := s.looksFree(path)
 		if free || err != nil {
 			return nil
@@ -739,6 +779,11 @@ func (s *Store) pollUntilFree(ctx context.Context, path string) error {
 		}
 		if err := sleep(ctx, d); err != nil {
 			return err
+		}
+		if tryNotify {
+			if in, err := s.watcher(); err == nil {
+				return s.waitOn(ctx, in, path)
+			}
 		}
 	}
 }
@@ -818,16 +863,16 @@ func drain(in *os.File) {
 	}
 }
 
-func eventFor(buf []byte, base string) bool {
-	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
+// eventFor reports whether buf holds an event of watch wd (events of
+// watches of earlier Waits on other lock files, or on a replaced one, are
+// not this Wait's), and how many events it holds.
+func eventFor(buf []byte, wd int) (hit bool, count int) {
+	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); count++ {
 		ev := (*unix.InotifyEvent)(unsafePointer(buf[off:]))
-		nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-		if string(bytes.TrimRight(nameBytes, "\x00")) == base {
-			return true
-		}
+		hit = hit || int(ev.Wd) == wd
 		off += unix.SizeofInotifyEvent + int(ev.Len)
 	}
-	return false
+	return hit, count
 }
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }

@@ -3,6 +3,7 @@ package filelease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -467,13 +468,73 @@ func TestPollingWaitReturnsOnlyWhenFree(t *testing.T) {
 	l := acquireT(t, holder, "polled")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*PollInterval+PollInterval/2)
 	defer cancel()
-	if err := waiter.pollUntilFree(ctx, waiter.Path("polled")); !errors.Is(err, context.DeadlineExceeded) {
+	if err := waiter.pollUntilFree(ctx, waiter.Path("polled"), false); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("pollUntilFree on a held lease returned %v before its context ended", err)
 	}
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := waiter.pollUntilFree(context.Background(), waiter.Path("polled")); err != nil {
+	if err := waiter.pollUntilFree(context.Background(), waiter.Path("polled"), false); err != nil {
 		t.Fatalf("pollUntilFree after the release: %v", err)
+	}
+}
+
+// A waiter is woken only by changes of its own lease: other leases taken
+// and released in the same directory, their history written, their
+// standbys joining and leaving, reads of its own lease, reach it as no
+// event at all (each reached every waiter of the directory, so N idle
+// standbys of N leases cost N² wake-ups); its holder's release is one event.
+func TestWaitWokenOnlyByItsLease(t *testing.T) {
+	dir := t.TempDir()
+	holder, waiter, other := openT(t, dir), openT(t, dir), openT(t, dir)
+	l := acquireT(t, holder, "mine")
+	armed := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case armed <- struct{}{}:
+		default:
+		}
+	}
+	waitArmed.Store(&f)
+	defer waitArmed.Store(nil)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Wait(context.Background(), "mine", nil) }()
+	<-armed
+	const changes = 20
+	ctx := context.Background()
+	for i := range changes {
+		ol := acquireT(t, other, "theirs")
+		if err := other.RecordRun(ctx, lease.Run{Name: "theirs", Token: ol.Info().Token, Start: time.Now()}, 0); err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("%032x", i+1)
+		if _, err := other.Join(ctx, "theirs", lease.Candidate{ID: id, Since: time.Now()}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Leave(ctx, "theirs", id); err != nil {
+			t.Fatal(err)
+		}
+		if err := ol.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := other.Status(ctx, "mine"); err != nil || h == nil {
+			t.Fatalf("Status(mine) = %v, %v; want held", h, err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v while its lease stayed held", err)
+	default:
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait after the release: %v", err)
+	}
+	// Events are queued in order: by the time the release's was read,
+	// every earlier one had been.
+	if n := waiter.events.Load(); n != 1 {
+		t.Fatalf("the waiter read %d events for %d changes of another lease and one release of its own; want 1", n, 4*changes)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,6 +97,37 @@ func helper(op, dir, name string) int {
 		} else {
 			fmt.Println("held", h.Label, h.Token)
 		}
+	case "record": // a successful run of name, token FILELEASE_ARG
+		tok, _ := strconv.ParseUint(os.Getenv("FILELEASE_ARG"), 10, 64)
+		now := time.Now().UTC()
+		run := lease.Run{Name: name, Label: fmt.Sprintf("uid%d", os.Getuid()), Token: tok, Start: now, End: now, Outcome: lease.OutcomeOK}
+		if err := s.RecordRun(ctx, run, 0); err != nil {
+			return report(err)
+		}
+		fmt.Println("ok")
+	case "runs": // the tokens of name's runs this user reads
+		runs, err := s.Runs(ctx, name, 0)
+		if err != nil {
+			return report(err)
+		}
+		toks := []string{"runs"}
+		for _, r := range runs {
+			toks = append(toks, strconv.FormatUint(r.Token, 10))
+		}
+		fmt.Println(strings.Join(toks, " "))
+	case "append": // append line FILELEASE_ARG to the file name in dir, creating it 0666
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+		if err != nil {
+			return report(err)
+		}
+		_, err = fmt.Fprintln(f, os.Getenv("FILELEASE_ARG"))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return report(err)
+		}
+		fmt.Println("ok")
 	default:
 		fmt.Println("unknown helper op", op)
 		return 2
@@ -153,14 +185,14 @@ func helperPath(t *testing.T) string {
 	return p
 }
 
-func helperCmd(t *testing.T, u runAs, op, dir, name string) *exec.Cmd {
+func helperCmd(t *testing.T, u runAs, op, dir, name string, arg ...string) *exec.Cmd {
 	t.Helper()
 	// A helper that hangs (a FIFO opened without O_NONBLOCK) fails the
 	// test instead of hanging it.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, helperPath(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FILELEASE_HELPER="+op, "FILELEASE_DIR="+dir, "FILELEASE_NAME="+name,
+	cmd.Env = append(os.Environ(), "FILELEASE_HELPER="+op, "FILELEASE_DIR="+dir, "FILELEASE_NAME="+name, "FILELEASE_ARG="+strings.Join(arg, " "),
 		// Under -race, a process sleeps 1s at exit by default.
 		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	cmd.Dir = "/"
@@ -171,9 +203,9 @@ func helperCmd(t *testing.T, u runAs, op, dir, name string) *exec.Cmd {
 }
 
 // as runs one helper operation as u and returns its report line.
-func as(t *testing.T, u runAs, op, dir, name string) string {
+func as(t *testing.T, u runAs, op, dir, name string, arg ...string) string {
 	t.Helper()
-	cmd := helperCmd(t, u, op, dir, name)
+	cmd := helperCmd(t, u, op, dir, name, arg...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper %s as %v: %v: %s", op, u, err, out)

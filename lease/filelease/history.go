@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,33 +22,71 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// Run history (lease.History): beside a lease's lock file NAME.lock lives
+// Run history (lease.History). Each user keeps the runs it wrote of a lease
+// in a file of its own beside the lease's lock file NAME.lock:
 //
-//	NAME.runs       the last runs, one JSON lease.Run a line, newest first
-//	NAME.runs-lock  flock(2)ed by writers (exclusive) and readers (shared), never unlinked
+//	NAME.runs-UID       the runs uid UID wrote, one JSON lease.Run a line,
+//	                    newest first; owned by UID, mode 0644
+//	NAME.runs-UID-lock  flock(2)ed by UID's writers, owned by UID, mode 0600
 //
-// A writer locks NAME.runs-lock, reads NAME.runs, puts its record in, drops
-// the oldest beyond the cap and rewrites the file in place (then fsyncs it);
-// a reader holds the shared lock while it reads, so it always sees a whole
-// file. In place, not renamed over: in a shared sticky directory (1777) a
-// user may not rename over another user's file, but both may write it (the
-// files get the lock files' mode, see perm.go). Neither name ends in ".lock",
-// so no lease name can map to them. A crash in the middle of a rewrite can
-// cut the file; lines that do not parse are skipped.
+// A writer takes its lock (waiting at most historyLockWait, never
+// unbounded: the lock is only ever held for a read and a rewrite), reads its
+// file, puts its record in, drops its oldest beyond the cap, writes the
+// result to a new file (NAME.runs-UID.new-RANDOM; one that a killed writer
+// left is removed by the next) and renames it over the old one. Readers
+// take no lock: a rename is atomic, so they see one whole file or the other.
+//
+// What the history promises on a shared directory: a record in NAME.runs-UID
+// was written by a process of uid UID (or by root), because only UID may
+// write a file it owns with mode 0644, and nobody else may rename over it or
+// remove it in a sticky directory. A reader accepts a file only when its
+// owner is the UID of its name and nobody else may write it, and only from
+// the users the directory vouches for: in a directory that only its owner,
+// or the members of its group, may write, every user who could create the
+// file; in a world-writable (sticky) directory, where anyone may create
+// files, the reader itself, root and the directory's owner. A record whose
+// "name" is another lease is ignored. So another user of a world-writable
+// directory can neither forge a run nor evict a real one; runs of a job that
+// runs as another user are only seen there by that user, root and the
+// directory's owner (share a group directory instead).
+//
+// NAME.runs (with NAME.runs-lock), the one file that all users shared
+// before, is still read when only its owner (or, in a group directory, the
+// directory's group) may write it and its owner is vouched for; it is no
+// longer written. None of these names ends in ".lock", so no lease name maps
+// to them.
 
 var _ lease.History = (*Store)(nil)
 
-// maxRunsFile bounds what Runs reads: MaxHistoryKeep records of well under
-// 1 KiB each.
+// maxRunsFile bounds what Runs reads of one file: MaxHistoryKeep records of
+// well under 1 KiB each.
 const maxRunsFile = lease.MaxHistoryKeep << 10
 
-// runsPath returns the history file of a lease name.
-func (s *Store) runsPath(name string) string {
+// historyLockWait bounds how long a writer waits for its history lock: the
+// lock is held for one read and rewrite of a small file, so a lock held
+// longer is not a writer of leaderrun's (a flock(1) of the same user or of
+// root), and history is never worth a hung run.
+const historyLockWait = 2 * time.Second
+
+// runsBase returns the path prefix of a lease name's history files,
+// DIR/NAME.runs.
+func (s *Store) runsBase(name string) string {
 	return strings.TrimSuffix(s.Path(name), ".lock") + ".runs"
 }
 
-// RecordRun writes r into the history of r.Name (see lease.History),
-// creating the directory and the files if needed.
+// runsPath returns the history file of name that this process writes (its
+// effective uid's).
+func (s *Store) runsPath(name string) string {
+	return s.userRunsPath(name, os.Geteuid())
+}
+
+// userRunsPath returns the history file of name written by uid.
+func (s *Store) userRunsPath(name string, uid int) string {
+	return s.runsBase(name) + "-" + strconv.Itoa(uid)
+}
+
+// RecordRun writes r into this user's history file of r.Name (see
+// lease.History), creating the directory and the files if needed.
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := lease.ValidateName(r.Name); err != nil {
 		return err
@@ -51,26 +94,28 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d, err := s.dirInfo(true)
-	if err != nil {
+	if _, err := s.dirInfo(true); err != nil {
 		return err
 	}
+	uid := os.Geteuid()
 	path := s.runsPath(r.Name)
-	lk, err := openLock(path+"-lock", unix.O_RDWR, d, true)
+	lk, err := openOwn(path+"-lock", uid, unix.O_RDONLY, true)
 	if err != nil {
 		return err
 	}
 	defer lk.Close() // drops the flock
-	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
-		return classified(err, "cannot lock "+lk.Name())
-	}
-	f, err := openLock(path, unix.O_RDWR, d, true)
-	if err != nil {
+	if err := lockBounded(ctx, lk, historyLockWait); err != nil {
 		return err
 	}
-	defer f.Close()
-	runs, err := parseRuns(f)
-	if err != nil {
+	removeStale(path)
+	runs := []lease.Run{}
+	if f, err := openOwn(path, uid, unix.O_RDONLY, false); err == nil {
+		runs, err = parseRuns(f, r.Name)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	runs = slices.DeleteFunc(runs, func(o lease.Run) bool { return o.Token == r.Token })
@@ -84,19 +129,159 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 			return err
 		}
 	}
-	if _, err := f.WriteAt(buf.Bytes(), 0); err != nil {
+	return writeReplace(path, buf.Bytes())
+}
+
+// writeReplace writes b to a new file (mode 0644, whatever the umask),
+// syncs it and renames it over path.
+func writeReplace(path string, b []byte) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	// A random name: another user of a shared directory cannot plant a file
+	// in its way.
+	tmp := path + ".new-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
+	if err != nil {
+		return classified(err, "cannot create "+tmp)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	fail := func(err error) error {
+		f.Close()
+		_ = unix.Unlink(tmp)
 		return classified(err, "cannot write "+path)
 	}
-	if err := f.Truncate(int64(buf.Len())); err != nil {
-		return classified(err, "cannot write "+path)
+	if err := unix.Fchmod(fd, 0o644); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		_ = unix.Unlink(tmp)
 		return classified(err, "cannot write "+path)
+	}
+	if err := unix.Rename(tmp, path); err != nil {
+		_ = unix.Unlink(tmp)
+		return classified(err, "cannot replace "+path)
 	}
 	return nil
 }
 
-// Runs returns up to limit runs of name, newest first (see lease.History).
+// removeStale removes the new files that writers of this user killed
+// between creating and renaming them left beside path; the lock is held,
+// so none is being written. (The sticky bit keeps other users' files.)
+func removeStale(path string) {
+	dir, base := filepath.Split(path)
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		if strings.HasPrefix(n, base+".new-") {
+			var st unix.Stat_t
+			if unix.Lstat(dir+n, &st) == nil && int(st.Uid) == os.Geteuid() {
+				_ = unix.Unlink(dir + n)
+			}
+		}
+	}
+}
+
+// openOwn opens a history file of this user (uid) with flag, never
+// following a link nor blocking on a FIFO, and checks it is a regular file
+// that uid owns and nobody else may write. With create, a missing file is
+// made (mode 0600); without, a missing file returns an error wrapping
+// os.ErrNotExist.
+func openOwn(path string, uid, flag int, create bool) (*os.File, error) {
+	for range 5 {
+		fd, err := unix.Open(path, flag|openFlags, 0)
+		if errors.Is(err, unix.ENOENT) && create {
+			fd, err = unix.Open(path, flag|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
+			if errors.Is(err, unix.EEXIST) {
+				continue // a writer of ours made it first: open it
+			}
+		}
+		if errors.Is(err, unix.ENOENT) {
+			return nil, os.ErrNotExist
+		}
+		if err != nil {
+			return nil, historyOpenError(path, err)
+		}
+		f := os.NewFile(uintptr(fd), path)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			f.Close()
+			return nil, classified(err, "cannot read "+path)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			f.Close()
+			return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s is %s, not a regular file: remove it", path, fileKind(st.Mode)))
+		case int(st.Uid) != uid:
+			f.Close()
+			return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s belongs to uid %d, not to uid %d that writes it: remove it (readers ignore it)", path, st.Uid, uid))
+		case st.Mode&0o022 != 0:
+			// Ours, but writable by others (made by hand): the rewrite
+			// replaces the data file; the lock file is made private.
+			_ = unix.Fchmod(fd, st.Mode&0o755)
+		}
+		return f, nil
+	}
+	return nil, newError(lease.ErrUnavailable, nil, "run history file "+path+" keeps appearing and disappearing")
+}
+
+// historyOpenError turns an open error of a history file into a sentence
+// with its class.
+func historyOpenError(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s is a symbolic link; leaderrun never follows links in the store directory: remove it", path))
+	case errors.Is(err, unix.EISDIR):
+		return newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s is a directory, not a regular file: remove it", path))
+	case errors.Is(err, unix.ENXIO):
+		return newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s is a FIFO or socket, not a regular file: remove it", path))
+	}
+	return classified(err, "cannot open run history file "+path)
+}
+
+// lockBounded takes the exclusive flock on f without ever blocking in
+// flock(2) (which no signal or context interrupts): it retries with a
+// growing pause until bound has passed or ctx ends, and then returns an
+// *lease.Error wrapping lease.ErrUnavailable that names the lock file.
+func lockBounded(ctx context.Context, f *os.File, bound time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(bound)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pause := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return classified(err, "cannot lock "+f.Name())
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return lease.NewError(fmt.Sprintf("lock file %s stayed locked by another process for %v (a leaderrun holds it for milliseconds; fuser %s names the process)",
+				f.Name(), time.Since(start).Round(time.Millisecond), f.Name()), lease.ErrUnavailable, unix.EWOULDBLOCK)
+		}
+		_ = sleep(ctx, min(pause, left))
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// Runs returns up to limit runs of name, newest first (see lease.History),
+// from the history files of the users this store directory vouches for.
 func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return nil, err
@@ -104,14 +289,37 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if _, err := statDir(s.dir); errors.Is(err, os.ErrNotExist) {
+	d, err := statDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, s.missingDir()
-	} else if err != nil {
-		return nil, err
 	}
-	runs, err := readRuns(s.runsPath(name))
 	if err != nil {
 		return nil, err
+	}
+	files, err := s.historyFiles(name, d)
+	if err != nil {
+		return nil, err
+	}
+	byToken := map[uint64]lease.Run{}
+	for _, hf := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		runs, err := readRuns(hf, name, d)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			// The same token twice (a run recorded by a version that wrote
+			// the shared file, then by this one): the one with an end wins.
+			if o, ok := byToken[r.Token]; !ok || !o.Ended() && r.Ended() {
+				byToken[r.Token] = r
+			}
+		}
+	}
+	runs := make([]lease.Run, 0, len(byToken))
+	for _, r := range byToken {
+		runs = append(runs, r)
 	}
 	return lease.NewestRuns(runs, runBounds(name), limit), nil
 }
@@ -122,48 +330,115 @@ func runBounds(name string) lease.RunBounds {
 	return lease.RunBounds{Name: name, Now: time.Now(), ClockTokens: true}
 }
 
-// readRuns reads a history file under the shared lock; a missing one is
-// an empty history.
-func readRuns(path string) ([]lease.Run, error) {
-	lfd, err := unix.Open(path+"-lock", unix.O_RDONLY|openFlags, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return []lease.Run{}, nil // never written
-	}
-	if err != nil {
-		return nil, classified(err, "cannot open "+path+"-lock")
-	}
-	defer unix.Close(lfd)
-	if err := unix.Flock(lfd, unix.LOCK_SH); err != nil {
-		return nil, classified(err, "cannot lock "+path+"-lock")
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return []lease.Run{}, nil
-	}
-	if err != nil {
-		return nil, classified(err, "cannot open "+path)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	return parseRuns(f)
+// historyFile is a history file of a lease and the uid its name says wrote
+// it (-1: the shared file of older versions, written by anyone).
+type historyFile struct {
+	path string
+	uid  int
 }
 
-// parseRuns reads the runs of a history file from its start, newest
-// first; a line that does not parse (a hand edit, a cut write) is skipped.
-func parseRuns(f *os.File) ([]lease.Run, error) {
+// historyFiles lists the history files of name whose writer the directory
+// vouches for (by the name: the owner is checked when reading).
+func (s *Store) historyFiles(name string, d dirInfo) ([]historyFile, error) {
+	base := s.runsBase(name)
+	prefix := strings.TrimPrefix(base, s.dir+"/")
+	dir, err := os.Open(s.dir)
+	if err != nil {
+		return nil, classified(err, "cannot read the file store directory "+s.dir)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, classified(err, "cannot read the file store directory "+s.dir)
+	}
+	var files []historyFile
+	for _, n := range names {
+		if n == prefix {
+			files = append(files, historyFile{path: base, uid: -1})
+			continue
+		}
+		rest, ok := strings.CutPrefix(n, prefix+"-")
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || len(rest) > 10 {
+			continue
+		}
+		uid, err := strconv.Atoi(rest)
+		if err != nil || !vouched(uint32(uid), d) {
+			continue
+		}
+		files = append(files, historyFile{path: base + "-" + rest, uid: uid})
+	}
+	return files, nil
+}
+
+// vouched reports whether the directory vouches for runs written by uid:
+// in a directory that only its owner or its group may write, anyone who
+// could create a file in it; in a world-writable one, this process's user,
+// root and the directory's owner.
+func vouched(uid uint32, d dirInfo) bool {
+	if !d.world() {
+		return true
+	}
+	return uid == uint32(os.Geteuid()) || uid == 0 || uid == d.uid
+}
+
+// readRuns reads the runs of name in one history file, or none when the
+// file is missing or the directory does not vouch for it: not owned by
+// the uid of its name, writable by someone else, not a regular file.
+func readRuns(hf historyFile, name string, d dirInfo) ([]lease.Run, error) {
+	fd, err := unix.Open(hf.path, unix.O_RDONLY|openFlags, 0)
+	if err != nil {
+		// Gone (a writer's rename is atomic, so only a removal), a link,
+		// a socket, unreadable: not a history file.
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(fd), hf.path)
+	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, classified(err, "cannot read "+f.Name())
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, classified(err, "cannot read "+hf.path)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, newError(lease.ErrConfig, nil, f.Name()+" is "+fileKind(st.Mode)+", not a regular file: remove it")
+		if int(st.Uid) == hf.uid {
+			// Made by the user it is named for (or root): its writer
+			// fails on it too; say what is wrong.
+			return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("run history file %s is %s, not a regular file: remove it", hf.path, fileKind(st.Mode)))
+		}
+		return nil, nil // planted by someone else: not this reader's to judge
 	}
+	if !trustedFile(st, hf.uid, d) {
+		return nil, nil
+	}
+	return parseRuns(f, name)
+}
+
+// trustedFile reports whether a history file with status st, named for uid
+// (-1: the shared file of older versions), was written only by users the
+// directory vouches for.
+func trustedFile(st unix.Stat_t, uid int, d dirInfo) bool {
+	if uid >= 0 && int(st.Uid) != uid || !vouched(st.Uid, d) {
+		return false
+	}
+	switch {
+	case st.Mode&0o002 != 0:
+		return false
+	case st.Mode&0o020 != 0:
+		// The group writes it: the directory's group, in a directory
+		// that group may write (the shared file of older versions).
+		return !d.world() && d.group() && st.Gid == d.gid
+	}
+	return true
+}
+
+// parseRuns reads the runs of name in a history file from its start,
+// newest first; a line that does not parse (a hand edit, a cut write) or
+// that is another lease's is skipped.
+func parseRuns(f *os.File, name string) ([]lease.Run, error) {
 	runs := []lease.Run{}
 	sc := bufio.NewScanner(io.NewSectionReader(f, 0, maxRunsFile))
 	sc.Buffer(make([]byte, 0, 4096), maxRunsFile)
 	for sc.Scan() {
 		var r lease.Run
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Token != 0 {
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Token != 0 && r.Name == name {
 			runs = append(runs, r)
 		}
 	}

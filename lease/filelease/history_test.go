@@ -1,0 +1,238 @@
+package filelease
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// foreignFlock holds an exclusive flock on path from a separate process,
+// flock(1), until the test ends, and returns once the lock is taken.
+func foreignFlock(t *testing.T, path string) {
+	t.Helper()
+	fl := exec.Command("flock", "-x", path, "sh", "-c", "echo locked; exec sleep 300")
+	out, err := fl.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Start(); err != nil {
+		t.Skipf("flock(1) from util-linux: %v", err)
+	}
+	t.Cleanup(func() { _ = fl.Process.Kill(); _ = fl.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("flock(1) said %q, %v", line, err)
+	}
+}
+
+func okRun(name string, tok uint64) lease.Run {
+	now := time.Now().UTC()
+	return lease.Run{Name: name, Label: "test", Token: tok, Start: now, End: now, Outcome: lease.OutcomeOK}
+}
+
+func tokens(runs []lease.Run) []uint64 {
+	var ts []uint64
+	for _, r := range runs {
+		ts = append(ts, r.Token)
+	}
+	return ts
+}
+
+// A history lock held by another process (flock(1) of the same user, which
+// is all the lock file's mode lets open it) delays a writer by at most
+// historyLockWait, or the caller's context if that ends first, and then
+// fails as unavailable, naming the lock file; readers take no lock and
+// answer at once. A foreign lock on the shared lock file of older versions
+// (NAME.runs-lock, 0666 in a 1777 directory) is no longer in anyone's way.
+func TestHistoryLockIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir)
+	ctx := context.Background()
+	if err := s.RecordRun(ctx, okRun("hl", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	legacy := filepath.Join(dir, "hl.runs-lock")
+	if err := os.WriteFile(legacy, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	foreignFlock(t, legacy)
+	if err := s.RecordRun(ctx, okRun("hl", 2), 0); err != nil {
+		t.Fatalf("RecordRun with a foreign lock on %s: %v; want no effect", legacy, err)
+	}
+
+	own := s.userRunsPath("hl", os.Geteuid()) + "-lock"
+	foreignFlock(t, own)
+	began := time.Now()
+	err := s.RecordRun(ctx, okRun("hl", 3), 0)
+	took := time.Since(began)
+	var le *lease.Error
+	if !errors.Is(err, lease.ErrUnavailable) || !errors.As(err, &le) || !strings.Contains(err.Error(), own) {
+		t.Fatalf("RecordRun with a foreign lock on %s = %v; want a *lease.Error, unavailable, naming the lock file", own, err)
+	}
+	t.Logf("RecordRun gave up after %v: %v", took, err)
+	if took < historyLockWait || took > 10*historyLockWait {
+		t.Fatalf("RecordRun gave up after %v; want after its bound %v", took, historyLockWait)
+	}
+	// The caller's context bounds it too.
+	cctx, cancel := context.WithTimeout(ctx, historyLockWait/20)
+	defer cancel()
+	began = time.Now()
+	if err := s.RecordRun(cctx, okRun("hl", 3), 0); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("RecordRun with a short context = %v; want unavailable", err)
+	}
+	if took := time.Since(began); took >= historyLockWait {
+		t.Fatalf("RecordRun with a %v context took %v", historyLockWait/20, took)
+	}
+	runs, err := s.Runs(ctx, "hl", 0)
+	if err != nil || fmt.Sprint(tokens(runs)) != "[2 1]" {
+		t.Fatalf("Runs while the lock is held = %v, %v; want tokens 2 1", tokens(runs), err)
+	}
+}
+
+// A FIFO (or a directory, or a link) under the name of a history file or
+// its lock never blocks: the writer says what is wrong at once; a reader
+// reports its own file and ignores other users'.
+func TestHistoryFIFO(t *testing.T) {
+	t.Parallel()
+	for _, which := range []string{"-lock", ""} {
+		t.Run("runs"+which, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := openT(t, dir)
+			p := s.userRunsPath("ff", os.Geteuid()) + which
+			if err := unix.Mkfifo(p, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- s.RecordRun(context.Background(), okRun("ff", 1), 0) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "FIFO") {
+					t.Fatalf("RecordRun with a FIFO at %s = %v; want a configuration error naming it", p, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("RecordRun hangs on a FIFO at %s", p)
+			}
+			runs, err := s.Runs(context.Background(), "ff", 0)
+			if which == "" && (!errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "FIFO")) {
+				t.Fatalf("Runs with a FIFO as its own history file = %v, %v; want a configuration error", runs, err)
+			}
+			if which != "" && (err != nil || len(runs) != 0) {
+				t.Fatalf("Runs = %v, %v; want none", runs, err)
+			}
+		})
+	}
+}
+
+// Another user of a world-writable directory can neither forge a run nor
+// evict one: lines it appends to the shared file of older versions, to a
+// file named for another uid, or to its own file are not read by anyone
+// else (but root and the directory's owner, which it is not); it cannot
+// write root's file. A record whose "name" is another lease is ignored. In a
+// group directory, the group's runs count for everyone.
+func TestHistoryForgery(t *testing.T) {
+	requireRoot(t)
+	old := unix.Umask(0o022)
+	defer unix.Umask(old)
+	dir := mkStore(t, 0o777|os.ModeSticky, 0, 0)
+	s := openT(t, dir)
+	ctx := context.Background()
+	real := okRun("nightly", 100)
+	real.Outcome, real.ExitCode = lease.OutcomeFailed, 1
+	if err := s.RecordRun(ctx, real, 0); err != nil {
+		t.Fatal(err)
+	}
+	forged := func(name string, tok int) string {
+		return fmt.Sprintf(`{"name":%q,"holder":"forged","token":%d,"start":"%s","end":"%s","outcome":"ok","exit_code":0}`,
+			name, tok, time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano))
+	}
+	if got := as(t, other, "append", dir, "nightly.runs", forged("nightly", 200)); got != "ok" {
+		t.Fatalf("appending to the shared file as %v: %s", other, got)
+	}
+	if got := as(t, other, "append", dir, "nightly.runs-0", forged("nightly", 201)); !strings.HasPrefix(got, "err") {
+		t.Fatalf("appending to root's history file as %v: %s; want refused", other, got)
+	}
+	if got := as(t, other, "append", dir, fmt.Sprintf("nightly.runs-%d", nobody.uid), forged("nightly", 202)); got != "ok" {
+		t.Fatalf("planting a file for %v as %v: %s", nobody, other, got)
+	}
+	if got := as(t, other, "record", dir, "nightly", "300"); got != "ok" {
+		t.Fatalf("recording a run as %v: %s", other, got)
+	}
+	if got := as(t, other, "append", dir, fmt.Sprintf("nightly.runs-%d", other.uid), forged("nightly", 301)); got != "ok" {
+		t.Fatalf("appending to its own file as %v: %s", other, got)
+	}
+	// Root's own file, with a record of another lease.
+	f, err := os.OpenFile(s.userRunsPath("nightly", 0), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, forged("weekly", 400))
+	f.Close()
+
+	runs, err := s.Runs(ctx, "nightly", 0)
+	if err != nil || fmt.Sprint(tokens(runs)) != "[100]" || runs[0].Outcome != lease.OutcomeFailed {
+		t.Fatalf("root reads %v, %v; want only its own failed run 100", tokens(runs), err)
+	}
+	if got := as(t, nobody, "runs", dir, "nightly"); got != "runs 100" {
+		t.Fatalf("%v reads %q; want root's run only", nobody, got)
+	}
+	// other trusts what it wrote itself, forged or not, and root's.
+	if got := as(t, other, "runs", dir, "nightly"); got != "runs 301 300 200 100" {
+		t.Fatalf("%v reads %q; want its own runs and root's", other, got)
+	}
+	// A lock file squatted under root's name: root's writer says so, at once.
+	if got := as(t, other, "append", dir, "weekly.runs-0-lock", ""); got != "ok" {
+		t.Fatalf("squatting as %v: %s", other, got)
+	}
+	err = s.RecordRun(ctx, okRun("weekly", 1), 0)
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "weekly.runs-0-lock") || !strings.Contains(err.Error(), fmt.Sprint(other.uid)) {
+		t.Fatalf("RecordRun with a squatted lock file = %v; want a configuration error naming it and its owner", err)
+	}
+
+	t.Run("group", func(t *testing.T) {
+		dir := mkStore(t, 0o775|os.ModeSetgid, 0, jobs)
+		if got := as(t, other, "record", dir, "nightly", "500"); got != "ok" {
+			t.Fatalf("recording a run as %v: %s", other, got)
+		}
+		if got := as(t, nobody, "runs", dir, "nightly"); got != "runs 500" {
+			t.Fatalf("%v reads %q; want the run of %v (same group)", nobody, got, other)
+		}
+	})
+}
+
+// A writer killed between creating its new file and renaming it leaves the
+// file behind; the next writer of the user removes it.
+func TestHistoryStaleNewFileRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir)
+	stale := s.userRunsPath("st", os.Geteuid()) + ".new-0123456789abcdef"
+	if err := os.WriteFile(stale, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRun(context.Background(), okRun("st", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s after a write: %v; want removed", stale, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := fmt.Sprintf("[st.runs-%d st.runs-%d-lock]", os.Geteuid(), os.Geteuid()); fmt.Sprint(names) != want {
+		t.Fatalf("store directory holds %v; want %s", names, want)
+	}
+}
