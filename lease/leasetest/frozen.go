@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,8 +99,10 @@ func allStopped(pid int) bool {
 			continue // the thread exited
 		}
 		// PID (COMM) STATE ...: COMM may hold spaces and parentheses.
+		// A zombie (Z) or dying (X) process runs no more either: a server
+		// backend that was exiting when the signal came never shows T.
 		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+		if i < 0 || i+2 >= len(b) || !strings.ContainsRune("TtZX", rune(b[i+2])) {
 			return false
 		}
 	}
