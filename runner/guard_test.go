@@ -321,7 +321,7 @@ func TestGuardNotYetReadyStillKills(t *testing.T) {
 	if err := g.Ready(expired); !errors.Is(err, runner.ErrGuardHandshake) {
 		t.Fatalf("Ready = %v; want the guard not ready yet (held at the gate)", err)
 	}
-	g.CloseOwnerEnd() // leaderrun dies
+	g.CloseOwnerEnd()                           // leaderrun dies
 	w, err := os.OpenFile(gate, os.O_WRONLY, 0) // the guard goes on to start
 	if err != nil {
 		t.Fatal(err)
