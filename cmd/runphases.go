@@ -197,7 +197,8 @@ type childRun struct {
 }
 
 // supervise runs the child under the keeper, with its health checks and
-// the forwarded signals, and records the run's start.
+// the forwarded signals, and records the run's start once the child has
+// started.
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
 	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
@@ -208,7 +209,6 @@ func (r *runState) supervise(ld *leadership) childRun {
 	runCtx, stepDown := context.WithCancelCause(runCtx)
 	defer stepDown(nil)
 	rec := r.record(ld)
-	rec.start()
 	tap := tapSignals(r.sigs)
 	var health *healthGate
 	if rc.health.cmd != "" {
@@ -228,6 +228,9 @@ func (r *runState) supervise(ld *leadership) childRun {
 		Cgroup:     ld.prot.cg,
 		Guard:      ld.prot.guard,
 		Started: func(int) {
+			// The history's start record only once the child runs: it is
+			// no fencing state, and must not delay the child's start.
+			rec.start()
 			if r.notify != nil { // the status reads the time zone: only under systemd
 				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))
 			}
