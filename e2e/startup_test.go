@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// Issue 11's cheap regression check: the start-up work that was cut must
-// not come back. It checks what a run is built from and counts work, never
-// time; scripts/bench.sh measures the times.
+// Cheap start-up regression checks: the start-up work that was cut must not
+// come back. They check what a run is built from and count work; the one
+// timed check compares medians of interleaved rounds against a Go floor
+// built in the same run, never an absolute time. scripts/bench.sh measures
+// the times.
 
 // linkedNever are packages whose presence in leaderrun itself would undo
 // the cut: a network stack, libc (cgo, os/user's getpwuid), TLS, or a
