@@ -228,13 +228,13 @@ func (r *runState) supervise(ld *leadership) childRun {
 		Cgroup:     ld.prot.cg,
 		Guard:      ld.prot.guard,
 		Started: func(int) {
-			// The history's start record only once the child runs: it is
-			// no fencing state, and must not delay the child's start.
-			rec.start()
 			if r.notify != nil { // the status reads the time zone: only under systemd
 				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))
 			}
 			health.start(runCtx)
+			// The history's start record only once the child runs: it is
+			// no fencing state, and must not delay the child's start.
+			rec.start()
 		},
 		Exited: health.end, // before the sweep: a running check is no leftover
 	})

@@ -50,7 +50,7 @@ for arch in $arches; do
 	echo "== linux/$arch"
 	stage=$work/$arch
 	mkdir -p "$stage/bin"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -tags urfave_cli_no_docs -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/...
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/...
 	cp -r "$work/share" "$stage/share"
 
 	name=leaderrun_${version}_linux_$arch
