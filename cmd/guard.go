@@ -92,9 +92,19 @@ func startGuardAsync(program string) *guardStart {
 	s := &guardStart{program: program, done: make(chan struct{})}
 	go func() { // owned by s: take and drop wait for it
 		defer close(s.done)
-		s.g, s.err = runner.StartGuardProgram(program)
+		s.g, s.err = startGuard(program)
 	}()
 	return s
+}
+
+// startGuard starts the guard from program, trusted to be of this build
+// when it is this program's image or the dispatching leaderrun's
+// (trustedGuard).
+func startGuard(program string) (*runner.Guard, error) {
+	if trustedGuard(program) {
+		return runner.StartTrustedGuardProgram(program)
+	}
+	return runner.StartGuardProgram(program)
 }
 
 // take hands the early guard over, or starts a fresh one if the early one
@@ -107,7 +117,7 @@ func (s *guardStart) take() (*runner.Guard, error) {
 	)
 	s.once.Do(func() { g, err = s.g, s.err })
 	if g == nil || err != nil {
-		return runner.StartGuardProgram(s.program)
+		return startGuard(s.program)
 	}
 	return g, nil
 }

@@ -43,7 +43,7 @@ var ErrGuardHandshake = errors.New("the guard did not complete its handshake")
 type Guard struct {
 	cmd  *exec.Cmd
 	conn *seqConn
-	self bool // runs from this program's own image (/proc/self/exe)
+	self bool // runs from this program's own image, or one vouched for
 
 	mu       sync.Mutex
 	until    time.Duration // the latest E to send; coalesced
@@ -69,6 +69,23 @@ func StartGuard() (*Guard, error) { return StartGuardProgram(selfImage) }
 // selfImage is the running program's own image: the very file it was
 // started from, even if that path has since been replaced on disk.
 const selfImage = "/proc/self/exe"
+
+// GuardProtocol names the protocol this build's guard and its client
+// speak: a program that says its guard speaks it can be trusted with
+// StartTrustedGuardProgram.
+func GuardProtocol() string { return guardProtocol }
+
+// StartTrustedGuardProgram is StartGuardProgram for a program the caller
+// knows to speak GuardProtocol (a store program's guard runs from the
+// image of the leaderrun that dispatched to it, which said it does): like
+// StartGuard's, its guard is SameBuild.
+func StartTrustedGuardProgram(path string) (*Guard, error) {
+	g, err := StartGuardProgram(path)
+	if err == nil {
+		g.self = true
+	}
+	return g, err
+}
 
 // StartGuardProgram is StartGuard with the guard run from the program at
 // path, which must be a leaderrun program of the same build: a store
@@ -141,7 +158,8 @@ func (g *Guard) Ready(ctx context.Context) error {
 }
 
 // SameBuild reports whether the guard runs from this program's own image
-// (StartGuard), so that it is a guard of this build by construction. Its
+// (StartGuard), so that it is a guard of this build by construction, or
+// from one vouched for (StartTrustedGuardProgram). Its
 // handshake can then fail only by the guard dying or hanging, and the child
 // may start before it completes (the caller still waits for Ready in the
 // background and stops the child if it fails), because a guard that has
