@@ -59,15 +59,17 @@ type protection struct {
 	// handshake receives the outcome of a handshake checked in the
 	// background (verifyAsync); nil when it completed before the child.
 	handshake  chan error
+	verifyWait time.Duration
 	stopVerify context.CancelFunc
 	verifying  sync.WaitGroup
 }
 
 // verifyAsync waits for the guard's handshake in the background, bounded
-// by guardHandshakeWait; watch acts on its outcome, finish ends the wait.
-func (p *protection) verifyAsync() {
-	ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
-	p.handshake, p.stopVerify = make(chan error, 1), cancel
+// by wait (guardHandshakeWait); watch acts on its outcome, finish ends the
+// wait.
+func (p *protection) verifyAsync(wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	p.handshake, p.verifyWait, p.stopVerify = make(chan error, 1), wait, cancel
 	p.verifying.Add(1)
 	go func() { // owned by p: finish waits for it
 		defer p.verifying.Done()
@@ -162,7 +164,7 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 		// handshake (runner.Guard.SameBuild says why a guard still starting
 		// up acts all the same). It is checked in the background; watch
 		// stops the child should it fail.
-		p.verifyAsync()
+		p.verifyAsync(guardHandshakeWait)
 	} else {
 		// A guard from another program may be of another build: no child
 		// before it has answered.
@@ -210,7 +212,8 @@ func guardFailure(err error) string {
 type guardCause struct {
 	pid       int
 	stopped   bool
-	handshake bool // alive, but did not complete its handshake in time
+	handshake bool          // alive, but did not complete its handshake ...
+	within    time.Duration // ... within this
 }
 
 func (g guardCause) Error() string {
@@ -219,7 +222,7 @@ func (g guardCause) Error() string {
 	case g.stopped:
 		how = "was stopped (SIGSTOP)"
 	case g.handshake:
-		how = fmt.Sprintf("did not complete its handshake within %v", guardHandshakeWait)
+		how = fmt.Sprintf("did not complete its handshake within %v", g.within)
 	}
 	return fmt.Sprintf("the guard process (pid %d) %s, so leaderrun could no longer enforce the lease should it die itself", g.pid, how)
 }
@@ -247,7 +250,7 @@ func (p *protection) watch(ctx context.Context) (context.Context, func()) {
 					case <-p.guard.Died():
 						cancel(guardCause{pid: p.guard.PID(), stopped: p.guard.Stopped()})
 					default:
-						cancel(guardCause{pid: p.guard.PID(), handshake: true})
+						cancel(guardCause{pid: p.guard.PID(), handshake: true, within: p.verifyWait})
 					}
 					return
 				}
