@@ -6,10 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // LinkedStore is a store linked into this program: the URL schemes it serves and
@@ -94,10 +98,31 @@ func (e env) dispatch(raw string) error {
 		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
 	}
 	environ := e.environ()
-	if self, err := os.Executable(); err == nil {
-		environ = append(environ, envGuardProgram+"="+self) // Main takes it out again
+	// The store program's guard runs from this very image, passed as a
+	// descriptor that survives the execve: a guard of this build whatever
+	// happens to the file meanwhile, so with this build's protocol named
+	// too, the store program's child need not wait for its handshake.
+	image := -1
+	if f, err := os.Open(selfImage); err == nil {
+		// A duplicate without close-on-exec, numbered above the
+		// descriptors a guard is started with (0-3), which would
+		// otherwise replace it before the guard's exec.
+		if fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD, 10); err == nil {
+			image = fd
+			environ = append(environ, envGuardProgram+"="+imageFDPrefix+strconv.Itoa(fd),
+				envGuardProtocol+"="+runner.GuardProtocol()) // Main takes them out again
+		}
+		f.Close()
+	}
+	if image < 0 {
+		if self, err := os.Executable(); err == nil {
+			environ = append(environ, envGuardProgram+"="+self) // Main takes it out again
+		}
 	}
 	err = syscall.Exec(path, e.argv, environ)
+	if image >= 0 {
+		unix.Close(image)
+	}
 	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
 }
 
@@ -126,26 +151,60 @@ func findDriver(prog string) (string, error) {
 // child sees it.
 const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
 
+// envGuardProtocol names the guard protocol of the leaderrun whose image
+// envGuardProgram passes as a descriptor (imageFDPrefix).
+const envGuardProtocol = "LEADERRUN_GUARD_PROTOCOL"
+
+// selfImage is the running program's own image.
+const selfImage = "/proc/self/exe"
+
+// imageFDPrefix begins an envGuardProgram that is a descriptor of the
+// dispatching leaderrun's image, inherited across its execve.
+const imageFDPrefix = "/proc/self/fd/"
+
 // takeGuardProgram sets e's guardProgram and dispatched from
-// envGuardProgram and removes the variable from e's environment. A value
-// that is not an absolute path to an executable file is ignored: the guard
-// then runs from this program (and its handshake would refuse a stranger
-// anyway).
+// envGuardProgram (and envGuardProtocol) and removes the variables from
+// e's environment. A value that is not an absolute path to an executable
+// file is ignored: the guard then runs from this program (and its
+// handshake would refuse a stranger anyway). A descriptor of the
+// dispatching leaderrun's image is made close-on-exec and kept only when
+// that leaderrun speaks this build's guard protocol: the guard then runs
+// from it (trustedGuard); else from this program's own image.
 func takeGuardProgram(e env) env {
 	var rest []string
+	protocol := ""
 	for _, kv := range e.vars {
+		if v, ok := strings.CutPrefix(kv, envGuardProtocol+"="); ok {
+			protocol = v
+			continue
+		}
 		p, ok := strings.CutPrefix(kv, envGuardProgram+"=")
 		if !ok {
 			rest = append(rest, kv)
 			continue
 		}
 		e.dispatched = true
+		if n, ok := strings.CutPrefix(p, imageFDPrefix); ok {
+			if fd, err := strconv.Atoi(n); err == nil && fd >= 10 {
+				unix.CloseOnExec(fd) // no child inherits it
+			}
+		}
 		if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			e.guardProgram = p
 		}
 	}
+	if strings.HasPrefix(e.guardProgram, imageFDPrefix) && protocol != runner.GuardProtocol() {
+		e.guardProgram = "" // a leaderrun of another build: guard from this image
+	}
 	e.vars = rest
 	return e
+}
+
+// trustedGuard reports whether the guard program is an image known to
+// speak this build's guard protocol (see takeGuardProgram), whose child
+// need not wait for the guard's handshake, as with this program's own.
+func trustedGuard(program string) bool {
+	return program == selfImage || strings.HasPrefix(program, imageFDPrefix)
 }
 
 // dispatchable returns the --store URL of a preparsed command line that

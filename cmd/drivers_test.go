@@ -3,15 +3,20 @@ package cmd
 import (
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease/bloblease"
 	"github.com/leaderrun/leaderrun/lease/etcdlease"
 	"github.com/leaderrun/leaderrun/lease/pglease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
+	"github.com/leaderrun/leaderrun/runner"
 )
 
 // TestDrivers: every scheme of a store package is dispatched to the program
@@ -86,5 +91,51 @@ func TestDispatchable(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Errorf("dispatchable(%q, LEADERRUN_STORE=%q) = %q, %v; want %q, %v", c.args, c.env, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestTakeGuardImage: a descriptor of the dispatching leaderrun's image is
+// the guard program (trusted: no handshake before the child) only when that
+// leaderrun speaks this build's guard protocol; either way it is made
+// close-on-exec and the variables leave the environment.
+func TestTakeGuardImage(t *testing.T) {
+	f, err := os.Open(selfImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	image := imageFDPrefix + strconv.Itoa(fd)
+	for _, tc := range []struct {
+		protocol, want string
+	}{
+		{runner.GuardProtocol(), image},
+		{"protocol-0", ""}, // another build's leaderrun: the guard runs from this image
+		{"", ""},
+	} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			t.Fatal(err)
+		}
+		vars := []string{"A=1", envGuardProgram + "=" + image}
+		if tc.protocol != "" {
+			vars = append(vars, envGuardProtocol+"="+tc.protocol)
+		}
+		e := takeGuardProgram(env{vars: vars})
+		if e.guardProgram != tc.want || !e.dispatched || len(e.vars) != 1 || e.vars[0] != "A=1" {
+			t.Errorf("protocol %q: guardProgram %q, dispatched %v, vars %q; want %q, true, [A=1]", tc.protocol, e.guardProgram, e.dispatched, e.vars, tc.want)
+		}
+		if !trustedGuard(e.guardPath()) {
+			t.Errorf("protocol %q: guard program %q not trusted", tc.protocol, e.guardPath())
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("protocol %q: the image's descriptor is not close-on-exec (%v)", tc.protocol, err)
+		}
+	}
+	if trustedGuard("/usr/bin/leaderrun") {
+		t.Error("a guard program named by path is trusted without its handshake")
 	}
 }

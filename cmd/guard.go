@@ -56,6 +56,25 @@ type lockFiler interface{ LockFile() *os.File }
 type protection struct {
 	guard *runner.Guard
 	cg    *runner.Cgroup
+	// handshake receives the outcome of a handshake checked in the
+	// background (verifyAsync); nil when it completed before the child.
+	handshake  chan error
+	verifyWait time.Duration
+	stopVerify context.CancelFunc
+	verifying  sync.WaitGroup
+}
+
+// verifyAsync waits for the guard's handshake in the background, bounded
+// by wait (guardHandshakeWait); watch acts on its outcome, finish ends the
+// wait.
+func (p *protection) verifyAsync(wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	p.handshake, p.verifyWait, p.stopVerify = make(chan error, 1), wait, cancel
+	p.verifying.Add(1)
+	go func() { // owned by p: finish waits for it
+		defer p.verifying.Done()
+		p.handshake <- p.guard.Ready(ctx)
+	}()
 }
 
 // guardStart is a guard started in the background before the lease is
@@ -75,9 +94,19 @@ func startGuardAsync(program string) *guardStart {
 	s := &guardStart{program: program, done: make(chan struct{})}
 	go func() { // owned by s: take and drop wait for it
 		defer close(s.done)
-		s.g, s.err = runner.StartGuardProgram(program)
+		s.g, s.err = startGuard(program)
 	}()
 	return s
+}
+
+// startGuard starts the guard from program, trusted to be of this build
+// when it is this program's image or the dispatching leaderrun's
+// (trustedGuard).
+func startGuard(program string) (*runner.Guard, error) {
+	if trustedGuard(program) {
+		return runner.StartTrustedGuardProgram(program)
+	}
+	return runner.StartGuardProgram(program)
 }
 
 // take hands the early guard over, or starts a fresh one if the early one
@@ -90,7 +119,7 @@ func (s *guardStart) take() (*runner.Guard, error) {
 	)
 	s.once.Do(func() { g, err = s.g, s.err })
 	if g == nil || err != nil {
-		return runner.StartGuardProgram(s.program)
+		return startGuard(s.program)
 	}
 	return g, nil
 }
@@ -130,12 +159,22 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 		return nil, err
 	}
 	p.guard = g
-	ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
-	err = g.Ready(ctx)
-	cancel()
-	if err != nil {
-		p.finish(true, log)
-		return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, pre.program, guardFailure(err), guardHandshakeWait)
+	if g.SameBuild() {
+		// The guard is this very program: the child need not wait for its
+		// handshake (runner.Guard.SameBuild says why a guard still starting
+		// up acts all the same). It is checked in the background; watch
+		// stops the child should it fail.
+		p.verifyAsync(guardHandshakeWait)
+	} else {
+		// A guard from another program may be of another build: no child
+		// before it has answered.
+		ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
+		err = g.Ready(ctx)
+		cancel()
+		if err != nil {
+			p.finish(true, log)
+			return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, pre.program, guardFailure(err), guardHandshakeWait)
+		}
 	}
 	err = g.Timing(stop, t.Grace, t.KillBound)
 	if err == nil && p.cg != nil {
@@ -154,9 +193,10 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 	return p, nil
 }
 
-// guardHandshakeWait bounds how long the child's start waits for the guard
-// to say it is ready. The guard normally started during the acquisition
-// and answered long before.
+// guardHandshakeWait bounds how long the guard may take to say it is
+// ready: the child's start waits for it when the guard runs from another
+// program; otherwise a run whose guard has not answered by then is stopped
+// as if the guard had died.
 const guardHandshakeWait = 10 * time.Second
 
 // guardFailure says how a guard failed its handshake.
@@ -170,14 +210,19 @@ func guardFailure(err error) string {
 // guardCause is the cause of the run's end when the guard died or was
 // stopped.
 type guardCause struct {
-	pid     int
-	stopped bool
+	pid       int
+	stopped   bool
+	handshake bool          // alive, but did not complete its handshake ...
+	within    time.Duration // ... within this
 }
 
 func (g guardCause) Error() string {
 	how := "died"
-	if g.stopped {
+	switch {
+	case g.stopped:
 		how = "was stopped (SIGSTOP)"
+	case g.handshake:
+		how = fmt.Sprintf("did not complete its handshake within %v", g.within)
 	}
 	return fmt.Sprintf("the guard process (pid %d) %s, so leaderrun could no longer enforce the lease should it die itself", g.pid, how)
 }
@@ -191,10 +236,28 @@ func (p *protection) watch(ctx context.Context) (context.Context, func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case <-p.guard.Died():
-			cancel(guardCause{pid: p.guard.PID(), stopped: p.guard.Stopped()})
-		case <-ctx.Done():
+		hs := p.handshake // nil: verified before the child started
+		for {
+			select {
+			case <-p.guard.Died():
+				cancel(guardCause{pid: p.guard.PID(), stopped: p.guard.Stopped()})
+				return
+			case err := <-hs:
+				if err != nil {
+					// Died closed too if the guard ended: say so rather
+					// than "no handshake".
+					select {
+					case <-p.guard.Died():
+						cancel(guardCause{pid: p.guard.PID(), stopped: p.guard.Stopped()})
+					default:
+						cancel(guardCause{pid: p.guard.PID(), handshake: true, within: p.verifyWait})
+					}
+					return
+				}
+				hs = nil
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	return ctx, func() { cancel(nil); <-done }
@@ -205,6 +268,10 @@ func (p *protection) watch(ctx context.Context) (context.Context, func()) {
 // removed; otherwise the guard is left to kill and wait for the tree when
 // leaderrun exits, holding the file lock until then.
 func (p *protection) finish(treeGone bool, log *slog.Logger) {
+	if p.stopVerify != nil {
+		p.stopVerify()
+		p.verifying.Wait()
+	}
 	if !treeGone {
 		return
 	}

@@ -204,7 +204,8 @@ type childRun struct {
 }
 
 // supervise runs the child under the keeper, with its health checks and
-// the forwarded signals, and records the run's start.
+// the forwarded signals, and records the run's start once the child has
+// started.
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
 	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
@@ -215,7 +216,6 @@ func (r *runState) supervise(ld *leadership) childRun {
 	runCtx, stepDown := context.WithCancelCause(runCtx)
 	defer stepDown(nil)
 	rec := r.record(ld)
-	rec.start()
 	tap := tapSignals(r.sigs)
 	var health *healthGate
 	if rc.health.cmd != "" {
@@ -240,6 +240,9 @@ func (r *runState) supervise(ld *leadership) childRun {
 				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))
 			}
 			health.start(runCtx)
+			// The history's start record only once the child runs: it is
+			// no fencing state, and must not delay the child's start.
+			rec.start()
 		},
 		Exited: health.end, // before the sweep: a running check is no leftover
 	})

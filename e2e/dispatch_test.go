@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,5 +103,36 @@ func TestDispatchToLinkRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the child ran")
+	}
+}
+
+// A store program's guard runs from the very image of the leaderrun that
+// dispatched to it (the smaller program, passed as a descriptor across
+// the execve), and no child inherits that descriptor or the variables
+// that name it.
+func TestDispatchGuardFromLeaderrunImage(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	p, in := startStdin(t, env, "-v", "--name", "dispatch-guard", "--", "sh", "-c", `ls -l /proc/$$/fd; env; echo listed; read _; true`)
+	gpid := guardPID(t, p)
+	var out []string
+	for l := p.line(); l != "listed"; l = p.line() {
+		out = append(out, l)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", gpid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	if c := p.wait(); c != 0 {
+		t.Fatalf("exit %d: %s", c, p.stderr.String())
+	}
+	if exe != lrBin {
+		t.Errorf("the guard runs from %s; want leaderrun's image %s", exe, lrBin)
+	}
+	for _, l := range out {
+		if strings.Contains(l, lrBin) || strings.Contains(l, "LEADERRUN_GUARD") {
+			t.Errorf("the child inherited %q", l)
+		}
 	}
 }

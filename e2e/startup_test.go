@@ -8,11 +8,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
-// Issue 11's cheap regression check: the start-up work that was cut must
-// not come back. It checks what a run is built from and counts work, never
-// time; scripts/bench.sh measures the times.
+// Cheap start-up regression checks: the start-up work that was cut must not
+// come back. They check what a run is built from and count work; the one
+// timed check compares medians of interleaved rounds against a Go floor
+// built in the same run, never an absolute time. scripts/bench.sh measures
+// the times.
 
 // linkedNever are packages whose presence in leaderrun itself would undo
 // the cut: a network stack, libc (cgo, os/user's getpwuid), TLS, or a
@@ -94,4 +97,135 @@ func medianFaults(t *testing.T, argv ...string) int64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// The guard is decided in runner's init: a process started as the guard
+// never initialises the packages that import runner (the command line and
+// its renderers, a store's client). Counted, not timed.
+func TestStartupGuardInits(t *testing.T) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	var out strings.Builder
+	// Its socket is /dev/null here: the guard reads its end at once and
+	// exits 0, having been told of no tree.
+	cmd := &exec.Cmd{Path: lrBin, Args: []string{"leaderrun: guard", "protocol-3"},
+		Env: []string{"GODEBUG=inittrace=1"}, Stderr: &out, ExtraFiles: []*os.File{devnull}}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("guard: %v\n%s", err, out.String())
+	}
+	inits := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "init" {
+			continue
+		}
+		inits++
+		for _, never := range []string{"github.com/urfave/", "github.com/russross/", "github.com/leaderrun/leaderrun/cmd"} {
+			if strings.HasPrefix(f[1], never) {
+				t.Errorf("the guard initialised %s: it must be decided before the packages that import runner", f[1])
+			}
+		}
+	}
+	t.Logf("packages with initialisers run by the guard: %d (leaderrun --version: see TestStartupWork)", inits)
+	if inits == 0 {
+		t.Fatalf("no inittrace output from the guard:\n%s", out.String())
+	}
+}
+
+// startRatioBound bounds a file-store run of `-- true` as a multiple of the
+// Go floor (scripts/startcost/floor: flock, a process group, Pdeathsig,
+// exec) built in the same test, by the median of interleaved rounds, in wall
+// time, CPU time (user+system of the whole tree) and minor page faults. On
+// a 2-core machine at load 20-30 the run took 4.0-4.6x the floor's wall and
+// CPU time and 4.1x its faults (2.9-3.2x quiet): the bound is generous, so
+// that only a real regression (a second Go start-up on the critical path,
+// a store client linked back in) crosses it, and a busy machine does not.
+const startRatioBound = 9.0
+
+// faultRatioBound is the same bound for minor page faults, which a busy
+// machine does not move: it catches code or memory added to every run
+// (3.4-4.1x when it was set).
+const faultRatioBound = 6.0
+
+func TestStartupRatioToFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("interleaved rounds of start-ups")
+	}
+	dir := t.TempDir()
+	floor := filepath.Join(dir, "floor")
+	if out, err := exec.Command(goBin(), "build", "-o", floor, "./scripts/startcost/floor").CombinedOutput(); err != nil {
+		t.Fatalf("building the floor: %v\n%s", err, out)
+	}
+	store := t.TempDir()
+	variants := [][]string{
+		{floor, filepath.Join(store, "floor.lock"), "true"},
+		{lrBin, "-q", "--store", "file://" + store, "--name", "startup", "--", "true"},
+	}
+	const rounds, warm = 31, 3
+	samples := make([][]startSample, len(variants))
+	for i := range rounds + warm {
+		for j, argv := range variants {
+			s := runOnce(t, argv)
+			if i >= warm {
+				samples[j] = append(samples[j], s)
+			}
+		}
+	}
+	fl, lr := medianSample(samples[0]), medianSample(samples[1])
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, m := range []struct {
+		what, unit string
+		lr, fl     float64
+		bound      float64
+	}{
+		{"wall time", "ms", ms(lr.wall), ms(fl.wall), startRatioBound},
+		{"CPU time", "ms", ms(lr.cpu), ms(fl.cpu), startRatioBound},
+		{"minor page faults", "", float64(lr.faults), float64(fl.faults), faultRatioBound},
+	} {
+		ratio := m.lr / max(m.fl, 0.001)
+		t.Logf("%s: leaderrun -- true %.3g%s, Go floor %.3g%s: %.2fx (bound %.1fx)", m.what, m.lr, m.unit, m.fl, m.unit, ratio, m.bound)
+		if ratio > m.bound {
+			t.Errorf("a file-store run of -- true takes %.2fx the Go floor's %s (median of %d interleaved rounds); bound %.1fx: scripts/bench.sh and docs/performance.md say where the time goes", ratio, m.what, rounds, m.bound)
+		}
+	}
+}
+
+type startSample struct {
+	wall, cpu time.Duration
+	faults    int64
+}
+
+// runOnce runs argv to its end (it must exit 0) and returns its wall time
+// and, from wait4's rusage (the reaped descendants included), its CPU time
+// and minor page faults.
+func runOnce(t *testing.T, argv []string) startSample {
+	t.Helper()
+	c := exec.Command(argv[0], argv[1:]...)
+	begin := time.Now()
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", argv, err, out)
+	}
+	wall := time.Since(begin)
+	ru := c.ProcessState.SysUsage().(*syscall.Rusage)
+	return startSample{wall: wall, cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), faults: ru.Minflt}
+}
+
+// medianSample is the per-field median.
+func medianSample(s []startSample) startSample {
+	med := func(get func(startSample) int64) int64 {
+		v := make([]int64, 0, len(s))
+		for _, x := range s {
+			v = append(v, get(x))
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return startSample{
+		wall:   time.Duration(med(func(x startSample) int64 { return int64(x.wall) })),
+		cpu:    time.Duration(med(func(x startSample) int64 { return int64(x.cpu) })),
+		faults: med(func(x startSample) int64 { return x.faults }),
+	}
 }

@@ -43,6 +43,7 @@ var ErrGuardHandshake = errors.New("the guard did not complete its handshake")
 type Guard struct {
 	cmd  *exec.Cmd
 	conn *seqConn
+	self bool // runs from this program's own image, or one vouched for
 
 	mu       sync.Mutex
 	until    time.Duration // the latest E to send; coalesced
@@ -63,7 +64,28 @@ type Guard struct {
 // and returns once it exists. It does not wait for the guard to be ready:
 // messages queue in the socket, and if the guard dies before reading them,
 // Died closes.
-func StartGuard() (*Guard, error) { return StartGuardProgram("/proc/self/exe") }
+func StartGuard() (*Guard, error) { return StartGuardProgram(selfImage) }
+
+// selfImage is the running program's own image: the very file it was
+// started from, even if that path has since been replaced on disk.
+const selfImage = "/proc/self/exe"
+
+// GuardProtocol names the protocol this build's guard and its client
+// speak: a program that says its guard speaks it can be trusted with
+// StartTrustedGuardProgram.
+func GuardProtocol() string { return guardProtocol }
+
+// StartTrustedGuardProgram is StartGuardProgram for a program the caller
+// knows to speak GuardProtocol (a store program's guard runs from the
+// image of the leaderrun that dispatched to it, which said it does): like
+// StartGuard's, its guard is SameBuild.
+func StartTrustedGuardProgram(path string) (*Guard, error) {
+	g, err := StartGuardProgram(path)
+	if err == nil {
+		g.self = true
+	}
+	return g, err
+}
 
 // StartGuardProgram is StartGuard with the guard run from the program at
 // path, which must be a leaderrun program of the same build: a store
@@ -109,7 +131,7 @@ func StartGuardProgram(path string) (*Guard, error) {
 		c.Close()
 		return nil, fmt.Errorf("start the guard: %w", err)
 	}
-	g := &Guard{cmd: cmd, conn: c, wake: make(chan struct{}, 1),
+	g := &Guard{cmd: cmd, conn: c, self: path == selfImage, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{}), ready: make(chan struct{})}
 	g.wg.Add(3)
 	go g.send()
@@ -120,18 +142,46 @@ func StartGuardProgram(path string) (*Guard, error) {
 
 // Ready waits until the guard has said it is ready and speaks this build's
 // protocol. It returns an error wrapping ErrGuardDied when the guard ended
-// first, or ErrGuardHandshake when ctx ends first. Run no child before it
-// returns nil.
+// (or was disarmed) first, or ErrGuardHandshake when ctx ends first. Unless
+// SameBuild, run no child before it returns nil.
 func (g *Guard) Ready(ctx context.Context) error {
 	select {
 	case <-g.ready:
 		return nil
 	case <-g.died:
 		return fmt.Errorf("%w before its handshake", ErrGuardDied)
+	case <-g.quit:
+		return fmt.Errorf("%w: disarmed before its handshake", ErrGuardDied)
 	case <-ctx.Done():
 		return ErrGuardHandshake
 	}
 }
+
+// SameBuild reports whether the guard runs from this program's own image
+// (StartGuard), so that it is a guard of this build by construction, or
+// from one vouched for (StartTrustedGuardProgram). Its
+// handshake can then fail only by the guard dying or hanging, and the child
+// may start before it completes (the caller still waits for Ready in the
+// background and stops the child if it fails), because a guard that has
+// not yet said it is ready acts all the same should leaderrun die:
+//
+//   - StartGuard returns only once the guard process exists and has
+//     exec'd (os/exec waits for the exec), in a process group of its own,
+//     holding its end of the socket pair;
+//   - every message (the cgroup and timing before the child starts, the
+//     child's group the moment it has started, each deadline) is queued
+//     in the guard's end of the socket whether or not it reads yet, and
+//     stays there when leaderrun's end closes;
+//   - so a guard still starting up when leaderrun dies reads, once it
+//     runs, everything leaderrun sent, then the end of the socket, and
+//     kills the tree it was told of exactly as a ready guard would (a
+//     message write that fails there means the guard died, which Died
+//     reports to leaderrun, if alive, as before).
+//
+// A guard from another program (StartGuardProgram, a store program's
+// guard) may be of another build, which only its handshake can tell: its
+// caller must wait for Ready before starting the child.
+func (g *Guard) SameBuild() bool { return g.self }
 
 // PID returns the guard's process ID.
 func (g *Guard) PID() int { return g.cmd.Process.Pid }

@@ -290,3 +290,55 @@ func TestGuardOfAnotherBuildRefuses(t *testing.T) {
 		t.Fatalf("guard with another protocol: %v, stderr %q; want exit 2 and a message", err, stderr.String())
 	}
 }
+
+// A guard that has not even started running its own code when leaderrun
+// dies still kills the tree (what lets a child start before the guard's
+// handshake, Guard.SameBuild): here the guard program is held in a shell
+// reading a FIFO until leaderrun's end of the socket has closed; it then
+// execs this test binary as the guard, which reads the child's group queued
+// in its socket, then the socket's end, and kills the tree.
+func TestGuardNotYetReadyStillKills(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	if err := unix.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := filepath.Join(dir, "held-guard")
+	script := fmt.Sprintf("#!/bin/bash\nread -r _ < %q\nexec -a %q %q \"$@\"\n", gate, runner.GuardArg0, self)
+	if err := os.WriteFile(held, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, err := runner.StartGuardProgram(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startRun(t, runner.Config{Args: []string{"sh", "-c", treeScript}, Guard: g, Grace: time.Hour})
+	kids := []int{c.expectPID("kid "), c.expectPID("kid "), c.expectPID("ready ")}
+	<-g.Armed()
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Ready(expired); !errors.Is(err, runner.ErrGuardHandshake) {
+		t.Fatalf("Ready = %v; want the guard not ready yet (held at the gate)", err)
+	}
+	g.CloseOwnerEnd()                           // leaderrun dies
+	w, err := os.OpenFile(gate, os.O_WRONLY, 0) // the guard goes on to start
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(w, "go")
+	w.Close()
+	for _, fd := range kids {
+		if !exited(t, fd, 10*time.Second) {
+			t.Fatal("a process of the tree outlived leaderrun with a guard that was not ready yet")
+		}
+	}
+	g.WaitExit()
+	if res, err := c.result(); err != nil || res.Signal != syscall.SIGKILL {
+		t.Fatalf("Run = %+v, %v; want the child SIGKILLed by the guard", res, err)
+	}
+}

@@ -28,8 +28,23 @@ const guardFD = 3
 const guardKillWait = 30 * time.Second
 
 // IsGuard reports whether this process was started as a guard (see
-// StartGuard); main calls GuardMain instead of the command line then.
+// StartGuard); such a process runs GuardMain from runner's init and
+// never reaches main.
 func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
+
+// A process started as the guard (IsGuard) is the guard from this
+// package's initialisation on: it runs GuardMain and exits before the
+// packages that import runner (the command line, its help and man-page
+// renderers, a store's client) are initialised, so the guard's start-up,
+// which runs beside every child's, pays for the runtime and what runner
+// itself needs only. Go initialises a package after all it imports, and
+// among those ready first the one whose import path sorts first, so
+// runner comes before every importer of it.
+func init() {
+	if IsGuard() {
+		os.Exit(GuardMain())
+	}
+}
 
 // guardProtocol names the messages this build's guard and client exchange.
 // It is the guard's argv[1]; a guard of another build refuses to start, so

@@ -3,8 +3,9 @@
 # in one run so the ratios are fair:
 #   1. start-up cost side by side (scripts/startcost, round-robin medians):
 #      true, flock, the floor of a Go wrapper and a Go hello-world (built
-#      here), leaderrun -- true on the file store and on Redis, --version and
-#      --help; differences and ratios against the targets of issue 11;
+#      here), leaderrun -- true on the file store (also --contain group and
+#      --history-keep 0), on Redis, etcd and PostgreSQL against their peer
+#      tools' locks, --version and --help; the ratios as a Markdown table;
 #   2. clean handover latency on the file store (Go benchmark, p50/p90);
 #   3. peak RSS of leaderrun while it supervises `sleep 5` on file and Redis
 #      (/usr/bin/time),
@@ -14,6 +15,8 @@
 #      100 and 1,000 on every store (e2e BenchmarkStandbyHerd);
 #   8. the clean handover with and without run history.
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
+# LEADERRUN_BENCH_RUNS sets the rounds of 1; LEADERRUN_BENCH_ONLY=startup
+# runs 1 alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -23,7 +26,7 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -o "$out/" . ./cmd/... # leaderrun and its store programs
+go build -tags urfave_cli_no_docs -o "$out/" . ./cmd/... # leaderrun and its store programs, as released
 store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
 redis_dir=$store/redis-server
 mkdir -p "$redis_dir"
@@ -32,24 +35,72 @@ scripts/redis.sh start "$redis_dir" single >/dev/null
 redis_addr=$(sed -n 's/^LEADERRUN_TEST_REDIS=//p' "$redis_dir/env")
 runs=${LEADERRUN_BENCH_RUNS:-300}
 
-echo "== 1. start-up cost side by side (issue 11): medians of $runs runs each, round-robin"
+echo "== 1. start-up cost side by side: medians of $runs rounds, every command once per round"
 # The references are built in this run: a Go hello-world, and the floor of a
-# Go wrapper (flock + run in a process group with Pdeathsig).
+# Go wrapper (flock + run in a process group with Pdeathsig); each network
+# store is compared with the peer tool a script would use instead (the shell
+# locks are scripts/startcost/peers). etcd and PostgreSQL join when their
+# servers can be started here. The table goes to $out/startup.md
+# (docs/performance.md, "Start-up cost").
 go build -o "$out/hello" ./scripts/startcost/hello
 go build -o "$out/floor" ./scripts/startcost/floor
 go build -o "$out/startcost" ./scripts/startcost
-"$out/startcost" -n "$runs" \
-	true=true \
-	flock="flock $store/flock.lock true" \
-	go-floor="$out/floor $store/floor.lock true" \
-	go-hello="$out/hello" \
-	version="$bin --version" \
-	help="$bin --help" \
-	file="$bin -q --store file://$store -- true" \
-	redis="$bin -q --store redis://$redis_addr -- true" \
-	-- "file - go-floor" "redis - go-floor" "version - go-hello" "help - go-hello" "file / flock" \
+peers=scripts/startcost/peers
+export ETCDCTL_API=3
+variants=(
+	true=true
+	flock="flock $store/flock.lock true"
+	go-floor="$out/floor $store/floor.lock true"
+	go-hello="$out/hello"
+	version="$bin --version"
+	help="$bin --help"
+	file="$bin -q --store file://$store -- true"
+	file-group="$bin -q --contain group --store file://$store --name group -- true"
+	file-nohistory="$bin -q --history-keep 0 --store file://$store --name nohist -- true"
+	redis="$bin -q --store redis://$redis_addr -- true"
+	redis-direct="$out/leaderrun-redis -q --store redis://$redis_addr --name direct -- true"
+	redis-cli-lock="$peers/redis-lock.sh $redis_addr true"
+)
+ratios=("flock / go-floor" "file / go-floor" "file-group / go-floor" "file-nohistory / go-floor"
+	"version / go-hello" "help / go-hello" "redis / redis-cli-lock" "redis-direct / redis-cli-lock")
+etcd_dir=$store/etcd-server pg_dir=$store/pg-server
+mkdir -p "$etcd_dir" "$pg_dir"
+trap 'scripts/redis.sh stop "$redis_dir" >/dev/null 2>&1 || true; scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true; scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true; rm -rf "$store"' EXIT
+if command -v etcdctl >/dev/null && scripts/etcd.sh start "$etcd_dir" single >/dev/null 2>&1; then
+	etcd_url=$(sed -n 's/^LEADERRUN_TEST_ETCD_URL=//p' "$etcd_dir/env")
+	variants+=(etcd="$bin -q --store $etcd_url -- true" etcdctl-lock="etcdctl --endpoints=${etcd_url#etcd://} lock leaderrun-bench true")
+	ratios+=("etcd / etcdctl-lock")
+else
+	echo "   (no etcd here: its row is left out)"
+fi
+if command -v psql >/dev/null && scripts/postgres.sh start "$pg_dir" >/dev/null 2>&1; then
+	pg_url=$(sed -n 's/^LEADERRUN_TEST_POSTGRES_URL=//p' "$pg_dir/env")
+	variants+=(postgres="$bin -q --store $pg_url -- true" psql-lock="$peers/pg-lock.sh $pg_url true")
+	ratios+=("postgres / psql-lock")
+else
+	echo "   (no PostgreSQL here: its row is left out)"
+fi
+# LEADERRUN_BENCH_BEFORE=DIR (a directory with an older build's leaderrun
+# and leaderrun-* programs) adds each leaderrun command of that build, as
+# NAME-before, in the same rounds: the table's "before" rows.
+if [ -n "${LEADERRUN_BENCH_BEFORE:-}" ]; then
+	for v in "${variants[@]}"; do
+		name=${v%%=*} cmdline=${v#*=}
+		case $cmdline in "$bin "* | "$out/leaderrun-"*) ;; *) continue ;; esac
+		cmdline=${cmdline//"$out/"/"$LEADERRUN_BENCH_BEFORE/"}
+		variants+=("$name-before=${cmdline/ --name / --name before-}")
+		for r in "${ratios[@]}"; do
+			[ "${r%% /*}" != "$name" ] || ratios+=("$name-before /${r#* /}")
+		done
+	done
+fi
+"$out/startcost" -n "$runs" -markdown "$out/startup.md" "${variants[@]}" \
+	-- "file - go-floor" "redis - go-floor" "version - go-hello" "help - go-hello" "${ratios[@]}" \
 	| tee "$out/startup.txt"
-echo "   targets: file - go-floor <= 1 ms, redis - go-floor <= 1.5 ms, version/help - go-hello <= 0.5 ms"
+echo "   conditions: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) after the run; Markdown table in $out/startup.md"
+echo "   targets: file <= 1.5x go-floor (wall and CPU); redis, etcd, postgres <= 1.0x their peer; --version <= 1.1x go-hello"
+# LEADERRUN_BENCH_ONLY=startup stops here (the start-up table alone).
+[ "${LEADERRUN_BENCH_ONLY:-}" != startup ] || exit 0
 
 echo "== 2. clean handover (file store)"
 go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x ./e2e | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'

@@ -6,7 +6,9 @@
 // among them: a forked child starts with this program's pages; bench.sh
 // reads it with /usr/bin/time.) Lines of
 // the form "A - B" or "A / B" after the commands print differences and
-// ratios of medians.
+// ratios of medians. With -markdown FILE, each "A / B" line is also a row
+// of a Markdown table in FILE (docs/performance.md's start-up table).
+// Commands are split on spaces; name a script for anything more.
 //
 //	startcost -n 200 true='true' lr='leaderrun -- true' -- 'lr - true'
 package main
@@ -36,6 +38,7 @@ type bench struct {
 func main() {
 	n := flag.Int("n", 200, "runs of each command")
 	warm := flag.Int("warmup", 20, "unmeasured runs of each command first")
+	md := flag.String("markdown", "", "also write the ratios (A / B) as a Markdown table to this file")
 	flag.Parse()
 	var benches []*bench
 	var exprs []string
@@ -70,6 +73,8 @@ func main() {
 		med[b.name] = m
 		fmt.Printf("   %-22s %7.3fms %7.3fms %7.3fms %8d\n", b.name, ms(m.wall), ms(pct(b.samples, 0.9)), ms(m.cpu), m.faults)
 	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| command | its reference | wall (median) | CPU (median) | minor faults |\n|---|---|---:|---:|---:|\n")
 	for _, e := range exprs {
 		f := strings.Fields(e)
 		if len(f) != 3 {
@@ -85,8 +90,15 @@ func main() {
 			fmt.Printf("   %-32s %+7.3f ms wall  %+7.3f ms cpu  %+6d faults\n", e, ms(a.wall-b.wall), ms(a.cpu-b.cpu), a.faults-b.faults)
 		case "/":
 			fmt.Printf("   %-32s %7.2fx wall  %7.2fx cpu  %7.2fx faults\n", e, float64(a.wall)/float64(b.wall), float64(a.cpu)/float64(b.cpu), float64(a.faults)/float64(b.faults))
+			fmt.Fprintf(&table, "| %s | %s | %.2fx (%.2f ms) | %.2fx (%.2f ms) | %.2fx (%d) |\n", f[0], f[2],
+				float64(a.wall)/float64(b.wall), ms(a.wall), float64(a.cpu)/float64(b.cpu), ms(a.cpu), float64(a.faults)/float64(b.faults), a.faults)
 		default:
 			fail("want - or / in %q", e)
+		}
+	}
+	if *md != "" {
+		if err := os.WriteFile(*md, []byte(table.String()), 0o644); err != nil {
+			fail("%v", err)
 		}
 	}
 }
