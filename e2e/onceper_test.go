@@ -1,0 +1,183 @@
+package e2e
+
+// --once-per on the file store, Redis, PostgreSQL and etcd: three
+// contenders ticking every second run COMMAND exactly once per period, a
+// period in which none ran is caught up at the next tick, and a run whose
+// leaderrun was killed is retried by the next tick in the same period.
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestFileOncePer(t *testing.T) {
+	testOncePer(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "daily", true)
+}
+
+func TestRedisOncePer(t *testing.T) {
+	_, env := redisE2EShared(t)
+	testOncePer(t, env, e2eName(t, "daily"), true)
+}
+
+func TestPostgresOncePer(t *testing.T) {
+	_, env := pgE2EShared(t)
+	testOncePer(t, env, e2eName(t, "daily"), true)
+}
+
+func TestEtcdOncePer(t *testing.T) {
+	_, env := etcdE2EShared(t)
+	testOncePer(t, env, e2eName(t, "daily"), false)
+}
+
+// oncePerPeriod is the short period the contenders tick in.
+const oncePerPeriod = 4 * time.Second
+
+// tick runs one contender's leaderrun --once-per to completion: it
+// returns its exit code and stderr. The child appends its fencing token to
+// marks.
+func tick(env []string, holder, name, period, marks string, extra ...string) (int, string, error) {
+	args := append([]string{"--once-per", period, "--name", name, "--holder", holder, "--ttl", "2s"}, extra...)
+	args = append(args, "--", "sh", "-c", `echo "$LEADERRUN_LEASE_TOKEN" >> "$0"`, marks)
+	cmd := exec.Command(lrBin, args...)
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1", "TZ=UTC"), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stderr.String(), nil
+	}
+	return 0, stderr.String(), err
+}
+
+// marked reads the tokens the children appended to marks, in order.
+func marked(t *testing.T, marks string) []uint64 {
+	t.Helper()
+	b, err := os.ReadFile(marks)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks []uint64
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			t.Fatalf("marks %q: %v", b, err)
+		}
+		toks = append(toks, n)
+	}
+	return toks
+}
+
+// periodOf is the index of the period a run belongs to: on a store whose
+// tokens count its clock, the token (its acquisition on the store's
+// clock); on etcd, the run's start as the history records it.
+func periodOf(tok uint64, start time.Time, clockTokens bool) int64 {
+	us := tok
+	if !clockTokens {
+		us = uint64(start.UnixMicro())
+	}
+	return int64(us) / oncePerPeriod.Microseconds()
+}
+
+func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
+	dir := t.TempDir()
+	marks := filepath.Join(dir, "marks")
+
+	// Three contenders, each ticking every second (cron's "every hour",
+	// sped up) with the default --wait (forever), for five periods.
+	stop := time.Now().Add(5 * oncePerPeriod)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	notNeeded := 0
+	for h := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next := time.Now(); next.Before(stop); next = next.Add(time.Second) {
+				time.Sleep(time.Until(next)) // the schedule itself, not a synchronisation
+				code, stderr, err := tick(env, fmt.Sprintf("host%d", h), name, oncePerPeriod.String(), marks)
+				mu.Lock()
+				switch {
+				case err != nil || code != 0:
+					failures = append(failures, fmt.Sprintf("host%d: exit %d, %v: %s", h, code, err, stderr))
+				case strings.Contains(stderr, "already done this 4s period"):
+					notNeeded++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("ticks failed:\n%s", strings.Join(failures, "\n"))
+	}
+	runs := history(t, env, name, "--limit", "0")
+	toks := marked(t, marks)
+	if len(runs) != len(toks) {
+		t.Fatalf("%d children ran (%v) but the history has %d runs: %+v", len(toks), toks, len(runs), runs)
+	}
+	periods := map[int64][]uint64{}
+	for _, r := range runs {
+		if r.Outcome != "ok" || !slices.Contains(toks, r.Token) {
+			t.Fatalf("run %+v: want ok, and its child's mark among %v", r, toks)
+		}
+		p := periodOf(r.Token, r.Start, clockTokens)
+		periods[p] = append(periods[p], r.Token)
+	}
+	first, last := slices.Min(slices.Collect(maps.Keys(periods))), slices.Max(slices.Collect(maps.Keys(periods)))
+	for p := first; p <= last; p++ {
+		if len(periods[p]) != 1 {
+			t.Fatalf("period %d has %d runs (%v); want exactly one in each period from %d to %d: %+v", p, len(periods[p]), periods[p], first, last, runs)
+		}
+	}
+	if last-first < 3 || notNeeded < 3*int(last-first) {
+		t.Fatalf("runs in periods %d–%d and %d ticks found the period done; want 4 periods or more, each with ticks that found it done", first, last, notNeeded)
+	}
+	t.Logf("%d periods with one run each; %d ticks found the period done", last-first+1, notNeeded)
+
+	// Nobody ticks for a whole period: the next tick catches it up.
+	time.Sleep(time.Until(time.UnixMicro((last + 2) * oncePerPeriod.Microseconds()).Add(100 * time.Millisecond)))
+	if code, stderr, err := tick(env, "late", name, oncePerPeriod.String(), marks); err != nil || code != 0 || !strings.Contains(stderr, "no successful run yet") {
+		t.Fatalf("the first tick after an idle period: exit %d, %v: %s", code, err, stderr)
+	}
+	after := history(t, env, name, "--limit", "1")
+	if p := periodOf(after[0].Token, after[0].Start, clockTokens); p < last+2 || after[0].Holder != "late" || after[0].Outcome != "ok" {
+		t.Fatalf("catch-up run %+v in period %d; want one by late in period %d or later", after[0], p, last+2)
+	}
+
+	// A run killed with its leaderrun (SIGKILL) did not succeed: the next
+	// tick in the same period runs again; the one after does not. The
+	// period is a leap year long, so that no boundary falls in between.
+	const long = "8784h"
+	killedName := name + "-killed"
+	a, tok := holdWithToken(t, env, killedName, "--once-per", long, "--ttl", "2s")
+	waitRunning(t, env, killedName, tok)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.wait()
+	killedMarks := filepath.Join(dir, "killed")
+	if code, stderr, err := tick(env, "retry", killedName, long, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 {
+		t.Fatalf("the tick after a killed run: exit %d, %v, marks %v; want a run: %s", code, err, marked(t, killedMarks), stderr)
+	}
+	if code, stderr, err := tick(env, "done", killedName, long, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 || !strings.Contains(stderr, "already done") {
+		t.Fatalf("the tick after the retry: exit %d, %v, marks %v; want no run: %s", code, err, marked(t, killedMarks), stderr)
+	}
+	got := history(t, env, killedName, "--limit", "0")
+	if len(got) != 2 || got[0].Holder != "retry" || got[0].Outcome != "ok" || got[1].Token != tok || !got[1].End.IsZero() {
+		t.Fatalf("history %+v; want the retry's success over the killed run's start without an end", got)
+	}
+}
