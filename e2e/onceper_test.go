@@ -181,3 +181,41 @@ func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
 		t.Fatalf("history %+v; want the retry's success over the killed run's start without an end", got)
 	}
 }
+
+func init() { readmeChecks["once-per-cron"] = readmeOncePerCron }
+
+// once-per-cron (docs/usage.md): every host runs the crontab line; the
+// first run does the job, later ticks in the same day exit 0, print
+// nothing (cron mails any output) and start nothing.
+func readmeOncePerCron(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	env := fx.cronEnv()
+	c := b.take(t, "")
+	for readmeCronVarRE.MatchString(c.text) {
+		k, _, _ := strings.Cut(c.text, "=")
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+		env = append(env, fx.subst(t, c.text))
+		c = b.take(t, "")
+	}
+	fields := strings.Fields(c.text)
+	if len(fields) < 6 || !strings.Contains(c.text, "--once-per day") {
+		t.Fatalf("%s:%d: %q is not a crontab line with --once-per day", b.file, c.line, c.text)
+	}
+	cmd := fx.subst(t, strings.Join(fields[5:], " "))
+	fx.installed(t)
+	job := afterDashDash(t, strings.Fields(cmd))[0]
+	fx.underRoot(t, job)
+	marks := filepath.Join(fx.work, "oncepercron.marks")
+	writeScript(t, job, fmt.Sprintf("echo ran >> %s\n", marks))
+	if start, end := time.Now().UTC().Truncate(24*time.Hour), time.Now().UTC().Truncate(24*time.Hour).Add(24*time.Hour); time.Until(end) < time.Minute {
+		t.Skipf("the UTC day %s ends within a minute", start.Format(time.DateOnly))
+	}
+	for i := range 3 {
+		code, out, stderr := shOut(t, env, fx.root, cmd)
+		if code != 0 || out != "" || stderr != "" {
+			t.Fatalf("%s:%d: tick %d: exit %d, stdout %q, stderr %q; want 0 and nothing", b.file, c.line, i+1, code, out, stderr)
+		}
+	}
+	if got, _ := os.ReadFile(marks); string(got) != "ran\n" {
+		t.Fatalf("the job's runs: %q; want one", got)
+	}
+}
