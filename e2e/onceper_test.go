@@ -1,6 +1,6 @@
 package e2e
 
-// --once-per on the file store, Redis, PostgreSQL and etcd: three
+// --once-per on the file store, Redis, PostgreSQL, etcd and Azure: three
 // contenders ticking every second run COMMAND exactly once per period, a
 // period in which none ran is caught up at the next tick, and a run whose
 // leaderrun was killed is retried by the next tick in the same period.
@@ -21,22 +21,28 @@ import (
 )
 
 func TestFileOncePer(t *testing.T) {
-	testOncePer(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "daily", true)
+	testOncePer(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "daily", "2s", true)
 }
 
 func TestRedisOncePer(t *testing.T) {
 	_, env := redisE2EShared(t)
-	testOncePer(t, env, e2eName(t, "daily"), true)
+	testOncePer(t, env, e2eName(t, "daily"), "2s", true)
 }
 
 func TestPostgresOncePer(t *testing.T) {
 	_, env := pgE2EShared(t)
-	testOncePer(t, env, e2eName(t, "daily"), true)
+	testOncePer(t, env, e2eName(t, "daily"), "2s", true)
 }
 
 func TestEtcdOncePer(t *testing.T) {
 	_, env := etcdE2EShared(t)
-	testOncePer(t, env, e2eName(t, "daily"), false)
+	testOncePer(t, env, e2eName(t, "daily"), "2s", false)
+}
+
+func TestAzureOncePer(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	testOncePer(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "daily", "15s", true)
 }
 
 // oncePerPeriod is the short period the contenders tick in.
@@ -45,8 +51,8 @@ const oncePerPeriod = 4 * time.Second
 // tick runs one contender's leaderrun --once-per to completion: it
 // returns its exit code and stderr. The child appends its fencing token to
 // marks.
-func tick(env []string, holder, name, period, marks string, extra ...string) (int, string, error) {
-	args := append([]string{"--once-per", period, "--name", name, "--holder", holder, "--ttl", "2s"}, extra...)
+func tick(env []string, holder, name, period, ttl, marks string) (int, string, error) {
+	args := []string{"--once-per", period, "--name", name, "--holder", holder, "--ttl", ttl}
 	args = append(args, "--", "sh", "-c", `echo "$LEADERRUN_LEASE_TOKEN" >> "$0"`, marks)
 	cmd := exec.Command(lrBin, args...)
 	cmd.Env = append(append(os.Environ(), "NO_COLOR=1", "TZ=UTC"), env...)
@@ -91,7 +97,7 @@ func periodOf(tok uint64, start time.Time, clockTokens bool) int64 {
 	return int64(us) / oncePerPeriod.Microseconds()
 }
 
-func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
+func testOncePer(t *testing.T, env []string, name, ttl string, clockTokens bool) {
 	dir := t.TempDir()
 	marks := filepath.Join(dir, "marks")
 
@@ -108,7 +114,7 @@ func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
 			defer wg.Done()
 			for next := time.Now(); next.Before(stop); next = next.Add(time.Second) {
 				time.Sleep(time.Until(next)) // the schedule itself, not a synchronisation
-				code, stderr, err := tick(env, fmt.Sprintf("host%d", h), name, oncePerPeriod.String(), marks)
+				code, stderr, err := tick(env, fmt.Sprintf("host%d", h), name, oncePerPeriod.String(), ttl, marks)
 				mu.Lock()
 				switch {
 				case err != nil || code != 0:
@@ -150,7 +156,7 @@ func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
 
 	// Nobody ticks for a whole period: the next tick catches it up.
 	time.Sleep(time.Until(time.UnixMicro((last + 2) * oncePerPeriod.Microseconds()).Add(100 * time.Millisecond)))
-	if code, stderr, err := tick(env, "late", name, oncePerPeriod.String(), marks); err != nil || code != 0 || !strings.Contains(stderr, "no successful run yet") {
+	if code, stderr, err := tick(env, "late", name, oncePerPeriod.String(), ttl, marks); err != nil || code != 0 || !strings.Contains(stderr, "no successful run yet") {
 		t.Fatalf("the first tick after an idle period: exit %d, %v: %s", code, err, stderr)
 	}
 	after := history(t, env, name, "--limit", "1")
@@ -163,17 +169,17 @@ func testOncePer(t *testing.T, env []string, name string, clockTokens bool) {
 	// period is a leap year long, so that no boundary falls in between.
 	const long = "8784h"
 	killedName := name + "-killed"
-	a, tok := holdWithToken(t, env, killedName, "--once-per", long, "--ttl", "2s")
+	a, tok := holdWithToken(t, env, killedName, "--once-per", long, "--ttl", ttl)
 	waitRunning(t, env, killedName, tok)
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	a.wait()
 	killedMarks := filepath.Join(dir, "killed")
-	if code, stderr, err := tick(env, "retry", killedName, long, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 {
+	if code, stderr, err := tick(env, "retry", killedName, long, ttl, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 {
 		t.Fatalf("the tick after a killed run: exit %d, %v, marks %v; want a run: %s", code, err, marked(t, killedMarks), stderr)
 	}
-	if code, stderr, err := tick(env, "done", killedName, long, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 || !strings.Contains(stderr, "already done") {
+	if code, stderr, err := tick(env, "done", killedName, long, ttl, killedMarks); err != nil || code != 0 || len(marked(t, killedMarks)) != 1 || !strings.Contains(stderr, "already done") {
 		t.Fatalf("the tick after the retry: exit %d, %v, marks %v; want no run: %s", code, err, marked(t, killedMarks), stderr)
 	}
 	got := history(t, env, killedName, "--limit", "0")

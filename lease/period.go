@@ -29,7 +29,10 @@ const (
 	unitMonth
 )
 
-var unitNames = map[calendarUnit]string{unitHour: "hour", unitDay: "day", unitWeek: "week", unitMonth: "month"}
+var (
+	unitNames   = map[calendarUnit]string{unitHour: "hour", unitDay: "day", unitWeek: "week", unitMonth: "month"}
+	unitAdverbs = map[calendarUnit]string{unitHour: "hourly", unitDay: "daily", unitWeek: "weekly", unitMonth: "monthly"}
+)
 
 // MinPeriod and MaxPeriod bound a fixed period: shorter than a second is
 // below what every store's clock resolves (Azure's is a second); longer
@@ -50,12 +53,9 @@ func ParsePeriod(s string, loc *time.Location) (Period, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	word := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "ly")
-	if word == "dai" {
-		word = "day"
-	}
+	word := strings.ToLower(strings.TrimSpace(s))
 	for u, name := range unitNames {
-		if word == name {
+		if word == name || word == unitAdverbs[u] {
 			return Period{unit: u, loc: loc}, nil
 		}
 	}

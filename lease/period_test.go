@@ -40,7 +40,7 @@ func TestParsePeriod(t *testing.T) {
 			t.Errorf("%q: %v (calendar %v, %v), want the fixed period %s in UTC", s, p, p.Calendar(), p.Location(), want)
 		}
 	}
-	for _, s := range []string{"", "fortnight", "0s", "999ms", "-1h", "8785h", "daily2", "1d"} {
+	for _, s := range []string{"", "fortnight", "0s", "999ms", "-1h", "8785h", "daily2", "1d", "dai", "dayly"} {
 		if _, err := lease.ParsePeriod(s, nil); !errors.Is(err, lease.ErrBadPeriod) {
 			t.Errorf("%q: %v, want ErrBadPeriod", s, err)
 		}
