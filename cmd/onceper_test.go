@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/filelease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 func TestOncePerRefused(t *testing.T) {
@@ -108,5 +111,93 @@ func TestOncePerFileStore(t *testing.T) {
 		if h, err := s.Status(context.Background(), "job"); err != nil || h != nil {
 			t.Fatalf("status after a run not needed: %+v, %v; want the lease free", h, err)
 		}
+	}
+}
+
+// clockStore is a MemStore with a run history whose tokens count a clock
+// of its own (lease.ClockTokens): the store's clock reads at, far from this
+// host's, and moves one microsecond per acquisition.
+type clockStore struct {
+	*leasetest.MemStore
+	at   atomic.Int64 // the store's clock, µs since the epoch
+	mu   sync.Mutex
+	runs []lease.Run
+}
+
+func (s *clockStore) TokensCountClock() {}
+
+func (s *clockStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	l, err := s.MemStore.TryAcquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return clockLease{l, uint64(s.at.Add(1))}, nil
+}
+
+type clockLease struct {
+	lease.Lease
+	token uint64
+}
+
+func (l clockLease) Info() lease.Holder {
+	h := l.Lease.Info()
+	h.Token = l.token
+	return h
+}
+
+func (s *clockStore) RecordRun(_ context.Context, r lease.Run, _ int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs = append(s.runs, r)
+	return nil
+}
+
+func (s *clockStore) Runs(_ context.Context, name string, _ int) ([]lease.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lease.NewestRuns(s.runs, lease.RunBounds{Name: name, Now: time.Now()}, 0), nil
+}
+
+// TestOncePerOnTheStoresClock: the period is the store's (its tokens'),
+// whatever this host's clock says: with the store's clock on 2001-01-01,
+// that is the day decided on, done after one run, and the next store day
+// runs again.
+func TestOncePerOnTheStoresClock(t *testing.T) {
+	s := &clockStore{MemStore: &leasetest.MemStore{}}
+	s.at.Store(time.Date(2001, 1, 1, 23, 0, 0, 0, time.UTC).UnixMicro())
+	useStore(t, "clocktest", s)
+	marks := t.TempDir()
+	run := func(mark string) (int, string) {
+		code, _, errOut := runCapture(t, "--store", "clocktest://", "--once-per", "day", "--name", "d", "--", "touch", filepath.Join(marks, mark))
+		return code, errOut
+	}
+	ran := func(mark string) bool { _, err := os.Stat(filepath.Join(marks, mark)); return err == nil }
+	if code, errOut := run("1"); code != 0 || !ran("1") || !strings.Contains(errOut, "no successful run yet this day (2001-01-01 00:00 to 2001-01-02 00:00 UTC, on the store's clock)") {
+		t.Fatalf("first run: exit %d, ran %v: %s", code, ran("1"), errOut)
+	}
+	if code, errOut := run("2"); code != 0 || ran("2") || !strings.Contains(errOut, "already done this day (2001-01-01 00:00 to 2001-01-02 00:00 UTC, on the store's clock)") {
+		t.Fatalf("second run: exit %d, ran %v: %s", code, ran("2"), errOut)
+	}
+	s.at.Store(time.Date(2001, 1, 2, 0, 0, 1, 0, time.UTC).UnixMicro())
+	if code, errOut := run("3"); code != 0 || !ran("3") || !strings.Contains(errOut, "this day (2001-01-02 00:00 to 2001-01-03 00:00 UTC") {
+		t.Fatalf("the store's next day: exit %d, ran %v: %s", code, ran("3"), errOut)
+	}
+}
+
+// A store that keeps no run history cannot decide: refused before any
+// lease is taken.
+func TestOncePerNeedsHistory(t *testing.T) {
+	s := &leasetest.MemStore{}
+	useStore(t, "nohistory", s)
+	marker := filepath.Join(t.TempDir(), "ran")
+	code, _, errOut := runCapture(t, "--store", "nohistory://", "--once-per", "day", "--name", "n", "--", "touch", marker)
+	if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), "--once-per reads the run history, and this store keeps none") {
+		t.Fatalf("exit %d, stderr %q; want 125 and one line", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child ran")
+	}
+	if h, _ := s.Status(context.Background(), "n"); h != nil {
+		t.Fatalf("lease taken: %+v", h)
 	}
 }
