@@ -200,28 +200,15 @@ func zoneTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }
 
-// earlyEnd is the end a --once-per run wrote before its release.
-type earlyEnd struct {
-	written bool
-	outcome lease.Outcome
-	code    int
-}
-
 // endBeforeRelease writes the run's end into the history before the lease
 // is released, with --once-per: the next holder decides from it, and
 // would run COMMAND again if it found the run without its end. finish
-// writes the end again only when the release changes it (the lease was no
-// longer ours).
-func (r *runState) endBeforeRelease(ch childRun, cause error, treeGone bool) earlyEnd {
+// writes the end again after the release only when the release changed it
+// (the lease was no longer ours): runRecord.end skips the same end.
+func (r *runState) endBeforeRelease(ch childRun, cause error, treeGone bool) {
 	if !r.rc.oncePer.on {
-		return earlyEnd{}
+		return
 	}
 	o, ro := r.outcome(ch.res, ch, cause, treeGone)
 	ch.rec.end(ro, o.code, ch.res.Signal)
-	return earlyEnd{written: true, outcome: ro, code: o.code}
-}
-
-// covers reports whether the end written early is the run's end (ro, code).
-func (e earlyEnd) covers(ro lease.Outcome, code int) bool {
-	return e.written && e.outcome == ro && e.code == code
 }

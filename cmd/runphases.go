@@ -256,7 +256,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	rc, log, res, cause := r.rc, r.log, ch.res, ch.cause
 	// docs/design.md, safety rule 8: release only once the whole tree is confirmed gone.
 	treeGone := res.PID == 0 || res.GroupGone
-	early := r.endBeforeRelease(ch, cause, treeGone) // --once-per: the next holder reads it
+	r.endBeforeRelease(ch, cause, treeGone) // --once-per: the next holder reads it
 	if !treeGone {
 		log.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
 	} else if err := releaseHeld(ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {
@@ -270,9 +270,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	// The run's end goes to the history after the release: it never
 	// delays the next holder, and a failed write changes no exit code.
 	o, ro := r.outcome(res, ch, cause, treeGone)
-	if !early.covers(ro, o.code) {
-		ch.rec.end(ro, o.code, res.Signal)
-	}
+	ch.rec.end(ro, o.code, res.Signal)
 	return o
 }
 
