@@ -36,6 +36,7 @@ type runRecord struct {
 	log     *slog.Logger
 	started chan struct{} // closed when the start write is done; nil if none began
 	warned  bool          // a failed write was warned about (the end write follows the start's)
+	ended   *lease.Run    // the end written already (--once-per writes it before the release)
 }
 
 // newRunRecord prepares the record of the acquisition info.
@@ -79,6 +80,10 @@ func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
 	if sig != 0 {
 		run.Signal = unix.SignalName(sig)
 	}
+	if e := r.ended; e != nil && e.Outcome == run.Outcome && e.ExitCode == run.ExitCode && e.Signal == run.Signal {
+		return // the same end again
+	}
+	r.ended = &run
 	r.write(run)
 }
 

@@ -35,6 +35,7 @@ type runConfig struct {
 	health       healthConfig
 	hold         time.Duration // --hold-at-least; 0 means none
 	historyKeep  int           // --history-keep; 0 records nothing
+	oncePer      oncePerConfig // --once-per and its companions
 	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
 	monitor      monitorConfig // --ping, --metrics-file
 }
@@ -139,7 +140,8 @@ func (rc *runConfig) parseBehaviour(c *cli.Context) error {
 	if rc.historyKeep = c.Int("history-keep"); rc.historyKeep < 0 || rc.historyKeep > lease.MaxHistoryKeep {
 		return usagef("--history-keep %d: want 0 (record nothing) to %d runs", rc.historyKeep, lease.MaxHistoryKeep)
 	}
-	return nil
+	rc.oncePer, err = parseOncePer(c, rc.historyKeep)
+	return err
 }
 
 // MaxHold bounds --hold-at-least: a hold keeps a schedule slot taken, and
@@ -207,7 +209,13 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 		return o
 	}
 	defer r.close()
+	if o := r.oncePerUsable(); o != nil {
+		return o
+	}
 	ld, o := r.lead(ctx)
+	if o == nil {
+		o = r.oncePerDone(ld) // --once-per: decided under the lease; nil runs COMMAND
+	}
 	if o != nil {
 		return o
 	}

@@ -267,6 +267,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	rc, log, res, cause := r.rc, r.log, ch.res, ch.cause
 	// docs/design.md, safety rule 8: release only once the whole tree is confirmed gone.
 	treeGone := res.PID == 0 || res.GroupGone
+	r.endBeforeRelease(ch, cause, treeGone) // --once-per: the next holder reads it
 	if !treeGone {
 		log.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
 	} else if err := releaseHeld(ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {

@@ -144,6 +144,7 @@ var exitStatus = [][2]string{
 	{"the child's 0\\(en255", "the child exited by itself; its code is passed through unchanged (also 2 and 3, which mean something else only for check and status)"},
 	{"128+N", "the child was killed by signal N; also leaderrun itself interrupted by signal N (INT, TERM, HUP, QUIT) while it waited, before any child started"},
 	{"75", "the lease is held by another and \\-\\-wait ran out (\\-\\-conflict\\-exit\\-code changes it)"},
+	{"0 (\\-\\-once\\-per)", "the period was found done: a run that started in it succeeded (with \\-\\-once\\-per\\-any: ended); no child was started (\\-\\-once\\-per\\-exit\\-code changes it)"},
 	{"123", "the \\-\\-health\\-cmd check failed \\-\\-health\\-retries times in a row while leading: leaderrun stopped the child and released the lease"},
 	{"124", "leadership was lost while the child ran (or was not held for its whole run), or the guard process died; leaderrun stopped the child if it still ran"},
 	{"125", "leaderrun itself failed: usage, bad configuration, the store unreachable, credentials refused; no child was started"},
