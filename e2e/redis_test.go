@@ -30,6 +30,7 @@ var redisStore = faultStore{
 	// median of 5 tries; every try < 1s still proves the wake-up is the
 	// notification and not the 15s PTTL fallback.
 	medianHandover: 50 * time.Millisecond,
+	holdWrites:     redisHoldWrites,
 }
 
 // redisE2EShared returns the shared Redis server's address and the env
@@ -61,9 +62,10 @@ func TestRedisLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t,
 func TestRedisTokensIncrease(t *testing.T)         { testTokensIncrease(t, redisStore) }
 
 // The Redis server frozen (SIGSTOP) or killed under a running leader: the
-// child is dead before last_sent + TTL; exit 124 (testServerFault). The
-// kill-path subtest's child ignores the stop signal. bench-redis.sh reports
-// the MARGIN lines.
+// child is dead (by the kernel's clock) before the lease's expiry as Redis
+// holds it (PEXPIRETIME); exit 124 (testServerFault). The kill-path
+// subtest's child ignores the stop signal. bench-redis.sh reports the MARGIN
+// lines.
 func TestRedisServerFrozenStopsChild(t *testing.T) {
 	t.Parallel()
 	t.Run("stop", func(t *testing.T) { t.Parallel(); testServerFault(t, redisStore, syscall.SIGSTOP, false) })

@@ -45,6 +45,12 @@ type faultStore struct {
 	wakeBy string
 	// medianHandover, when set, bounds the median of the clean handovers.
 	medianHandover time.Duration
+	// holdWrites, when set, stops the server at target from applying
+	// writes (reads go on) and returns lease name's expiry as the server
+	// holds it, on CLOCK_BOOTTIME, never later than the real one (see
+	// storeend_test.go). Without it a fault test takes the earliest moment
+	// the store may expire the lease: last_sent + TTL.
+	holdWrites func(t *testing.T, target, name string) time.Duration
 }
 
 // e2eName is a lease name unique to this test and process, so tests on a
@@ -127,13 +133,15 @@ func testNoWaitConflict(t *testing.T, s faultStore) {
 }
 
 // testServerFault runs a leader (--ttl 3s --renew-every 500ms --grace 1s)
-// on a private server, sends sig to the server after a confirmed renewal
-// and checks that the child got the stop signal and is dead before
-// last_sent + TTL, where last_sent is when the last renewal the server
-// confirmed was sent; exit 124, and the final line says lost. The margin
-// (last_sent + TTL − death) is logged on a MARGIN line: bench-*.sh report
-// it. With ignoreTerm the child ignores the stop signal, so the SIGKILL at
-// E−K is what ends it.
+// on a private server, stops the server from applying writes and reads the
+// lease's expiry from it (holdWrites, where the store has one), sends sig to
+// the server and checks that the child got the stop signal and is dead
+// before the lease's end; exit 124, and the final line says lost. The
+// child's death is the kernel's (leasetest.WatchDeath); the lease's end is
+// the store's expiry, or else last_sent + TTL (last_sent: when the last
+// renewal the server confirmed was sent). The margin (end − death) is logged
+// on a MARGIN line: bench-*.sh report it. With ignoreTerm the child ignores
+// the stop signal, so the SIGKILL at E−K is what ends it.
 func testServerFault(t *testing.T, s faultStore, sig syscall.Signal, ignoreTerm bool) {
 	const ttl = 3 * time.Second
 	target, serverPID := s.private(t)
@@ -148,13 +156,17 @@ func testServerFault(t *testing.T, s faultStore, sig syscall.Signal, ignoreTerm 
 	}
 	env := append(append([]string(nil), s.env...), "LEADERRUN_STORE="+s.storeURL(target))
 	p, child, died, got := startFaultLeader(t, env, "fault", ttl, ignoreTerm)
-	s.kill(t, serverPID, sig)
 	faultAt := time.Now()
+	var storeEnd time.Duration
+	if s.holdWrites != nil {
+		storeEnd = s.holdWrites(t, target, "fault")
+	}
+	s.kill(t, serverPID, sig)
 	what := unixSignalName(sig)
 	if s.marginIgnoreTerm {
 		what += fmt.Sprintf(" ignore_term=%v", ignoreTerm)
 	}
-	checkStoppedInTime(t, p, child, died, got, ttl, faultAt, what, "the fault")
+	checkStoppedInTime(t, p, child, died, got, ttl, storeEnd, faultAt, what, "the fault")
 	if ignoreTerm && !strings.Contains(p.lastLine(), "SIGKILL") {
 		t.Fatalf("final line %q does not say SIGKILL followed", p.lastLine())
 	}
@@ -164,8 +176,8 @@ func testServerFault(t *testing.T, s faultStore, sig syscall.Signal, ignoreTerm 
 // --renew-every 500ms --grace 1s) on env whose child records a SIGTERM in
 // got (and exits, unless ignoreTerm), and waits for its first confirmed
 // renewal. It returns the leader, its child's PID and the child's death
-// watch.
-func startFaultLeader(t *testing.T, env []string, name string, ttl time.Duration, ignoreTerm bool) (p *lr, child int, died <-chan time.Time, got string) {
+// (leasetest.WatchDeath).
+func startFaultLeader(t *testing.T, env []string, name string, ttl time.Duration, ignoreTerm bool) (p *lr, child int, died <-chan leasetest.Death, got string) {
 	t.Helper()
 	got = filepath.Join(t.TempDir(), "got")
 	script := fmt.Sprintf(`trap 'echo TERM >> %s; exit 0' TERM; echo "ready $$"; while :; do sleep 0.05; done`, got)
@@ -179,38 +191,39 @@ func startFaultLeader(t *testing.T, env []string, name string, ttl time.Duration
 		t.Fatalf("child said %q", f)
 	}
 	child, _ = strconv.Atoi(f[1])
+	died = leasetest.WatchDeath(t, child)
 	waitStderr(t, p, `"event":"renewed"`, 5*time.Second)
-	return p, child, deathWatch(child), got
+	return p, child, died, got
 }
 
 // checkStoppedInTime checks, after a fault at faultAt (what it was: fault,
 // for the messages), that leaderrun exits 124, its child got the stop signal
-// (recorded in got) and was dead before last_sent + TTL, where last_sent is
-// when the last renewal the store confirmed was sent (no renewal sent after
-// the fault was confirmed), and that the final line says lost. The margin
-// (last_sent + TTL − death) is logged on a MARGIN line, labelled what:
-// bench-*.sh report it.
-func checkStoppedInTime(t *testing.T, p *lr, child int, died <-chan time.Time, got string, ttl time.Duration, faultAt time.Time, what, fault string) {
+// (recorded in got) and died before the lease's end, and that the final
+// line says lost. The lease's end is storeEnd (the store's own expiry on
+// CLOCK_BOOTTIME, see faultStore.holdWrites) or, when that is 0, last_sent +
+// TTL, where last_sent is when the last renewal the store confirmed was sent
+// (no renewal sent after the fault may have been confirmed): the earliest
+// the store may expire it. The margin (end − death) is logged on a MARGIN
+// line, labelled what: bench-*.sh report it.
+func checkStoppedInTime(t *testing.T, p *lr, child int, died <-chan leasetest.Death, got string, ttl, storeEnd time.Duration, faultAt time.Time, what, fault string) {
 	t.Helper()
 	if code := p.wait(); code != 124 {
 		t.Fatalf("exit %d; want 124 (stderr: %s)", code, p.stderr.String())
 	}
-	var death time.Time
-	select {
-	case death = <-died:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("child %d still alive after leaderrun exited", child)
-	}
+	death := awaitDeath(t, child, died)
 	sent := renewalsSent(t, p)
 	last := sent[len(sent)-1]
 	if last.After(faultAt) {
 		t.Fatalf("a renewal sent after %s (%v > %v) was confirmed", fault, last, faultAt)
 	}
-	margin := last.Add(ttl).Sub(death)
-	t.Logf("MARGIN %s: child dead %v before last_sent+TTL (death %v after %s)",
-		what, margin.Round(time.Millisecond), death.Sub(faultAt).Round(time.Millisecond), fault)
+	margin, end := last.Add(ttl).Sub(death.Wall), "last_sent+TTL"
+	if storeEnd != 0 {
+		margin, end = storeEnd-death.Boot, "the store's expiry"
+	}
+	t.Logf("MARGIN %s: child dead %v before %s (death %v after %s)",
+		what, margin.Round(time.Millisecond), end, death.Wall.Sub(faultAt).Round(time.Millisecond), fault)
 	if margin <= 0 {
-		t.Fatalf("the child died %v AFTER the lease could have expired", -margin)
+		t.Fatalf("the child died %v AFTER %s", -margin, end)
 	}
 	if b, _ := os.ReadFile(got); !strings.Contains(string(b), "TERM") {
 		t.Fatalf("the child never got the stop signal (SIGTERM)")
