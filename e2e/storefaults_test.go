@@ -43,8 +43,6 @@ type faultStore struct {
 	marginIgnoreTerm bool
 	// wakeBy is what wakes a waiter at a clean release (for messages).
 	wakeBy string
-	// medianHandover, when set, bounds the median of the clean handovers.
-	medianHandover time.Duration
 	// holdWrites, when set, stops the server at target from applying
 	// writes (reads go on) and returns lease name's expiry as the server
 	// holds it, on CLOCK_BOOTTIME, never later than the real one (see
@@ -245,9 +243,11 @@ func unixSignalName(s syscall.Signal) string {
 
 // testRecordBroken: the lease's record deleted or changed by someone else
 // (breakIt, on the shared server, given the lease name) under a running
-// leader: the next renewal sees it is not ours, the child is stopped at once
-// (one renew interval plus the stop sequence), exit 124, and the final line
-// says lost. It returns the lease name.
+// leader (default --ttl 15s, --renew-every 200ms): the next renewal sees it
+// is not ours and the child is stopped at once, not at the deadline (the
+// stop point, about 11.6 s after the last renewal): an order of magnitude,
+// not a latency budget; exit 124, and the final line says lost. It returns
+// the lease name.
 func testRecordBroken(t *testing.T, s faultStore, breakIt func(target, name string)) string {
 	target, env := s.shared(t)
 	const renew = 200 * time.Millisecond
@@ -260,9 +260,10 @@ func testRecordBroken(t *testing.T, s faultStore, breakIt func(target, name stri
 	}
 	took := time.Since(t0)
 	waitGone(t, child, time.Second)
-	// sleep dies of the TERM at once; allow for scheduling under -race.
-	if limit := renew + 500*time.Millisecond; took > limit {
-		t.Fatalf("leaderrun took %v to stop the child; want ≤ %v (one renew interval + stop)", took, limit)
+	// One renew interval and the stop sequence, however busy the machine:
+	// far less than the ≥ 11 s the deadline path would take.
+	if limit := 5 * time.Second; took >= limit {
+		t.Fatalf("leaderrun took %v to stop the child; want it stopped at the next renewal (%v), not at the deadline", took, renew)
 	}
 	t.Logf("stopped and exited %v after the change", took.Round(time.Millisecond))
 	m := lastJSON(t, p)
@@ -273,29 +274,28 @@ func testRecordBroken(t *testing.T, s faultStore, breakIt func(target, name stri
 }
 
 // testCleanHandover: a clean exit wakes a waiting instance through the
-// store's release signal (s.wakeBy), not its sleep until the expiry (the
-// default TTL, 15s): each of 5 tries well under a second, and the median
-// below s.medianHandover when set. The latencies and their median are
-// logged (the README's numbers).
+// store's release signal (s.wakeBy), not its sleep until the holder's
+// expiry: with --ttl 60s, each of 5 handovers takes less than a tenth of
+// the TTL. That is an order of magnitude, not a latency budget: a busy
+// machine may slow a handover to a second, never to the TTL. The latencies
+// and their median are logged; the figures (p50, p90) are the benchmarks'
+// (BenchmarkRedisHandover and the others, scripts/bench-*.sh).
 func testCleanHandover(t *testing.T, s faultStore) {
 	t.Parallel()
 	_, env := s.shared(t)
+	const ttl = 60 * time.Second
 	name := e2eName(t, "hand")
 	var lat []time.Duration
 	for i := 0; i < 5; i++ {
-		d, _ := handoverOnce(t, env, name)
+		d, _ := handoverOnce(t, env, name, "--ttl", ttl.String())
 		lat = append(lat, d)
-		if d > time.Second {
-			t.Fatalf("try %d: handover took %v: the waiter was not woken by %s", i, d, s.wakeBy)
+		if d >= ttl/10 {
+			t.Fatalf("try %d: handover took %v (TTL %v): the waiter was not woken by %s", i, d, ttl, s.wakeBy)
 		}
 	}
 	t.Logf("handover latencies %v", lat)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	med := lat[len(lat)/2]
-	t.Logf("handover median %v", med)
-	if s.medianHandover > 0 && med >= s.medianHandover {
-		t.Fatalf("median handover %v; want < %v (all: %v)", med, s.medianHandover, lat)
-	}
+	t.Logf("handover median %v", lat[len(lat)/2])
 }
 
 // handoverOnce runs a leader whose child exits when its stdin closes and a
@@ -328,8 +328,10 @@ func handoverOnce(t *testing.T, env []string, name string, args ...string) (time
 }
 
 // testLeaderKilledFailover: leaderrun SIGKILLed: its child dies with it
-// within 1s, and a waiting instance takes over within TTL + 1s of the kill
-// (nothing was released).
+// within 1s, and a waiting instance (nothing was released) takes over once
+// the TTL has run out: within 3 × TTL of the kill, an order of magnitude
+// that says it noticed the expiry itself without a latency budget a busy
+// machine breaks (BenchmarkRedisFailover and the others measure it).
 func testLeaderKilledFailover(t *testing.T, s faultStore) {
 	t.Parallel()
 	_, env := s.shared(t)
@@ -348,8 +350,8 @@ func testLeaderKilledFailover(t *testing.T, s faultStore) {
 	}
 	took := time.Unix(0, ns).Sub(t0)
 	t.Logf("takeover %v after the kill (%.3f × TTL)", took.Round(time.Millisecond), float64(took)/float64(ttl))
-	if took > ttl+time.Second {
-		t.Fatalf("takeover took %v; want ≤ TTL + 1s = %v", took, ttl+time.Second)
+	if took >= 3*ttl {
+		t.Fatalf("takeover took %v; want it soon after the TTL (%v) ran out", took, ttl)
 	}
 	if c := waiter.wait(); c != 0 {
 		t.Fatalf("waiter exit %d: %s", c, waiter.stderr.String())
@@ -366,9 +368,11 @@ func testTokensIncrease(t *testing.T, s faultStore) {
 	for i := 0; i < 100; i++ {
 		cmd := exec.Command(lrBin, "-q", "--wait", "0", "--name", name, "--", "sh", "-c", `echo $LEADERRUN_TOKEN`)
 		cmd.Env = append(os.Environ(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("run %d: %v", i, err)
+			t.Fatalf("run %d: %v: %s", i, err, stderr.String())
 		}
 		tok, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
 		if err != nil || tok <= last {
