@@ -48,7 +48,7 @@ type faultStore struct {
 	// holds it, on CLOCK_BOOTTIME, never later than the real one (see
 	// storeend_test.go). Without it a fault test takes the earliest moment
 	// the store may expire the lease: last_sent + TTL.
-	holdWrites func(t *testing.T, target, name string) time.Duration
+	holdWrites func(t testing.TB, target, name string) time.Duration
 }
 
 // e2eName is a lease name unique to this test and process, so tests on a

@@ -41,9 +41,10 @@ type Death struct {
 // the test may raise it, and stamps CLOCK_BOOTTIME and the wall clock the
 // moment it wakes. Neither the test's goroutines nor its Go scheduler nor a
 // busy machine can delay that stamp, so it is at most a scheduling
-// wake-up after the death and never before it. The watcher is stopped at
-// cleanup; if pid is already gone, the test fails (its death time cannot be
-// known).
+// wake-up after the death and never before it. WatchDeath returns once the
+// watcher is about to poll (a death before that would be stamped late). The
+// watcher is stopped at cleanup; if pid is already gone, the test fails
+// (its death time cannot be known).
 func WatchDeath(t testing.TB, pid int) <-chan Death {
 	t.Helper()
 	pidfd, err := unix.PidfdOpen(pid, 0)
@@ -73,15 +74,20 @@ func WatchDeath(t testing.TB, pid int) <-chan Death {
 		t.Fatalf("starting the death watcher: %v", err)
 	}
 	ch := make(chan Death, 1)
+	armed := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer r.Close()
+		var word string
+		if _, err := fmt.Fscan(r, &word); err != nil || word != "armed" {
+			return // stopped at cleanup, or the watcher failed (it said why on stderr)
+		}
+		close(armed)
 		var boot, wall int64
 		var rt bool
-		_, err := fmt.Fscan(r, &boot, &wall, &rt)
-		if err != nil {
-			return // stopped at cleanup, or the watcher failed (it said why on stderr)
+		if _, err := fmt.Fscan(r, &boot, &wall, &rt); err != nil {
+			return
 		}
 		ch <- Death{Boot: time.Duration(boot), Wall: time.Unix(0, wall), Realtime: rt}
 	}()
@@ -90,6 +96,15 @@ func WatchDeath(t testing.TB, pid int) <-chan Death {
 		_ = cmd.Wait()
 		<-done
 	})
+	// A watcher that started polling only after the death would stamp its
+	// own start: wait until it is about to poll.
+	select {
+	case <-armed:
+	case <-done:
+		t.Fatal("the death watcher ended before it was armed")
+	case <-time.After(time.Minute):
+		t.Fatal("the death watcher was not armed within a minute")
+	}
 	return ch
 }
 
@@ -106,6 +121,7 @@ func DeathWatcherMain() {
 	// late by a CPU hog's time slice, never early).
 	rt := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 1 /* SCHED_FIFO */, Priority: 1}, 0) == nil
 	fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
+	fmt.Println("armed")
 	for {
 		_, err := unix.Poll(fds, -1)
 		if err == nil {
