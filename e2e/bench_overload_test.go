@@ -3,16 +3,19 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,7 +50,7 @@ func BenchmarkOverloadMargin(b *testing.B) {
 		m, lines := overloadTrial(b, addr, fmt.Sprintf("overload-%d-%d-%d", os.Getpid(), b.N, i), cgroup)
 		margins = append(margins, m)
 		if m < 100*time.Millisecond { // for a look at what was late
-			b.Logf("trial %d: margin %v; leaderrun's last lines:\n%s", i, m.Round(time.Millisecond), strings.Join(lines[max(0, len(lines)-4):], "\n"))
+			b.Logf("trial %d: margin %v; %s", i, m.Round(time.Millisecond), lines[len(lines)-1])
 		}
 		if m <= 0 {
 			outlived++
@@ -140,7 +143,28 @@ func overloadTrial(b *testing.B, addr, name, cgroup string) (time.Duration, []st
 	if !errors.As(werr, &ee) || ee.ExitCode() != 124 {
 		b.Fatalf("leaderrun: %v; want exit 124: %s", werr, strings.Join(lines, "\n"))
 	}
-	return storeEnd - death.Boot, lines
+	// What was late: leaderrun's SIGKILL (its "stopping child" line plus
+	// the delay its final line gives) or the child's exit after it.
+	offset := time.Now().Sub(time.Unix(0, 0)) - (lease.BootClock{}).Now() // wall − boot
+	why := "SIGKILL time unknown"
+	var stop time.Time
+	for _, l := range lines {
+		var m struct {
+			Time time.Time
+			Msg  string
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Msg == "stopping child" {
+			stop = m.Time
+		}
+	}
+	if sm := regexp.MustCompile(`SIGKILL (\S+) later`).FindStringSubmatch(lines[len(lines)-1]); sm != nil && !stop.IsZero() {
+		if after, err := time.ParseDuration(sm[1]); err == nil {
+			kill := stop.Add(after).Sub(time.Unix(0, 0)) - offset // on the boot clock
+			why = fmt.Sprintf("SIGKILL sent %v before the store's expiry (stop signal %v before it), the child's exit seen %v after the SIGKILL",
+				(storeEnd - kill).Round(time.Millisecond), (storeEnd - (stop.Sub(time.Unix(0, 0)) - offset)).Round(time.Millisecond), (death.Boot - kill).Round(time.Millisecond))
+		}
+	}
+	return storeEnd - death.Boot, append(lines, why)
 }
 
 // unpause ends the CLIENT PAUSE of redisHoldWrites.
