@@ -27,61 +27,100 @@ func init() {
 }
 
 // The whole chain (acquire → keeper → runner) with renewals that hang after
-// the first: a child that ignores SIGTERM must be dead before the lease could
-// expire in the store, i.e. before t_s + L·(1−ρ) − ε, and leaderrun exits 124.
+// the first: a child that ignores SIGTERM must be dead before the lease
+// expires in the store, and leaderrun exits 124. Both ends come from their
+// owners: the child's death from the kernel (leasetest.WatchDeath: a pidfd
+// waiter's stamp on CLOCK_BOOTTIME), the lease's end from the store (its
+// expiry on the same clock, read once no renewal can move it any more), so
+// a busy machine can delay neither measure into a false verdict.
 func TestChildDeadBeforeLeaseExpires(t *testing.T) {
 	var renewals atomic.Int32
+	var storeEnd atomic.Int64 // the store's expiry (boot clock, ns) once renewals hang
 	s := &leasetest.MemStore{Epsilon: 5 * time.Millisecond}
 	s.OnRenew = func(ctx context.Context, id string) error {
 		if renewals.Add(1) == 1 {
 			return nil
+		}
+		if storeEnd.Load() == 0 {
+			// Nothing renews from now on: the expiry is final. Remaining is
+			// counted on the store's clock after asked; asked + Remaining
+			// is never later than the expiry.
+			asked := lease.BootClock{}.Now()
+			if h, err := s.Status(context.Background(), "safety"); err == nil && h != nil {
+				storeEnd.Store(int64(asked + h.Remaining))
+			}
 		}
 		<-ctx.Done() // the store stops answering
 		return ctx.Err()
 	}
 	memStore.Store(s)
 	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pid")
-	const ttl = 2 * time.Second
-	before := lease.BootClock{}.Now() // ≤ the acquire's t_s
-	code, _, errOut := runCapture(t, "--store", "memtest://", "--name", "safety", "--ttl", ttl.String(), "--renew-every", "400ms", "--grace", "300ms", "--",
-		"sh", "-c", `trap '' TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done`)
-	returned := lease.BootClock{}.Now()
-	if code != ExitLost {
-		t.Fatalf("exit %d; want %d (stderr %q)", code, ExitLost, errOut)
-	}
-	if !strings.Contains(errOut, "SIGKILL") || !strings.Contains(errOut, "lost") {
-		t.Fatalf("final line does not say the lease was lost and SIGKILL was needed: %q", errOut)
-	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
+	fifo := filepath.Join(dir, "pid")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if processAlive(pid) {
-		t.Fatalf("child %d still alive after leaderrun returned", pid)
+	const ttl = 2 * time.Second
+	type result struct {
+		code   int
+		errOut string
 	}
-	// The last confirmed renewal was sent at t_s1 ≥ before + 400ms; E is
-	// measured from it. The child must be gone (and leaderrun back) before
-	// the earliest E we can be sure of.
-	validity := time.Duration(float64(ttl)*0.99) - s.Epsilon
-	deadline := before + 400*time.Millisecond + validity
-	if returned > deadline {
-		t.Fatalf("leaderrun returned %v after the lease could have expired", returned-deadline)
+	res := make(chan result, 1)
+	go func() {
+		code, _, errOut := runCapture(t, "--store", "memtest://", "--name", "safety", "--ttl", ttl.String(), "--renew-every", "400ms", "--grace", "300ms", "--",
+			"sh", "-c", `trap '' TERM; echo $$ > `+fifo+`; while :; do sleep 0.05; done`)
+		res <- result{code, errOut}
+	}()
+	pid := readPIDFromFIFO(t, fifo, res)
+	died := leasetest.WatchDeath(t, pid)
+	r := <-res
+	if r.code != ExitLost {
+		t.Fatalf("exit %d; want %d (stderr %q)", r.code, ExitLost, r.errOut)
 	}
-	if renewals.Load() < 2 {
-		t.Fatalf("only %d renewals attempted; the hang was never exercised", renewals.Load())
+	if !strings.Contains(r.errOut, "SIGKILL") || !strings.Contains(r.errOut, "lost") {
+		t.Fatalf("final line does not say the lease was lost and SIGKILL was needed: %q", r.errOut)
+	}
+	var death leasetest.Death
+	select {
+	case death = <-died:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("child %d still alive 10s after leaderrun returned", pid)
+	}
+	if renewals.Load() < 2 || storeEnd.Load() == 0 {
+		t.Fatalf("%d renewals attempted, store's expiry read: %v; the hang was never exercised", renewals.Load(), storeEnd.Load() != 0)
+	}
+	margin := time.Duration(storeEnd.Load()) - death.Boot
+	t.Logf("child dead %v before the store's expiry (stamp realtime: %v)", margin.Round(time.Millisecond), death.Realtime)
+	if margin <= 0 {
+		t.Fatalf("the child died %v AFTER the store expired the lease", -margin)
 	}
 }
 
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// readPIDFromFIFO reads the PID a child writes to fifo (its write blocks
+// until read, so the child is alive when the PID arrives). If the run ends
+// first (res receives; it is sent back), the test fails.
+func readPIDFromFIFO[R any](t *testing.T, fifo string, res chan R) int {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // blocks until the child opens it
+		got <- string(b)
+	}()
+	select {
+	case b := <-got:
+		pid, err := strconv.Atoi(strings.TrimSpace(b))
+		if err != nil {
+			t.Fatalf("the child wrote %q to its PID fifo", b)
+		}
+		return pid
+	case r := <-res:
+		// Unblock the reader (a writer that opens and closes at once).
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-got
+		t.Fatalf("leaderrun returned before the child wrote its PID: %+v", r)
+		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i+2 < len(s) && s[i+2] != 'Z'
 }
 
 // signalOnAcquire is a store that grants the lease just as SIGTERM arrives.

@@ -172,15 +172,19 @@ func TestAzureStoreKilledStopsChildBeforeExpiry(t *testing.T) {
 		t.Fatalf("child said %q", f)
 	}
 	child, _ := strconv.Atoi(f[1])
+	deaths := leasetest.WatchDeath(t, child)
 	waitStderr(t, leader, `"event":"renewed"`, 10*time.Second)
 	if err := syscall.Kill(azPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	died := waitGone(t, child, 30*time.Second)
 	if code := leader.wait(); code != 124 {
 		t.Fatalf("exit %d; want 124 (stderr: %s)", code, leader.stderr.String())
 	}
+	// The kernel's moment; Azure's lease state says only leased or
+	// expired, to the second, so the lease's end is the earliest the
+	// server may expire it: last_sent + TTL.
+	died := awaitDeath(t, child, deaths).Wall
 	if last := lastJSON(t, leader); last["event"] != "lost" || last["exit_code"] != float64(124) {
 		t.Fatalf("final line %v; want event lost, exit_code 124", last)
 	}

@@ -26,6 +26,7 @@ import (
 var lrBin string
 
 func TestMain(m *testing.M) {
+	leasetest.DeathWatcherMain()
 	// The tests run from the repository root, as users and scripts/test.sh
 	// do: README.md, scripts/ and `go run .` are where the README says.
 	if err := os.Chdir(".."); err != nil {
@@ -267,30 +268,31 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// waitGone waits until pid no longer runs and returns when it noticed.
+// waitGone waits until pid no longer runs and returns when it noticed
+// (polling /proc: pid may be gone already; a test that needs the moment of
+// death uses leasetest.WatchDeath).
 func waitGone(t *testing.T, pid int, within time.Duration) time.Time {
 	t.Helper()
-	select {
-	case at := <-deathWatch(pid):
-		return at
-	case <-time.After(within):
-		t.Fatalf("process %d still alive after %v", pid, within)
-		return time.Time{}
+	for deadline := time.Now().Add(within); alive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after %v", pid, within)
+		}
+		time.Sleep(time.Millisecond)
 	}
+	return time.Now()
 }
 
-// deathWatch polls /proc for pid every millisecond (there is no event for
-// the death of a process that is not our child) and sends the wall time at
-// which it was first seen gone or a zombie. The goroutine ends with pid.
-func deathWatch(pid int) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	go func() {
-		for alive(pid) {
-			time.Sleep(time.Millisecond)
-		}
-		ch <- time.Now()
-	}()
-	return ch
+// awaitDeath returns the death (leasetest.WatchDeath) of child, which must
+// come soon after its leaderrun exited.
+func awaitDeath(t *testing.T, child int, died <-chan leasetest.Death) leasetest.Death {
+	t.Helper()
+	select {
+	case d := <-died:
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatalf("child %d still alive 5s after its leaderrun exited", child)
+		return leasetest.Death{}
+	}
 }
 
 // waitStderr waits until leaderrun's stderr contains s.

@@ -39,6 +39,7 @@ var pgStore = faultStore{
 	benchScript: "scripts/bench-postgres.sh",
 	signal:      leasetest.SignalServer,
 	wakeBy:      "the NOTIFY",
+	holdWrites:  pgHoldWrites,
 }
 
 // pgE2EShared returns the shared server's URL and the env selecting it.
@@ -119,8 +120,9 @@ func TestPostgresLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover
 func TestPostgresTokensIncrease(t *testing.T)         { testTokensIncrease(t, pgStore) }
 
 // The server frozen (SIGSTOP to the postmaster and every backend) or killed
-// under a running leader: the child is dead before last_sent + TTL; exit
-// 124 (testServerFault). bench-postgres.sh reports the MARGIN lines.
+// under a running leader: the child is dead (by the kernel's clock) before
+// the lease's expiry in its row (expires − clock_timestamp() on the server);
+// exit 124 (testServerFault). bench-postgres.sh reports the MARGIN lines.
 func TestPostgresServerFaultStopsChild(t *testing.T) {
 	t.Parallel()
 	t.Run("stop", func(t *testing.T) { t.Parallel(); testServerFault(t, pgStore, syscall.SIGSTOP, false) })

@@ -18,7 +18,7 @@ func TestRedisACLUserWithoutChannels(t *testing.T) {
 		"+evalsha", "+eval", "+ping", "+get", "+set", "+del", "+pexpire", "+pttl", "+time")
 	env := []string{"LEADERRUN_STORE=redis://lr@" + addr, "REDISCLI_AUTH=acl-pw"}
 	name := e2eName(t, "acl")
-	const ttl = 10 * time.Second
+	const ttl = 60 * time.Second
 	d, leader := handoverOnce(t, env, name, "--ttl", ttl.String())
 	for _, l := range leader.stderrLines() {
 		if strings.Contains(l, "WARN") || strings.Contains(strings.ToLower(l), "releas") && strings.Contains(strings.ToLower(l), "fail") {
@@ -26,7 +26,7 @@ func TestRedisACLUserWithoutChannels(t *testing.T) {
 		}
 	}
 	t.Logf("handover %v without channel permission (TTL %v)", d, ttl)
-	if d > 2*time.Second {
+	if d >= ttl/10 { // an order of magnitude: a busy machine slows the poll, never to the TTL
 		t.Fatalf("handover took %v; want about the 200ms poll, far below the TTL %v", d, ttl)
 	}
 }

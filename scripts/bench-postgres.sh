@@ -7,7 +7,7 @@
 #   2. clean handover latency, p50/p90 (Go benchmark; NOTIFY wake-up);
 #   3. crash failover (leader SIGKILLed → next child) / TTL, --ttl 2s;
 #   4. server frozen (SIGSTOP) or killed → child dead, margin before
-#      last_sent + TTL (the e2e test's MARGIN lines);
+#      the store's expiry (the e2e test's MARGIN lines);
 #   5. statements per second the server runs for 50 waiting instances
 #      (default --ttl 15s), counted in the server's statement log.
 # It starts its own server with scripts/postgres.sh and stops it by PID.
@@ -59,7 +59,7 @@ go test -run '^$' -bench 'BenchmarkPostgresHandover' -benchtime 30x ./e2e 2>&1 |
 echo "== P3. crash failover, --ttl 2s (leader SIGKILLed -> next child)"
 go test -run '^$' -bench 'BenchmarkPostgresFailover' -benchtime 5x ./e2e 2>&1 | hide | tee "$out/postgres-failover.txt" | grep -E '^Benchmark' | sed 's/^/   /'
 
-echo "== P4. server SIGSTOPped/SIGKILLed -> child dead, margin before last_sent+TTL (--ttl 3s --renew-every 500ms --grace 1s)"
+echo "== P4. server SIGSTOPped/SIGKILLed -> child dead, margin before the store's expiry (--ttl 3s --renew-every 500ms --grace 1s)"
 go test -count=3 -v -run 'TestPostgresServerFaultStopsChild' ./e2e 2>&1 | hide >"$out/postgres-margin.txt" || { cat "$out/postgres-margin.txt"; exit 1; }
 grep -o 'MARGIN.*' "$out/postgres-margin.txt" | sort | sed 's/^/   /'
 

@@ -13,7 +13,8 @@
 #   4. what each containment mode costs `leaderrun -- true` (group, cgroup);
 #   5-7. each network store (scripts/bench-*.sh) and standby fleets of 10,
 #      100 and 1,000 on every store (e2e BenchmarkStandbyHerd);
-#   8. the clean handover with and without run history.
+#   8. the clean handover with and without run history;
+#   9. the safety margin under overload (scripts/bench-overload.sh).
 # Results go to stdout and bench-out/. Nothing leaves 127.0.0.1.
 # LEADERRUN_BENCH_RUNS sets the rounds of 1; LEADERRUN_BENCH_ONLY=startup
 # runs 1 alone.
@@ -162,3 +163,12 @@ for keep in 100 0; do
 		go test -run '^$' -bench 'BenchmarkFileHandover|BenchmarkRedisHandover' -benchtime 30x ./e2e |
 		grep -E '^Benchmark' | sed "s/^/   history-keep $keep: /"
 done
+
+# The safety margin under overload: child's death (kernel) to the
+# lease's expiry (Redis), idle, beside stress-ng and under a 5 % CPU limit.
+# It takes a while (about 5 s a trial): LEADERRUN_BENCH_OVERLOAD_TRIALS
+# (default 100; 0 skips it).
+if [ "${LEADERRUN_BENCH_OVERLOAD_TRIALS:-100}" != 0 ]; then
+	echo "== 9. safety margin under overload (scripts/bench-overload.sh)"
+	scripts/bench-overload.sh "${LEADERRUN_BENCH_OVERLOAD_TRIALS:-100}" || echo "   scripts/bench-overload.sh failed; the results above stand" >&2
+fi

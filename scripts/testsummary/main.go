@@ -3,9 +3,13 @@
 // when it finishes (ok or FAIL, its time and its number of tests), the full
 // output of every failed test and of a package that did not build, and,
 // while packages run, a line every -every saying which are still running.
-// It ends with "go test: N passed, N failed, N skipped (tests) in D" and, with
-// -counts FILE, writes "PASSED FAILED" there for scripts/test.sh's final line.
-// It exits 1 when a test or a package failed, 0 otherwise.
+// A package that hits go test's -timeout is said to have "timed out", with
+// the tests that were running then (their own output, not the goroutine
+// dump) and the number that had not started yet; each running top-level
+// test counts as failed. It ends with "go test: N passed, N failed, N
+// skipped (tests) in D" (and how many packages timed out) and, with -counts
+// FILE, writes "PASSED FAILED" there for scripts/test.sh's final line. It
+// exits 1 when a test or a package failed, 0 otherwise.
 //
 //	go test -json ./... | go run ./scripts/testsummary -counts FILE
 package main
@@ -40,12 +44,13 @@ type summary struct {
 	running                 map[string]time.Time // package → first event
 	output                  map[string][]string  // package or package/test → its output
 	tests                   map[string]int       // package → top-level tests finished
+	state                   map[string]string    // package/test → "run" or "pause", while unfinished
 	passed, failed, skipped int
-	failedPkgs              []string
+	failedPkgs, timedOut    []string
 }
 
 func newSummary(out io.Writer) *summary {
-	return &summary{out: out, start: time.Now(), running: map[string]time.Time{}, output: map[string][]string{}, tests: map[string]int{}}
+	return &summary{out: out, start: time.Now(), running: map[string]time.Time{}, output: map[string][]string{}, tests: map[string]int{}, state: map[string]string{}}
 }
 
 func (s *summary) event(e event) {
@@ -64,8 +69,17 @@ func (s *summary) event(e event) {
 	switch e.Action {
 	case "output":
 		s.output[key] = append(s.output[key], e.Output)
+	case "run", "cont":
+		if e.Test != "" {
+			s.state[key] = "run"
+		}
+	case "pause":
+		if e.Test != "" {
+			s.state[key] = "pause"
+		}
 	case "pass", "fail", "skip":
 		if e.Test != "" {
+			delete(s.state, key)
 			if e.Action == "fail" {
 				fmt.Fprintf(s.out, "--- FAIL: %s (%s)\n%s", e.Test, e.Package, strings.Join(s.output[key], ""))
 			}
@@ -99,6 +113,9 @@ func (s *summary) packageDone(e event) {
 	case "skip":
 		fmt.Fprintf(s.out, "ok    %-50s         no tests\n", e.Package)
 	case "fail":
+		if s.timeout(e, n) {
+			break
+		}
 		fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests\n", e.Package, e.Elapsed, n)
 		s.failedPkgs = append(s.failedPkgs, e.Package)
 		own := false
@@ -114,7 +131,90 @@ func (s *summary) packageDone(e event) {
 			s.failed++
 		}
 	}
-	delete(s.output, e.Package)
+	s.forget(e.Package)
+}
+
+// forget drops what is kept of a finished package's tests.
+func (s *summary) forget(pkg string) {
+	delete(s.output, pkg)
+	for k := range s.output {
+		if strings.HasPrefix(k, pkg+"/") {
+			delete(s.output, k)
+		}
+	}
+	for k := range s.state {
+		if strings.HasPrefix(k, pkg+"/") {
+			delete(s.state, k)
+		}
+	}
+}
+
+// timeoutPanic starts the testing package's report of a -timeout.
+const timeoutPanic = "panic: test timed out after "
+
+// timeout reports package e (failed, n tests finished) as timed out if its
+// output holds the testing package's timeout panic, and says so. The panic
+// lists the tests running at that moment ("running tests:", then one
+// "\t\tName (duration)" a line); their output up to the panic is shown,
+// the goroutine dump is not (go test's own log has it).
+func (s *summary) timeout(e event, n int) bool {
+	var after string
+	var running []string
+	for k, out := range s.output {
+		if k != e.Package && !strings.HasPrefix(k, e.Package+"/") {
+			continue
+		}
+		for i, l := range out {
+			if !strings.HasPrefix(l, timeoutPanic) {
+				continue
+			}
+			after = strings.TrimSpace(strings.TrimPrefix(l, timeoutPanic))
+			for _, l := range out[i+1:] {
+				if strings.TrimSpace(l) == "running tests:" {
+					continue
+				}
+				if !strings.HasPrefix(l, "\t\t") {
+					break
+				}
+				if name, _, ok := strings.Cut(strings.TrimSpace(l), " ("); ok {
+					running = append(running, name)
+				}
+			}
+			s.output[k] = out[:i] // the test's own output; the dump is go test's
+			break
+		}
+	}
+	if after == "" {
+		return false
+	}
+	s.failedPkgs = append(s.failedPkgs, e.Package)
+	s.timedOut = append(s.timedOut, e.Package)
+	fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests  TIMED OUT after %s (go test -timeout)\n", e.Package, e.Elapsed, n, after)
+	fmt.Fprintf(s.out, "      running when it timed out: %s\n", strings.Join(running, ", "))
+	if len(running) == 0 {
+		fmt.Fprint(s.out, "      (go test named none)\n")
+	}
+	waiting := 0
+	for k, st := range s.state {
+		if st == "pause" && strings.HasPrefix(k, e.Package+"/") && !slices.Contains(running, strings.TrimPrefix(k, e.Package+"/")) {
+			waiting++
+		}
+	}
+	if waiting > 0 {
+		fmt.Fprintf(s.out, "      %d more tests had not started (waiting for a -parallel slot)\n", waiting)
+	}
+	for _, name := range running {
+		if out := s.output[e.Package+"/"+name]; len(out) > 0 {
+			fmt.Fprintf(s.out, "--- timed out: %s\n%s", name, strings.Join(out, ""))
+		}
+		if !strings.Contains(name, "/") {
+			s.failed++
+		}
+	}
+	if !slices.ContainsFunc(running, func(n string) bool { return !strings.Contains(n, "/") }) {
+		s.failed++ // the package failed, whatever go test named
+	}
+	return true
 }
 
 // tick reports the packages still running.
@@ -178,7 +278,11 @@ func main() {
 		fmt.Printf("FAIL  %s: no result\n", p)
 		s.failed++
 	}
-	fmt.Printf("go test: %d passed, %d failed, %d skipped (tests) in %s\n", s.passed, s.failed, s.skipped, time.Since(s.start).Round(time.Second))
+	timedOut := ""
+	if len(s.timedOut) > 0 {
+		timedOut = fmt.Sprintf("; %d package(s) timed out: %s", len(s.timedOut), strings.Join(s.timedOut, " "))
+	}
+	fmt.Printf("go test: %d passed, %d failed, %d skipped (tests) in %s%s\n", s.passed, s.failed, s.skipped, time.Since(s.start).Round(time.Second), timedOut)
 	if len(s.failedPkgs) > 0 {
 		fmt.Printf("failed packages: %s\n", strings.Join(s.failedPkgs, " "))
 	}

@@ -1,6 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -42,5 +49,112 @@ func TestSummary(t *testing.T) {
 	}
 	if len(s.running) != 0 {
 		t.Errorf("still running: %v", s.running)
+	}
+}
+
+// A package that hits go test's -timeout (a real go test -json run of a
+// package in a temporary directory, -timeout 3s): the summary says it timed
+// out, names the tests that were running (not those that had finished),
+// shows their own output without the goroutine dump and counts the
+// top-level ones as failed.
+func TestSummaryTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/slow\n\ngo 1.22\n")
+	write("slow_test.go", `package slow
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQuick(t *testing.T) {}
+
+func TestHangs(t *testing.T) {
+	t.Parallel()
+	t.Log("hangs-own-output")
+	time.Sleep(time.Hour)
+}
+
+func TestHangsInSub(t *testing.T) {
+	t.Parallel()
+	t.Run("sub", func(t *testing.T) { time.Sleep(time.Hour) })
+}
+
+func TestParallelDone(t *testing.T) { t.Parallel() }
+`)
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-json", "-count=1", "-timeout", "3s", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	out, _ := cmd.Output() // exits 1: the timeout
+	var b strings.Builder
+	s := newSummary(&b)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			s.event(e)
+		}
+	}
+	got := b.String()
+	for _, want := range []string{
+		"TIMED OUT after 3s (go test -timeout)",
+		"running when it timed out: TestHangs, TestHangsInSub, TestHangsInSub/sub\n",
+		"--- timed out: TestHangs\n",
+		"hangs-own-output",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s\n(go test said:\n%s)", want, got, out)
+		}
+	}
+	if strings.Contains(got, "goroutine ") || strings.Contains(got, "TestQuick") || strings.Contains(got, "unfinished") {
+		t.Errorf("summary shows the goroutine dump, a finished test or 'unfinished':\n%s", got)
+	}
+	if s.passed != 2 || s.failed != 2 || len(s.timedOut) != 1 {
+		t.Errorf("passed %d, failed %d, timed out %v; want 2, 2 (the running top-level tests), [example.com/slow]", s.passed, s.failed, s.timedOut)
+	}
+}
+
+// A timed-out package whose parallel tests had not all started: the
+// summary counts those as not started, neither running nor failed.
+func TestSummaryTimeoutWaiting(t *testing.T) {
+	var b strings.Builder
+	s := newSummary(&b)
+	for _, e := range []event{
+		{Action: "start", Package: "p/a"},
+		{Action: "run", Package: "p/a", Test: "TestRuns"},
+		{Action: "pause", Package: "p/a", Test: "TestRuns"},
+		{Action: "run", Package: "p/a", Test: "TestWaits"},
+		{Action: "pause", Package: "p/a", Test: "TestWaits"},
+		{Action: "cont", Package: "p/a", Test: "TestRuns"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: "    a_test.go:5: step 1\n"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: timeoutPanic + "9m0s\n"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: "\trunning tests:\n"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: "\t\tTestRuns (8m59s)\n"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: "\n"},
+		{Action: "output", Package: "p/a", Test: "TestRuns", Output: "goroutine 1 [running]:\n"},
+		{Action: "fail", Package: "p/a", Elapsed: 540},
+	} {
+		s.event(e)
+	}
+	out := b.String()
+	for _, want := range []string{"TIMED OUT after 9m0s", "running when it timed out: TestRuns\n", "1 more tests had not started", "a_test.go:5: step 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "goroutine") || strings.Contains(out, "TestWaits") {
+		t.Errorf("output shows the dump or the test that never started:\n%s", out)
+	}
+	if s.failed != 1 || s.passed != 0 {
+		t.Errorf("passed %d, failed %d; want 0, 1", s.passed, s.failed)
 	}
 }
