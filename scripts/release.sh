@@ -131,7 +131,7 @@ for arch in $arches; do
 	stage=$work/$arch
 	mkdir -p "$stage/bin"
 	step "linux/$arch: go build (the first build of an architecture compiles the standard library and every module; each package is listed as it is compiled)"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -v -trimpath -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/... 2>&1 |
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -v -trimpath -tags urfave_cli_no_docs -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/... 2>&1 |
 		sed 's/^/   /'
 	cp -r "$work/share" "$stage/share"
 	cp -r "$doc" "$stage/doc"
