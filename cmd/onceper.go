@@ -148,10 +148,12 @@ func (r *runState) oncePerDone(ld *leadership) *outcome {
 			fmt.Sprintf("lease %s: cannot read the run history to decide --once-per (%v); %s not started, the next run tries again", r.rc.name, err, r.args[0]),
 			"event", "store_unavailable", "lease", r.rc.name)
 	}
-	return newOutcome(op.code, slog.LevelInfo,
+	o := newOutcome(op.code, slog.LevelInfo,
 		fmt.Sprintf("lease %s: already done %s: %s %s, started %s, token %d; %s not started",
 			r.rc.name, what, done.Label, runVerb(*done), zoneTime(r.runStart(*done), op.period.Location()), done.Token, r.args[0]),
 		"event", "not_needed", "lease", r.rc.name)
+	r.mon.skipped(r.rc.name, o.msg) // a ping only with --ping-skipped, as for a held lease
+	return o
 }
 
 // counts reports whether run makes the period done: it succeeded (exit

@@ -372,6 +372,29 @@ func TestPing(t *testing.T) {
 		}
 		noKey(t, s.key, stderr)
 	})
+
+	t.Run("once-per done", func(t *testing.T) {
+		// A tick that finds its --once-per period done did not run: silent,
+		// or /log with --ping-skipped, as for a held lease.
+		if code, stderr := runLR(t, env, "--name", "p-once", "--once-per", "week", "--", "true"); code != 0 {
+			t.Fatalf("first run: exit %d: %s", code, stderr)
+		}
+		s := newPingServer(t, false)
+		if code, stderr := runLR(t, env, "--name", "p-once", "--once-per", "week", "--ping", s.url, "--", "true"); code != 0 || !strings.Contains(stderr, "already done") {
+			t.Fatalf("second run: exit %d; want 0, already done: %s", code, stderr)
+		}
+		if got := s.paths(t); len(got) != 0 {
+			t.Errorf("a tick not needed pinged %v without --ping-skipped", got)
+		}
+		code, stderr := runLR(t, env, "--name", "p-once", "--once-per", "week", "--ping", s.url, "--ping-skipped", "--", "true")
+		if code != 0 || !strings.Contains(stderr, "already done") {
+			t.Fatalf("third run: exit %d; want 0, already done: %s", code, stderr)
+		}
+		if got := s.paths(t); strings.Join(got, " ") != "/KEY/log" {
+			t.Errorf("pings %v; want /KEY/log", got)
+		}
+		noKey(t, s.key, stderr)
+	})
 }
 
 // TestPingNeverDelays: a server that hangs, or a port that refuses, delays
