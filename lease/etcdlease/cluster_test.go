@@ -205,8 +205,14 @@ func TestClusterFaults(t *testing.T) {
 				t.Fatalf("Renew: %v; want ErrUnavailable while the cluster elects a leader", err)
 			}
 			fails++
-			if time.Since(last) > ttl {
-				t.Fatalf("no renewal succeeded within the TTL %v after the leader was killed: %v", ttl, err)
+			// etcd refreshes every lease when a new leader takes over, so
+			// the lease survives an election however long it takes; how
+			// long that is depends on the machine's load (seen: over 5 s
+			// at load 20+ on 2 cores), which is the benchmarks' business.
+			// What this checks is that the failures are retriable and the
+			// lease is still ours once a leader is back.
+			if time.Since(killed) > time.Minute {
+				t.Fatalf("no renewal succeeded within a minute after the leader was killed: %v", err)
 			}
 			time.Sleep(100 * time.Millisecond) // the keeper's quick retry
 		}
