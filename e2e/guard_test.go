@@ -402,6 +402,7 @@ func TestGuardStopped(t *testing.T) {
 // script that sleeps or exits) is no guard: the child is not started, one
 // line, 125, and the lease is left free.
 func TestGuardWithoutHandshakeRefused(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{"sleeps": "exec sleep 300", "exits": "exit 0"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

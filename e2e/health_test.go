@@ -67,6 +67,7 @@ func logTime(t *testing.T, p *lr, ev string, n int) time.Time {
 // takes over at once, and the leader exits 123 naming the check and its last
 // output line. The standby's own check never runs while it waits.
 func TestHealthStepDown(t *testing.T) {
+	t.Parallel()
 	for _, st := range healthStores[:2] { // file, Redis: Azure hands over by polling
 		t.Run(st.name, func(t *testing.T) {
 			env := st.env(t)
@@ -307,6 +308,7 @@ func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 // status shows the hold; another instance with --wait 0 one second after
 // the start gets 75; half a second after the hold ends it runs.
 func TestHoldAtLeast(t *testing.T) {
+	t.Parallel()
 	for _, st := range healthStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -344,6 +346,7 @@ func TestHoldAtLeast(t *testing.T) {
 // A standby already waiting when the holder releases with a hold wakes when
 // the hold ends (not when the lease's TTL would have, nor at once).
 func TestHoldWaiterWakesAtEnd(t *testing.T) {
+	t.Parallel()
 	for _, st := range healthStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -396,6 +399,7 @@ func TestHoldWaiterWakesAtEnd(t *testing.T) {
 // it (breaking the held lease), and a standby waiting through the hold starts
 // its child soon after the end, never before.
 func TestHoldLongerThanTTLAzure(t *testing.T) {
+	t.Parallel()
 	const ttl = 15 * time.Second     // Azure's shortest lease
 	const hold = ttl + 5*time.Second // beyond the longest break period for ttl
 	for _, standby := range []bool{false, true} {

@@ -280,6 +280,7 @@ func TestFileRunHistory(t *testing.T) {
 }
 
 func TestRedisRunHistory(t *testing.T) {
+	t.Parallel()
 	addr, env := redisE2EShared(t)
 	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		redisE2ECLI(t, addr, "DEL", "leaderrun:{"+name+"}")
@@ -287,6 +288,7 @@ func TestRedisRunHistory(t *testing.T) {
 }
 
 func TestPostgresRunHistory(t *testing.T) {
+	t.Parallel()
 	raw, env := pgE2EShared(t)
 	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		pgE2EExec(t, raw, "DELETE FROM leaderrun_leases WHERE name = $1", name)
@@ -294,6 +296,7 @@ func TestPostgresRunHistory(t *testing.T) {
 }
 
 func TestEtcdRunHistory(t *testing.T) {
+	t.Parallel()
 	url, env := etcdE2EShared(t)
 	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
 		if out := etcdctl(t, url, "del", "leaderrun/"+name); out != "1" {

@@ -21,20 +21,24 @@ import (
 )
 
 func TestFileOncePer(t *testing.T) {
+	t.Parallel()
 	testOncePer(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "daily", "2s", true)
 }
 
 func TestRedisOncePer(t *testing.T) {
+	t.Parallel()
 	_, env := redisE2EShared(t)
 	testOncePer(t, env, e2eName(t, "daily"), "2s", true)
 }
 
 func TestPostgresOncePer(t *testing.T) {
+	t.Parallel()
 	_, env := pgE2EShared(t)
 	testOncePer(t, env, e2eName(t, "daily"), "2s", true)
 }
 
 func TestEtcdOncePer(t *testing.T) {
+	t.Parallel()
 	_, env := etcdE2EShared(t)
 	testOncePer(t, env, e2eName(t, "daily"), "2s", false)
 }

@@ -163,6 +163,7 @@ func runs(t *testing.T, marks string) ([]string, []time.Time) {
 // Three waiting instances appear in status --json in takeover order; one
 // SIGKILLed disappears once its registration lapses (file: at once).
 func TestStandbysInStatus(t *testing.T) {
+	t.Parallel()
 	for _, st := range standbyStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -235,6 +236,7 @@ func standbysOf(t *testing.T, m map[string]any) []string {
 // previous release (a child that exits at once would release while the
 // next in line is still in its hold-back; seen on Azurite at load 27).
 func TestPriorityTakeover(t *testing.T) {
+	t.Parallel()
 	for _, st := range standbyStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -347,6 +349,7 @@ func TestPriorityFrozenBetterStandby(t *testing.T) {
 // takeover after the holder was SIGKILLed. With --once it prints the next
 // change and exits 0.
 func TestWatchSequence(t *testing.T) {
+	t.Parallel()
 	for _, st := range standbyStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
