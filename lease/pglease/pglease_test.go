@@ -719,22 +719,8 @@ func TestConformanceCandidates(t *testing.T) {
 func TestListenLeavesRoom(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
-	role := "lr_room_" + strings.ToLower(lease.NewID()[:8])
 	const limit, waiters = 12, 12
-	for _, sql := range []string{
-		fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d PASSWORD 'r00mPassw0rd'", role, limit),
-		"GRANT CREATE ON SCHEMA public TO " + role,
-	} {
-		if _, err := op.Exec(ctxT(t), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, "r00mPassw0rd")
-	plain := u.String()
+	role, plain := limitedRole(t, op, raw, "lr_room_", limit)
 	asRole := withTable(plain, freshTable("lr_room"))
 	held := func() (all, listening int) {
 		if err := op.QueryRow(ctxT(t), "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'LISTEN %' AND state = 'idle') FROM pg_stat_activity WHERE usename = $1", role).Scan(&all, &listening); err != nil {
@@ -802,22 +788,8 @@ func TestListenLeavesRoom(t *testing.T) {
 func TestListenYieldsToTooManyConnections(t *testing.T) {
 	raw := need(t)
 	op := admin(t, raw)
-	role := "lr_full_" + strings.ToLower(lease.NewID()[:8])
 	const limit = 16
-	for _, sql := range []string{
-		fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d PASSWORD 'fu11Passw0rd'", role, limit),
-		"GRANT CREATE ON SCHEMA public TO " + role,
-	} {
-		if _, err := op.Exec(ctxT(t), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, "fu11Passw0rd")
-	plain := u.String()
+	role, plain := limitedRole(t, op, raw, "lr_full_", limit)
 	asRole := withTable(plain, freshTable("lr_full"))
 	listening := func() int {
 		var n int
@@ -924,4 +896,27 @@ func TestFrontListingKeepsConnectionForAttempt(t *testing.T) {
 	if got := backend(); got != listed {
 		t.Fatalf("the attempt ran on backend %d, the listing on %d: a new connection", got, listed)
 	}
+}
+
+// limitedRole makes a login role named prefix plus a random part, allowed
+// limit connections and to create tables, and returns its name and the URL
+// raw with that role's credentials.
+func limitedRole(t *testing.T, op *pgx.Conn, raw, prefix string, limit int) (role, plain string) {
+	t.Helper()
+	role = prefix + strings.ToLower(lease.NewID()[:8])
+	const password = "l1mitedPassw0rd"
+	for _, sql := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d PASSWORD '%s'", role, limit, password),
+		"GRANT CREATE ON SCHEMA public TO " + role,
+	} {
+		if _, err := op.Exec(ctxT(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
 }
