@@ -95,7 +95,7 @@ func (e env) dispatch(raw string) error {
 	// copy of leaderrun under that name): dispatching again would exec
 	// the same program forever.
 	if e.dispatched {
-		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
+		return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path), lease.ErrConfig)
 	}
 	environ := e.environ()
 	// The store program's guard runs from this very image, passed as a
@@ -123,7 +123,7 @@ func (e env) dispatch(raw string) error {
 	if image >= 0 {
 		unix.Close(image)
 	}
-	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
+	return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err), lease.ErrConfig)
 }
 
 // findDriver looks for prog next to the running program, then on PATH (as
@@ -132,7 +132,7 @@ func findDriver(prog string) (string, error) {
 	self, err := os.Executable()
 	if err == nil {
 		if filepath.Base(self) == prog {
-			return "", &storeConfigError{fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog)}
+			return "", lease.NewError(fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog), lease.ErrConfig)
 		}
 		p := filepath.Join(filepath.Dir(self), prog)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
@@ -142,7 +142,7 @@ func findDriver(prog string) (string, error) {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p, nil
 	}
-	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self)}
+	return "", lease.NewError(fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self), lease.ErrConfig)
 }
 
 // envGuardProgram tells a store program which leaderrun dispatched to it:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // This file is what leaderrun adds to urfave/cli v2's flag parsing, and
@@ -727,9 +729,9 @@ func strayStoreVar(environ []string, getenv func(string) string) error {
 		name := strings.TrimPrefix(k, "LEADERRUN_")
 		switch {
 		case nearestVar(k, known) == storeVar || strings.HasPrefix(name, "STOR"):
-			return &storeConfigError{fmt.Sprintf("%s is not a leaderrun variable; did you mean %s? Without %s or --store the lease would be taken in this host's file store, which excludes no other host: nothing was run", printable(k), storeVar, storeVar)}
+			return lease.NewError(fmt.Sprintf("%s is not a leaderrun variable; did you mean %s? Without %s or --store the lease would be taken in this host's file store, which excludes no other host: nothing was run", printable(k), storeVar, storeVar), lease.ErrConfig)
 		case looksLikeStoreURL(getenv(k)):
-			return &storeConfigError{fmt.Sprintf("%s holds a URL, but leaderrun reads the store only from %s or --store; without them the lease would be taken in this host's file store, which excludes no other host: nothing was run (rename the variable to %s, or give --store)", printable(k), storeVar, storeVar)}
+			return lease.NewError(fmt.Sprintf("%s holds a URL, but leaderrun reads the store only from %s or --store; without them the lease would be taken in this host's file store, which excludes no other host: nothing was run (rename the variable to %s, or give --store)", printable(k), storeVar, storeVar), lease.ErrConfig)
 		}
 	}
 	return nil
