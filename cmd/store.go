@@ -40,9 +40,9 @@ func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Stor
 			msg += " " + shownWord(scheme)
 		}
 		if sug := suggestStore(raw); sug != "" {
-			return nil, lease.NewError(msg + "; did you mean " + sug + "?", lease.ErrConfig)
+			return nil, lease.NewError(msg+"; did you mean "+sug+"?", lease.ErrConfig)
 		}
-		return nil, lease.NewError(msg + " (want " + knownSchemes + ")", lease.ErrConfig)
+		return nil, lease.NewError(msg+" (want "+knownSchemes+")", lease.ErrConfig)
 	}
 	return open(ctx, raw, o)
 }
