@@ -20,25 +20,6 @@ import (
 // 125 (check itself failed).
 const ExitCheckMissed = 2
 
-// historyFlags are history's flags.
-func historyFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON array of runs"},
-		&cli.StringFlag{Name: "format", DefaultText: "text", Usage: "`FORMAT` of the output: text, json (as --json), or prom (Prometheus metrics of the runs: last success, runs per outcome)"},
-		&cli.IntFlag{Name: "limit", Value: 20, DefaultText: "20; all with --format prom", Usage: "show at most `N` runs (0: all the store keeps)"},
-		&cli.DurationFlag{Name: "since", DefaultText: "no bound", Usage: "show only runs started within this `DURATION` before now"},
-	}, commonFlags()...)
-}
-
-// checkFlags are check's flags.
-func checkFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.DurationFlag{Name: "ran-within", DefaultText: "none: required", Usage: "a run must have started within this `DURATION` before now (a daily job: 25h)"},
-		&cli.BoolFlag{Name: "succeeded", DisableDefaultText: true, Usage: "count only runs that ended with exit 0"},
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON object"},
-	}, commonFlags()...)
-}
-
 const historyDescription = `Prints the last runs of the lease NAME, newest first, as the store recorded
 them (every leaderrun that held the lease, on any host):
 
