@@ -90,10 +90,11 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	signal.Notify(r.sigs, runner.ForwardedSignals...)
 	r.pre = startGuardAsync(r.e.guardPath())
 	r.reads = newEnvReads(e.getenv)
-	r.store, err = openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
+	store, err := openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
 	if err != nil {
-		return nil, classify(err)
+		return nil, classify(err) // store may be a typed nil: not one to close
 	}
+	r.store = store
 	if err := checkPriority(r.store, rc.priority); err != nil {
 		return nil, classify(err)
 	}
