@@ -285,26 +285,9 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	}
 	now := time.Now()
 	out := checkJSON{Name: name, RanWithinMS: within.Milliseconds(), Succeeded: succeeded}
-	var last *lease.Run
-	for i, r := range runs {
-		// A run counts from now − within to now + the clock skew a store's
-		// records may have (stores already drop those beyond it): a start
-		// further ahead is no run, and never "0s ago" for ever.
-		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
-			continue
-		}
-		if last == nil {
-			last = &runs[i]
-		}
-		if r.Start.Before(now.Add(-within)) {
-			break
-		}
-		if !succeeded || r.Outcome == lease.OutcomeOK {
-			out.Match = &runs[i]
-			break
-		}
-	}
-	out.LastRun, out.OK = last, out.Match != nil
+	out.Match, out.LastRun = matchRun(runs, now, within, succeeded)
+	last := out.LastRun
+	out.OK = out.Match != nil
 	what := "run"
 	if succeeded {
 		what = "successful run"
@@ -328,6 +311,30 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 		return &outcome{code: ExitCheckMissed, level: slog.LevelDebug, msg: line}
 	}
 	return &outcome{code: 0, level: slog.LevelDebug, msg: line}
+}
+
+// matchRun returns the newest of runs (newest first) that started within
+// within before now (and, with succeeded, ended with exit 0), and the newest
+// run that started at all.
+func matchRun(runs []lease.Run, now time.Time, within time.Duration, succeeded bool) (match, last *lease.Run) {
+	for i, r := range runs {
+		// A run counts from now − within to now + the clock skew a store's
+		// records may have (stores already drop those beyond it): a start
+		// further ahead is no run, and never "0s ago" for ever.
+		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
+			continue
+		}
+		if last == nil {
+			last = &runs[i]
+		}
+		if r.Start.Before(now.Add(-within)) {
+			break
+		}
+		if !succeeded || r.Outcome == lease.OutcomeOK {
+			return &runs[i], last
+		}
+	}
+	return nil, last
 }
 
 // checkRunText describes a run on check's line.
