@@ -76,15 +76,11 @@ func usageText() string {
 // read once from the flag definitions, where EnvVars declares it. It never
 // changes.
 var flagVars = func() map[string]string {
-	m := map[string]string{}
+	var all []cli.Flag
 	for _, c := range commands {
-		for _, f := range c.flags() {
-			if v := envVars(f); v != nil && len(*v) > 0 {
-				m[f.Names()[0]] = (*v)[0]
-			}
-		}
+		all = append(all, c.flags()...)
 	}
-	return m
+	return varsOf(all)
 }()
 
 // commonFlags are the flags of every form: run, status and watch.

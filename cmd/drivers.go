@@ -46,7 +46,8 @@ func Link[S lease.Store](schemes []string, open func(ctx context.Context, raw st
 // drivers names the program that serves each scheme leaderrun knows but
 // may not link. `go build -o DIR/ . ./cmd/...` in a clone builds them all
 // next to leaderrun, as the packages install them; cmd/leaderrun-*/main.go
-// are they.
+// are they. A new store program is its schemes here and in knownSchemes,
+// and its URL form in --store's usage (commonFlags).
 var drivers = map[string]string{
 	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
 	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
