@@ -40,16 +40,13 @@ func unknownFlag(token, name string, within scope, scopes []scope) error {
 			return usagef("%s does not take %s; it is a flag of %s", within.describe(), dashes(name), ownerOf(name, scopes))
 		}
 	}
-	best, bestD := "", 3
+	var long []string
 	for n := range within.flags {
-		if len(n) == 1 {
-			continue
-		}
-		if d := editDistance(strings.ToLower(name), n); d < bestD || d == bestD && n < best {
-			best, bestD = n, d
+		if len(n) > 1 {
+			long = append(long, n)
 		}
 	}
-	if best != "" && bestD <= max(1, len(name)/3) {
+	if best := nearest(strings.ToLower(name), long, min(2, max(1, len(name)/3))); best != "" {
 		return usagef("unknown flag %s; did you mean --%s?", token, best)
 	}
 	return usagef("unknown flag %s", token)
@@ -105,17 +102,27 @@ func knownVars() []string {
 // variable k, or "" when none is a likely misspelling of it (within a third
 // of the name's length).
 func nearestVar(k string, known []string) string {
-	name := strings.TrimPrefix(k, "LEADERRUN_")
-	best, bestD := "", 0
+	var names []string
 	for _, kn := range known {
-		if d := editDistance(name, strings.TrimPrefix(kn, "LEADERRUN_")); best == "" || d < bestD || d == bestD && kn < best {
-			best, bestD = kn, d
-		}
+		names = append(names, strings.TrimPrefix(kn, "LEADERRUN_"))
 	}
-	if best != "" && bestD <= max(1, len(name)/3) {
-		return best
+	name := strings.TrimPrefix(k, "LEADERRUN_")
+	if best := nearest(name, names, max(1, len(name)/3)); best != "" {
+		return "LEADERRUN_" + best
 	}
 	return ""
+}
+
+// nearest returns the candidate nearest to word by editDistance (the first
+// in sort order among equals), or "" when none is within most.
+func nearest(word string, candidates []string, most int) string {
+	best, bestD := "", most+1
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestD || d == bestD && c < best {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
 
 // unknownVars returns the LEADERRUN_* variables of environ that leaderrun
