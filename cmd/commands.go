@@ -19,7 +19,7 @@ import (
 // and the man page and completions (DocApp).
 type command struct {
 	name        string // "" for the run form
-	synopsis    string // its line in leaderrun's usage, after "leaderrun "
+	synopsis    string // its line in leaderrun's usage after "leaderrun ", if not "<name> [flags] NAME"
 	usage       string // what it does, in one line
 	description string // its help text (hand-wrapped at 80 columns: see reflow)
 	// flags returns its flags, each with its variable (if any) in EnvVars.
@@ -34,11 +34,11 @@ type command struct {
 var commands = []command{
 	{synopsis: "[flags] -- COMMAND [ARGS...]", flags: runFlags,
 		usage: "run a command under a distributed lease: exactly one instance at a time", description: description},
-	{name: "status", synopsis: "status [flags] NAME", flags: statusFlags, do: statusCommand, description: statusDescription,
+	{name: "status", flags: statusFlags, do: statusCommand, description: statusDescription,
 		usage: "show who holds a lease (exit 0 held, 3 free, 4 unknown)"},
-	{name: "watch", synopsis: "watch [flags] NAME", flags: watchFlags, do: watchCommand, description: watchDescription,
+	{name: "watch", flags: watchFlags, do: watchCommand, description: watchDescription,
 		usage: "print a line each time the holder of a lease changes, until interrupted"},
-	{name: "history", synopsis: "history [flags] NAME", flags: historyFlags, do: historyCommand, description: historyDescription,
+	{name: "history", flags: historyFlags, do: historyCommand, description: historyDescription,
 		usage: "print the last runs of a lease, from any host (newest first)"},
 	{name: "check", synopsis: "check --ran-within DURATION [flags] NAME", flags: checkFlags, do: checkCommand, description: checkDescription,
 		usage: "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did"},
@@ -67,6 +67,9 @@ func subcommandNames() []string {
 func usageText() string {
 	var lines []string
 	for _, c := range commands {
+		if c.synopsis == "" {
+			c.synopsis = c.name + " [flags] NAME"
+		}
 		lines = append(lines, "leaderrun "+c.synopsis)
 	}
 	return strings.Join(lines, "\n")
