@@ -147,6 +147,8 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 			return nil, o
 		}
 		err = r.enforce(ld)
+		// Only the keeper's refusal is waited out; a protection that
+		// failed (ld.prot nil) ends the run.
 		if err != nil && ld.prot != nil && r.mayWaitAgain(err, began) {
 			r.log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", r.rc.name, r.args[0]), "err", err)
 			r.abandon(ld)
@@ -156,7 +158,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 		r.watch.stop()
 		var o *outcome
 		switch {
-		case ld.prot != nil && r.watch.signalled():
+		case ld.prot != nil && r.watch.signalled(): // while the lease was being kept
 			o = acquireOutcome(context.Cause(r.watch.ctx), r.rc)
 		case err != nil:
 			o = classify(err)
