@@ -207,22 +207,3 @@ func takeGuardProgram(e env) env {
 func trustedGuard(program string) bool {
 	return program == selfImage || strings.HasPrefix(program, imageFDPrefix)
 }
-
-// dispatchable returns the --store URL of a preparsed command line that
-// runs, waits or watches (not help or --version, which this program
-// answers), from the flag or LEADERRUN_STORE.
-func dispatchable(args []string, getenv func(string) string) (string, bool) {
-	raw, set := "", false
-	for _, a := range args {
-		switch {
-		case a == "help" || strings.HasPrefix(a, "--help") || strings.HasPrefix(a, "--version"):
-			return "", false
-		case strings.HasPrefix(a, "--store="):
-			raw, set = strings.TrimPrefix(a, "--store="), true
-		}
-	}
-	if !set {
-		raw = getenv("LEADERRUN_STORE")
-	}
-	return raw, raw != ""
-}
