@@ -288,18 +288,13 @@ func (s *Store) atFront(name string) bool {
 	return p.front[name]
 }
 
-var _ lease.Holding = (*pgLease)(nil)
-
-// ReleaseHeld gives the lease up so that it stays taken for hold from now,
-// by the server's clock, and then becomes free by itself: the row stays
-// without an acquisition ID (nobody can renew or release it) until it
-// expires, which waiters see as the holder's remaining time. It wraps
+// keepHeld is ReleaseHeld with a positive hold: the lease stays taken for
+// hold from now, by the server's clock, and then becomes free by itself: the
+// row stays without an acquisition ID (nobody can renew or release it) until
+// it expires, which waiters see as the holder's remaining time. It wraps
 // lease.ErrNotHeld when the row is no longer ours.
-func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+func (pl *pgLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := pl.s
-	if hold <= 0 {
-		return pl.Release(ctx)
-	}
 	defer pl.released()
 	var n int64
 	err := s.do(ctx, "release "+pl.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
@@ -318,3 +313,11 @@ func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
 	}
 	return nil
 }
+
+// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
+// hold is not positive, otherwise as keepHeld says.
+func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	return storeopt.ReleaseHeld(ctx, hold, pl.Release, pl.keepHeld)
+}
+
+var _ lease.Holding = (*pgLease)(nil)
