@@ -205,8 +205,8 @@ Flags may come before or after NAME, and before "watch".`
 // --store URL of another known store is handed to its own program
 // (dispatch).
 func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...LinkedStore) int {
-	if runner.IsGuard() {
-		return runner.GuardMain()
+	if runner.IsGuard(args) {
+		return runner.GuardMain(args)
 	}
 	register(stores)
 	e := takeGuardProgram(env{stdio: stdio, vars: environ})

@@ -11,8 +11,8 @@ import (
 // Variables leaderrun gives its child. They are deliberately not the names
 // of leaderrun's own configuration variables: a leaderrun started by the
 // child must not read the outer lease's name or holder back as its own
-// --name and --holder (issue 12 item 4: a nested run waited forever on the
-// outer lease).
+// --name and --holder: a nested run would wait forever for the outer
+// lease, which its own parent holds.
 const (
 	envLease       = "LEADERRUN_LEASE"
 	envLeaseHolder = "LEADERRUN_LEASE_HOLDER"

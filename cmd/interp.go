@@ -8,7 +8,7 @@ import (
 // launchers are commands whose base name says nothing about the job they
 // run: shells, interpreters, and wrappers that run another command. Used as
 // the default lease name, every `python3 …`, `sh -c …` or `sudo …` job would
-// share one lease, so leaderrun asks for --name instead (issue 12 item 11).
+// share one lease, so leaderrun asks for --name instead.
 // docs/usage.md lists them; keep the two in step.
 var launchers = map[string]bool{
 	// shells

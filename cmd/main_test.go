@@ -13,8 +13,8 @@ import (
 // death watcher of leasetest.WatchDeath.
 func TestMain(m *testing.M) {
 	leasetest.DeathWatcherMain()
-	if runner.IsGuard() {
-		os.Exit(runner.GuardMain())
+	if runner.IsGuard(os.Args) {
+		os.Exit(runner.GuardMain(os.Args))
 	}
 	os.Exit(m.Run())
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leaderrun/leaderrun/internal/plainhost"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -219,23 +220,8 @@ func shownWord(s string) string {
 // plainHost accepts NAME, NAME:PORT, [IPv6] and [IPv6]:PORT with a numeric
 // port; a ':' followed by anything else may be a password.
 func plainHost(h string) bool {
-	if strings.HasPrefix(h, "[") {
-		end := strings.Index(h, "]")
-		if end < 0 || strings.Trim(h[1:end], "0123456789abcdefABCDEF:.") != "" {
-			return false
-		}
-		h = "x" + h[end+1:]
-	}
-	name, port, hasPort := strings.Cut(h, ":")
-	if hasPort && (port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "") {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
+	port, hasPort, ok := plainhost.Split(h)
+	return ok && (!hasPort || port != "" && len(port) <= 5)
 }
 
 // plainPath accepts a path of letters, digits and . _ - / ~ only.

@@ -18,8 +18,7 @@ var remindEvery = time.Minute
 // store that keeps failing while leaderrun waits; tests shorten them.
 var outageFirstNote, outageNoteEvery = 10 * time.Second, time.Minute
 
-// waitReporter words lease.Acquire's waiting events for the user
-// (issue 12 item 13): the first line says how long leaderrun will wait and
+// waitReporter words lease.Acquire's waiting events for the user: the first line says how long leaderrun will wait and
 // for whom, then a line for each new holder, and a reminder every minute at
 // -v.
 func waitReporter(log *slog.Logger, name string, wait time.Duration) func(lease.WaitEvent) {

@@ -119,9 +119,21 @@ func TestDocLinks(t *testing.T) {
 // TestNoUnreachableCitations: no Go comment cites a document a reader of
 // the repository cannot open (the working spec, cited as "DESIGN" and a
 // section sign), and every citation of docs/design.md names a section or a
-// safety rule that page has.
+// safety rule that page has. Neither the program's code nor the documents
+// cite an issue of a tracker the reader cannot open ("issue 12",
+// "issue #12"): they say the reason itself.
 func TestNoUnreachableCitations(t *testing.T) {
 	t.Parallel()
+	tracker := regexp.MustCompile(`(?i)\bissues?\s+#?\d+`)
+	for _, doc := range docFiles(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range tracker.FindAllIndex(b, -1) {
+			t.Errorf("%s:%d: cites %q of a tracker the reader cannot open: say the reason itself", doc, 1+strings.Count(string(b[:m[0]]), "\n"), b[m[0]:m[1]])
+		}
+	}
 	design, err := os.ReadFile("docs/design.md")
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +162,11 @@ func TestNoUnreachableCitations(t *testing.T) {
 		line := func(off int) int { return 1 + strings.Count(string(b[:off]), "\n") }
 		for _, m := range spec.FindAllIndex(b, -1) {
 			t.Errorf("%s:%d: cites the working spec, which is not in the repository: cite docs/design.md instead", p, line(m[0]))
+		}
+		if !strings.HasSuffix(p, "_test.go") {
+			for _, m := range tracker.FindAllIndex(b, -1) {
+				t.Errorf("%s:%d: cites %q of a tracker the reader cannot open: say the reason itself", p, line(m[0]), b[m[0]:m[1]])
+			}
 		}
 		for _, m := range cite.FindAllSubmatchIndex(b, -1) {
 			if m[4] >= 0 {

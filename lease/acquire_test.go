@@ -108,7 +108,7 @@ func (f *flakyStore) TryAcquire(ctx context.Context, req lease.Request) (lease.L
 }
 
 func TestAcquireRetriesTransientWithSameIDAndEarliestSendTime(t *testing.T) {
-	clock := &lease.FakeClock{}
+	clock := &leasetest.FakeClock{}
 	clock.Advance(time.Hour)
 	s := &flakyStore{MemStore: &leasetest.MemStore{Clock: clock}}
 	s.fails.Store(2)

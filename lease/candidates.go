@@ -99,18 +99,6 @@ func SortCandidates(cs []Candidate) {
 	})
 }
 
-// RankedAbove counts the live candidates other than id whose priority is
-// higher than priority: the candidates that try before it.
-func RankedAbove(cs []Candidate, id string, priority int) int {
-	n := 0
-	for _, c := range cs {
-		if c.ID != id && c.Priority > priority {
-			n++
-		}
-	}
-	return n
-}
-
 // The release herd. When a lease becomes free, every standby may wake at
 // once. Only the front of the line, the first herdFront candidates in
 // takeover order, looks and tries at once (position p after p·δ, so the

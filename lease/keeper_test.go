@@ -13,7 +13,7 @@ import (
 
 // keeperRig holds a fake store on a fake clock and one acquired lease.
 type keeperRig struct {
-	clock *lease.FakeClock
+	clock *leasetest.FakeClock
 	store *leasetest.MemStore
 	l     lease.Lease
 	cfg   lease.KeeperConfig
@@ -21,7 +21,7 @@ type keeperRig struct {
 
 func newRig(t *testing.T) *keeperRig {
 	t.Helper()
-	clock := &lease.FakeClock{}
+	clock := &leasetest.FakeClock{}
 	clock.Advance(time.Hour) // an arbitrary, non-zero origin
 	store := &leasetest.MemStore{Clock: clock, Epsilon: 5 * time.Millisecond}
 	tm, err := lease.Timing{TTL: 3 * time.Second, Grace: 500 * time.Millisecond, Explicit: struct{ RenewEvery, Grace, CallTimeout bool }{Grace: true}}.Resolve(store.Limits())

@@ -254,36 +254,7 @@ type knob struct {
 // the default ttl/3 does not fit), and none is made for a default that was
 // not reached.
 func (t Timing) advise(lim Limits, r Timing, err error) error {
-	ttlStep := time.Millisecond
-	if lim.TTLUnit > 0 {
-		ttlStep = lim.TTLUnit
-	}
-	ttlHi := MaxTTL
-	if lim.MaxTTL > 0 {
-		ttlHi = min(ttlHi, lim.MaxTTL)
-	}
-	ttl := t.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
-	}
-	knobs := []knob{
-		{"--renew-every", r.RenewEvery, MinRenewEvery, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
-			t.RenewEvery, t.Explicit.RenewEvery = v, true
-			return t
-		}},
-		{"--grace", r.Grace, 0, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
-			t.Grace, t.Explicit.Grace = v, true
-			return t
-		}},
-		{"--call-timeout", r.CallTimeout, MinCallTimeout, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
-			t.CallTimeout, t.Explicit.CallTimeout = v, true
-			return t
-		}},
-		{"--ttl", ttl, max(lim.MinTTL, ttlStep), ttlHi, ttlStep, func(t Timing, v time.Duration) Timing {
-			t.TTL = v
-			return t
-		}},
-	}
+	knobs := t.knobs(lim, r)
 	var fixes []string
 	unset := map[string]bool{ // defaults resolve had not reached
 		"--renew-every":  !t.Explicit.RenewEvery && r.RenewEvery == 0,
@@ -315,6 +286,41 @@ func (t Timing) advise(lim Limits, r Timing, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w; use %s", err, joinOr(fixes))
+}
+
+// knobs are the settings advise may suggest a value for, each at its
+// current value (r's, as resolve filled it) and within its own bounds.
+func (t Timing) knobs(lim Limits, r Timing) []knob {
+	ttlStep := time.Millisecond
+	if lim.TTLUnit > 0 {
+		ttlStep = lim.TTLUnit
+	}
+	ttlHi := MaxTTL
+	if lim.MaxTTL > 0 {
+		ttlHi = min(ttlHi, lim.MaxTTL)
+	}
+	ttl := t.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	return []knob{
+		{"--renew-every", r.RenewEvery, MinRenewEvery, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.RenewEvery, t.Explicit.RenewEvery = v, true
+			return t
+		}},
+		{"--grace", r.Grace, 0, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.Grace, t.Explicit.Grace = v, true
+			return t
+		}},
+		{"--call-timeout", r.CallTimeout, MinCallTimeout, MaxTTL, time.Millisecond, func(t Timing, v time.Duration) Timing {
+			t.CallTimeout, t.Explicit.CallTimeout = v, true
+			return t
+		}},
+		{"--ttl", ttl, max(lim.MinTTL, ttlStep), ttlHi, ttlStep, func(t Timing, v time.Duration) Timing {
+			t.TTL = v
+			return t
+		}},
+	}
 }
 
 // accepted returns the range [a, b] of k's values that t accepts with every

@@ -54,7 +54,7 @@ func TestTimingResolve(t *testing.T) {
 		{name: "ttl over a day refused", in: lease.Timing{TTL: 25 * time.Hour}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"24h"}},
 		{name: "nanosecond ttl says ttl", in: lease.Timing{TTL: time.Nanosecond}, lim: redis, wantErr: lease.ErrUnsafeTiming, errHas: []string{"--ttl 1ns is too short"}},
 		{name: "zero renew-every refused", in: lease.Timing{RenewEvery: 0, Explicit: explicit{RenewEvery: true}}, lim: file, wantErr: lease.ErrUnsafeTiming},
-		// Floors (issue 13 item 10): refused on every store, saying what fits.
+		// Floors: refused on every store, saying what fits.
 		{name: "renew-every 1us refused", in: lease.Timing{RenewEvery: time.Microsecond, Explicit: explicit{RenewEvery: true}}, lim: redis,
 			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every 1µs is below the floor of 10ms", "--renew-every ≥ 10ms"}},
 		// Two values under their floors: no single change fits, so none is

@@ -235,9 +235,10 @@ func delegated(dir string) error {
 // /sys/fs/cgroup (hybrid hosts mount it at /sys/fs/cgroup/unified).
 func cgroup2Mount() (string, error) {
 	// The usual places first: statfs is far cheaper than the kernel's
-	// rendering of mountinfo (issue 11). A mount there counts only when our
-	// own cgroup is visible under it, which a bind mount of a subtree (the
-	// case mountinfo's root field tells apart) would not show.
+	// rendering of mountinfo, which showed in the start-up cost of every
+	// run. A mount there counts only when our own cgroup is visible under
+	// it, which a bind mount of a subtree (the case mountinfo's root field
+	// tells apart) would not show.
 	if own, err := ownCgroup(); err == nil {
 		for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 			var st unix.Statfs_t

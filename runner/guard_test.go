@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/boottime"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
@@ -115,7 +116,7 @@ func guardedSigrec(t *testing.T, runGrace time.Duration) (*runner.Guard, *child,
 // the stop signal does not move the kill back.
 func TestGuardStopAndKillPoints(t *testing.T) {
 	t.Parallel()
-	clock := lease.BootClock{}
+	clock := boottime.Boot{}
 	g, c, pid := guardedSigrec(t, time.Hour)
 	e := clock.Now() + 1500*time.Millisecond
 	g.Until(e)
@@ -146,7 +147,7 @@ func TestGuardStopAndKillPoints(t *testing.T) {
 // that a loaded machine breaks, and a second SIGTERM is then harmless.)
 func TestGuardNoDoubleStopSignal(t *testing.T) {
 	t.Parallel()
-	clock := lease.BootClock{}
+	clock := boottime.Boot{}
 	g, c, _ := guardedSigrec(t, grace)
 	e := clock.Now() + time.Second
 	g.Until(e)

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/internal/boottime"
 )
 
 // GuardArg0 is the argv[0] leaderrun gives the guard process; ps shows it.
@@ -27,10 +27,10 @@ const guardFD = 3
 // SIGKILL before it gives up (and, on the file store, lets the lock go).
 const guardKillWait = 30 * time.Second
 
-// IsGuard reports whether this process was started as a guard (see
-// StartGuard); such a process runs GuardMain from runner's init and
-// never reaches main.
-func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
+// IsGuard reports whether a process with argv args (os.Args) was started as
+// a guard (see StartGuard); such a process runs GuardMain from runner's init
+// and never reaches main.
+func IsGuard(args []string) bool { return len(args) == 2 && args[0] == GuardArg0 }
 
 // A process started as the guard (IsGuard) is the guard from this
 // package's initialisation on: it runs GuardMain and exits before the
@@ -41,8 +41,8 @@ func IsGuard() bool { return len(os.Args) == 2 && os.Args[0] == GuardArg0 }
 // among those ready first the one whose import path sorts first, so
 // runner comes before every importer of it.
 func init() {
-	if IsGuard() {
-		os.Exit(GuardMain())
+	if IsGuard(os.Args) {
+		os.Exit(GuardMain(os.Args))
 	}
 }
 
@@ -60,15 +60,16 @@ const guardReady = "ready " + guardProtocol
 // GuardMain is the whole life of the guard process: it enforces the stop and
 // kill points of one child tree on its own, so that they hold even when
 // leaderrun is SIGKILLed, frozen or otherwise unscheduled. It returns the
-// process's exit code. See the package comment for what it does.
-func GuardMain() int {
+// process's exit code. args is its argv (os.Args), which IsGuard accepted.
+// See the package comment for what it does.
+func GuardMain(args []string) int {
 	// Forwarded and terminal signals are leaderrun's business; a dead log
 	// reader must not kill the guard either.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGPIPE,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
-	if os.Args[1] != guardProtocol {
-		fmt.Fprintf(os.Stderr, "leaderrun guard: asked for guard %s, this program speaks %s: install leaderrun and its store programs from one build\n", os.Args[1], guardProtocol)
+	if args[1] != guardProtocol {
+		fmt.Fprintf(os.Stderr, "leaderrun guard: asked for guard %s, this program speaks %s: install leaderrun and its store programs from one build\n", args[1], guardProtocol)
 		return 2
 	}
 	c, err := newSeqConn(guardFD, "guard")
@@ -80,14 +81,14 @@ func GuardMain() int {
 	// loop sees that at once and does what a closed end calls for (kill
 	// the tree it was told of), so the error is not the guard's to act on.
 	_ = c.WriteMsg([]byte(guardReady), nil)
-	g := &guardProc{conn: c, clock: lease.BootClock{}}
+	g := &guardProc{conn: c, clock: boottime.Boot{}}
 	return g.run()
 }
 
 // guardProc is the guard's state; only its run loop touches it.
 type guardProc struct {
 	conn  *seqConn
-	clock lease.Clock
+	clock boottime.Clock
 
 	pgid     int     // the child's process group; 0 until armed or once gone
 	cg       *Cgroup // the child's cgroup, if any

@@ -222,21 +222,9 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 	cmd.Env = h.cfg.Env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var cg *Cgroup // the check's own cgroup, or nil: its process group only
-	if h.cfg.Cgroup != nil {
-		// A fresh cgroup for each check, removed after it: some kernels
-		// kill every process later cloned into a cgroup that cgroup.kill
-		// was once written to.
-		h.checks++
-		sub, err := h.cfg.Cgroup.Sub(fmt.Sprintf("health-%d", h.checks))
-		if err != nil {
-			h.log.Debug("this health check runs in a process group of its own", "err", err)
-		} else {
-			cg = sub
-			defer func() { _ = cg.Remove() }()
-			cmd.SysProcAttr.UseCgroupFD = true
-			cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
-		}
+	cg := h.checkCgroup(cmd) // the check's own cgroup, or nil: its process group only
+	if cg != nil {
+		defer func() { _ = cg.Remove() }()
 	}
 	// A check that exited but left a process holding its output is judged
 	// by its exit status once the delay passes, not by the open pipe.
@@ -250,24 +238,7 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 			h.log.Debug("the guard does not know this health check", "err", err)
 		}
 	}
-	exited := make(chan struct{})
-	go func() { // owned by check, which waits for it below
-		defer close(exited)
-		awaitExit(pgid)
-	}()
-	timer := time.NewTimer(h.cfg.Timeout)
-	timedOut := false
-	select {
-	case <-exited:
-	case <-timer.C:
-		timedOut = true
-		killCheck(pgid, cg)
-		<-exited
-	case <-ctx.Done():
-		killCheck(pgid, cg)
-		<-exited
-	}
-	timer.Stop()
+	timedOut := h.awaitCheck(ctx, pgid, cg)
 	// The shell has exited but is not reaped yet, so its pid is still its
 	// group's ID, which no other group can take: whatever the check left
 	// behind goes with it (its group and, with a cgroup, even what left
@@ -291,6 +262,50 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 	default:
 		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal()), line
 	}
+}
+
+// checkCgroup makes a fresh cgroup for one check, under the run's, and has
+// cmd start in it; nil when there is no run cgroup or the new one could not
+// be made (the check then runs in a process group of its own). The caller
+// removes it after the check: some kernels kill every process later cloned
+// into a cgroup that cgroup.kill was once written to.
+func (h *Health) checkCgroup(cmd *exec.Cmd) *Cgroup {
+	if h.cfg.Cgroup == nil {
+		return nil
+	}
+	h.checks++
+	cg, err := h.cfg.Cgroup.Sub(fmt.Sprintf("health-%d", h.checks))
+	if err != nil {
+		h.log.Debug("this health check runs in a process group of its own", "err", err)
+		return nil
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
+	return cg
+}
+
+// awaitCheck waits until the check's shell (pgid, the leader of its group)
+// has exited, unreaped; it kills the check when its timeout passes (and
+// then reports true) or ctx is done.
+func (h *Health) awaitCheck(ctx context.Context, pgid int, cg *Cgroup) (timedOut bool) {
+	exited := make(chan struct{})
+	go func() { // owned by awaitCheck, which waits for it below
+		defer close(exited)
+		awaitExit(pgid)
+	}()
+	timer := time.NewTimer(h.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case <-exited:
+	case <-timer.C:
+		timedOut = true
+		killCheck(pgid, cg)
+		<-exited
+	case <-ctx.Done():
+		killCheck(pgid, cg)
+		<-exited
+	}
+	return timedOut
 }
 
 // awaitExit returns once child pid has exited, leaving it unreaped

@@ -21,8 +21,8 @@ import (
 const helperEnv = "LEADERRUN_RUNNER_HELPER"
 
 func TestMain(m *testing.M) {
-	if runner.IsGuard() {
-		os.Exit(runner.GuardMain())
+	if runner.IsGuard(os.Args) {
+		os.Exit(runner.GuardMain(os.Args))
 	}
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Unsetenv(helperEnv)

@@ -31,7 +31,7 @@ func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
 func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
-// Result says where SIGKILL came from (issue 13 item 15): the grace timer,
+// Result says where SIGKILL came from: the grace timer,
 // the kill point after a stop signal, or the kill point before any stop
 // signal (both sent at once).
 func TestKillOrigin(t *testing.T) {

@@ -244,12 +244,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer signal.Stop(ch)
 		sigs = ch
 	}
-	term, jobless := openTerminal()
+	term := r.openTerminal()
 	defer term.close()
-	r.term, r.jobless = term, jobless
-	if jobless != "" {
-		r.log.Debug("terminal left alone", "reason", jobless)
-	}
 	cmd := r.command(path, term)
 	r.notifyJobSignals()
 	defer signal.Stop(r.jobSigs)
@@ -274,6 +270,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	w := r.supervise(ctx, exited, states, sigs)
 	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
+	return r.finish(w, term)
+}
+
+// finish ends a run whose child has exited (w): the terminal back, the
+// group swept, and the result.
+func (r *run) finish(w waitResult, term *terminal) (Result, error) {
+	cfg := r.cfg
 	r.exitedWith(w)
 	if err := term.restore(r.pgid, r.res.Signal != 0 || r.res.Stopped); err != nil {
 		term.logErr(r.log, err)
@@ -289,6 +292,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return r.res, fmt.Errorf("wait for %s: %w", cfg.Args[0], w.err)
 	}
 	return r.res, nil
+}
+
+// openTerminal takes the controlling terminal for the run, if it is
+// leaderrun's to use (nil otherwise, with the reason in r.jobless).
+func (r *run) openTerminal() *terminal {
+	term, jobless := openTerminal()
+	r.term, r.jobless = term, jobless
+	if jobless != "" {
+		r.log.Debug("terminal left alone", "reason", jobless)
+	}
+	return term
 }
 
 // command is the child's exec.Cmd: a process group of its own, SIGKILL

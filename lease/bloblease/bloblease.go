@@ -129,6 +129,7 @@ import (
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
+	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -701,27 +702,22 @@ func (l *blobLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*blobLease)(nil)
-
-// ReleaseHeld gives the lease up with a hold (see Holds in the package doc). The
-// end of the hold is written into the metadata first, conditional on our
-// lease ID, for status and for the waiters. A hold that fits in a break
-// period (at most the lease's TTL: Azure uses a break period only when it
-// is shorter than the lease's remaining time, so the lease is renewed
+// keepHeld is ReleaseHeld with a positive hold (see Holds in the package
+// doc). The end of the hold is written into the metadata first, conditional
+// on our lease ID, for status and for the waiters. A hold that fits in a
+// break period (at most the lease's TTL: Azure uses a break period only when
+// it is shorter than the lease's remaining time, so the lease is renewed
 // first) breaks the lease with that period: Azure refuses every new lease
 // until it ends, then the lease is broken, which waiters see as free. A
 // longer hold ends at a time on Azure's clock (the Date of a response read
 // just before, plus the hold, plus the second the Date truncates) and turns
-// the lease into an infinite one (acquiring it again with our own ID):
-// Azure refuses every other acquisition until the first acquirer after
-// that end, by Azure's clock, releases it with its lease ID, kept in the
-// metadata for that (endHold). It wraps lease.ErrNotHeld when Azure says
-// the lease is not ours.
-func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+// the lease into an infinite one (acquiring it again with our own ID): Azure
+// refuses every other acquisition until the first acquirer after that end,
+// by Azure's clock, releases it with its lease ID, kept in the metadata for
+// that (endHold). It wraps lease.ErrNotHeld when Azure says the lease is not
+// ours.
+func (bl *blobLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := bl.s
-	if hold <= 0 {
-		return bl.Release(ctx)
-	}
 	secs := int32((hold + time.Second - 1) / time.Second)
 	long := time.Duration(secs)*time.Second > maxBreak(bl.info.TTL)
 	op := "release " + bl.info.Name
@@ -775,6 +771,14 @@ func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error 
 	}
 	return nil
 }
+
+// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
+// hold is not positive, otherwise as keepHeld says.
+func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	return storeopt.ReleaseHeld(ctx, hold, bl.Release, bl.keepHeld)
+}
+
+var _ lease.Holding = (*blobLease)(nil)
 
 // maxBreak is the longest hold a break period keeps for a lease acquired
 // with TTL ttl: Azure honours a break period only up to the lease's

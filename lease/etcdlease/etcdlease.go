@@ -575,21 +575,16 @@ func (l *etcdLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*etcdLease)(nil)
-
-// ReleaseHeld gives the lease up with a hold (--hold-at-least): a new etcd lease of
-// hold (in whole seconds, rounded up; etcd may raise it to its shortest
-// lease) is granted, and one transaction moves the key to it, still ours
-// (same create revision, so the fencing token does not change) and marked
-// with the hold's end, if the key is still ours; then our old lease is
-// revoked. The key vanishes by itself when the new lease runs out, which
-// wakes the waiters' watches. It wraps lease.ErrNotHeld when the key is gone
-// or another holder's.
-func (el *etcdLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+// keepHeld is ReleaseHeld with a positive hold: a new etcd lease of hold (in
+// whole seconds, rounded up; etcd may raise it to its shortest lease) is
+// granted, and one transaction moves the key to it, still ours (same create
+// revision, so the fencing token does not change) and marked with the hold's
+// end, if the key is still ours; then our old lease is revoked. The key
+// vanishes by itself when the new lease runs out, which wakes the waiters'
+// watches. It wraps lease.ErrNotHeld when the key is gone or another
+// holder's.
+func (el *etcdLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := el.s
-	if hold <= 0 {
-		return el.Release(ctx)
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	secs := int64((hold + time.Second - 1) / time.Second)
@@ -626,3 +621,11 @@ func (el *etcdLease) ReleaseHeld(ctx context.Context, hold time.Duration) error 
 	}
 	return nil
 }
+
+// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
+// hold is not positive, otherwise as keepHeld says.
+func (el *etcdLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	return storeopt.ReleaseHeld(ctx, hold, el.Release, el.keepHeld)
+}
+
+var _ lease.Holding = (*etcdLease)(nil)

@@ -188,19 +188,8 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 				_ = a.Lease.Release(ctx)
 			}()
 		}
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			cs, _, err := r.Candidates(ctx, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cs) == 3 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: %d standbys listed after 30s; want 3: %+v", round, len(cs), cs)
-			}
-			time.Sleep(10 * time.Millisecond) // the standbys join from their own goroutines
-		}
+		// The standbys join from their own goroutines.
+		awaitListed(ctx, t, r, n, 3, 30*time.Second, fmt.Sprintf("round %d: not 3 standbys listed after 30s", round))
 		if err := first.Lease.Release(ctx); err != nil {
 			t.Fatalf("round %d: the leader's release: %v", round, err)
 		}
@@ -210,17 +199,24 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 		wg.Wait()
 		// Each winner left the standbys; a store may finish a Leave after
 		// it returned, and nothing announces it here.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			cs, _, err := r.Candidates(ctx, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cs) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: standbys left behind after every one ran: %+v", round, cs)
-			}
+		awaitListed(ctx, t, r, n, 0, 10*time.Second, fmt.Sprintf("round %d: standbys left behind after every one ran", round))
+	}
+}
+
+// awaitListed polls r until it lists want standbys of n, for at most within;
+// then it fails the test with failure and the last listing.
+func awaitListed(ctx context.Context, t *testing.T, r lease.CandidateRegistry, n string, want int, within time.Duration, failure string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		cs, _, err := r.Candidates(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v", failure, cs)
 		}
 	}
 }

@@ -47,32 +47,7 @@ type Death struct {
 // (its death time cannot be known).
 func WatchDeath(t testing.TB, pid int) <-chan Death {
 	t.Helper()
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v (the process must still run when its death is watched)", pid, err)
-	}
-	fd := os.NewFile(uintptr(pidfd), "pidfd")
-	r, w, err := os.Pipe()
-	if err != nil {
-		fd.Close()
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), deathWatcherEnv+"=1")
-	cmd.ExtraFiles = []*os.File{fd} // fd 3
-	cmd.Stdout, cmd.Stderr = w, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	fd.Close()
-	w.Close()
-	if err != nil {
-		r.Close()
-		t.Fatalf("starting the death watcher: %v", err)
-	}
+	cmd, r := startDeathWatcher(t, pid)
 	ch := make(chan Death, 1)
 	armed := make(chan struct{})
 	done := make(chan struct{})
@@ -106,6 +81,39 @@ func WatchDeath(t testing.TB, pid int) <-chan Death {
 		t.Fatal("the death watcher was not armed within a minute")
 	}
 	return ch
+}
+
+// startDeathWatcher starts the death watcher process of pid, with the read
+// end of its stdout, where it says when it is armed and then the death.
+func startDeathWatcher(t testing.TB, pid int) (*exec.Cmd, *os.File) {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v (the process must still run when its death is watched)", pid, err)
+	}
+	fd := os.NewFile(uintptr(pidfd), "pidfd")
+	r, w, err := os.Pipe()
+	if err != nil {
+		fd.Close()
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), deathWatcherEnv+"=1")
+	cmd.ExtraFiles = []*os.File{fd} // fd 3
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	fd.Close()
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatalf("starting the death watcher: %v", err)
+	}
+	return cmd, r
 }
 
 // DeathWatcherMain runs the death watcher of WatchDeath and exits when the

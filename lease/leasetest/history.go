@@ -15,8 +15,9 @@ import (
 // it, every outcome reads back as written from another Store, runs come
 // newest first, limit and the cap hold, and tokens as large as the store
 // mints (16 digits) stay exact.
-// It is one scenario, long because each step reads what the steps before it
-// wrote.
+// It is one scenario (testHistoryCap its last step): each step reads what
+// the steps before it wrote. Names are checked where they enter, not by the
+// store (lease.Store).
 func testHistory(t *testing.T, h Harness) {
 	w, r := open(t, h), open(t, h)
 	hw, ok := w.(lease.History)
@@ -75,8 +76,15 @@ func testHistory(t *testing.T, h Harness) {
 	if runs, err := hr.Runs(ctxT(t), nm, 2); err != nil || len(runs) != 2 || runs[0].Token != base+7 || runs[1].Token != base+6 {
 		t.Fatalf("Runs(limit 2) = %+v, %v; want tokens %d, %d", runs, err, base+7, base+6)
 	}
-	// The cap keeps the newest tokens, whatever the order of the writes: a
-	// run's start and end, keeping 3.
+	testHistoryCap(t, h, hw, hr, nm, base, run)
+}
+
+// testHistoryCap is testHistory's last step, on the runs it recorded (tokens
+// base up to base+7, made by run): the cap keeps the newest tokens, whatever
+// the order of the writes.
+func testHistoryCap(t *testing.T, h Harness, hw, hr lease.History, nm string, base uint64, run func(int, lease.Outcome, int, string) lease.Run) {
+	t.Helper()
+	// A run's start and end, keeping 3.
 	const keep = 3
 	late := run(8, lease.OutcomeOK, 0, "")
 	for _, x := range []lease.Run{run(8, "", 0, ""), late} {
@@ -84,7 +92,7 @@ func testHistory(t *testing.T, h Harness) {
 			t.Fatalf("RecordRun(keep %d): %v", keep, err)
 		}
 	}
-	runs, err = hr.Runs(ctxT(t), nm, 0)
+	runs, err := hr.Runs(ctxT(t), nm, 0)
 	if err != nil || len(runs) != keep || runs[0].Token != late.Token || !runs[0].Ended() || runs[keep-1].Token != base+6 {
 		t.Fatalf("Runs after a run keeping %d = %+v, %v; want tokens %d down to %d", keep, runs, err, late.Token, base+6)
 	}
@@ -99,7 +107,6 @@ func testHistory(t *testing.T, h Harness) {
 	if err != nil || len(runs) != keep || runs[keep-1].Token != base+6 {
 		t.Fatalf("Runs after an older token's write = %+v, %v; want it dropped by the cap", runs, err)
 	}
-	// Names are checked where they enter, not by the store (lease.Store).
 }
 
 // sameRun compares two runs field by field, times with Equal. A store may
@@ -155,50 +162,14 @@ func testHistoryNotEvicted(t *testing.T, h Harness) {
 			t.Fatalf("RecordRun(%d): %v", i, err)
 		}
 	}
-	tokens := func(limit int) []uint64 {
-		t.Helper()
-		runs, err := hs.Runs(ctxT(t), nm, limit)
-		if err != nil {
-			t.Fatalf("Runs: %v", err)
-		}
-		var out []uint64
-		for _, r := range runs {
-			out = append(out, r.Token-base)
-		}
-		return out
-	}
+	tokens := func(limit int) []uint64 { return runTokens(t, hs, nm, base, limit) }
 	// Through the store's own API: the future, in time and in tokens.
-	future := run(90)
-	future.Start, future.End = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2099, 1, 1, 0, 1, 0, 0, time.UTC)
-	if err := hs.RecordRun(ctxT(t), future, keep); err != nil {
-		t.Fatalf("RecordRun(a start in 2099): %v", err)
-	}
-	for i := range 3 {
-		high := run(100 + i)
-		high.Token = 1<<53 - 1 - uint64(i)
-		if err := hs.RecordRun(ctxT(t), high, keep); err != nil {
-			t.Fatalf("RecordRun(token near 2^53): %v", err)
-		}
-	}
+	recordFuture(t, hs, keep, run)
 	if got := tokens(0); !slices.Equal(got, []uint64{4, 3, 2, 1, 0}) {
 		t.Fatalf("runs (as token - %d) after records from the future = %v; want the real 4 down to 0", base, got)
 	}
 	if h.PutRunEntry != nil {
-		for i := range 30 {
-			h.PutRunEntry(t, nm, base+uint64(20+i), []byte(fmt.Sprintf("junk %d \x1b]0;title\x07", i)))
-		}
-		for i := range 10 {
-			other := run(60 + i)
-			other.Name = nm + "-other"
-			b, _ := json.Marshal(other)
-			h.PutRunEntry(t, nm, other.Token, b)
-		}
-		for i := range 20 {
-			high := run(0)
-			high.Token = 1<<53 - 1000 - uint64(i)
-			b, _ := json.Marshal(high)
-			h.PutRunEntry(t, nm, high.Token, b)
-		}
+		putNotRuns(t, h, nm, base, run)
 		// A valid record (the store cannot tell it from a real one) that
 		// carries a keep of 1: it is a run, but trims nothing.
 		b, _ := json.Marshal(run(5))
@@ -229,5 +200,60 @@ func testHistoryNotEvicted(t *testing.T, h Harness) {
 	}
 	if got := tokens(0); !slices.Equal(got, want) {
 		t.Fatalf("runs (as token - %d) after the next run = %v; want %v: the newest valid records, its own included", base, got, want)
+	}
+}
+
+// runTokens lists the tokens of nm's runs, newest first, as token - base.
+func runTokens(t *testing.T, hs lease.History, nm string, base uint64, limit int) []uint64 {
+	t.Helper()
+	runs, err := hs.Runs(ctxT(t), nm, limit)
+	if err != nil {
+		t.Fatalf("Runs: %v", err)
+	}
+	var out []uint64
+	for _, r := range runs {
+		out = append(out, r.Token-base)
+	}
+	return out
+}
+
+// putNotRuns writes, with h.PutRunEntry, entries into nm's history that are
+// not its runs: 30 that are not JSON, 10 records of another lease, and 20
+// records (made by run) with tokens from the future, placed above the real
+// runs.
+func putNotRuns(t *testing.T, h Harness, nm string, base uint64, run func(int) lease.Run) {
+	t.Helper()
+	for i := range 30 {
+		h.PutRunEntry(t, nm, base+uint64(20+i), []byte(fmt.Sprintf("junk %d \x1b]0;title\x07", i)))
+	}
+	for i := range 10 {
+		other := run(60 + i)
+		other.Name = nm + "-other"
+		b, _ := json.Marshal(other)
+		h.PutRunEntry(t, nm, other.Token, b)
+	}
+	for i := range 20 {
+		high := run(0)
+		high.Token = 1<<53 - 1000 - uint64(i)
+		b, _ := json.Marshal(high)
+		h.PutRunEntry(t, nm, high.Token, b)
+	}
+}
+
+// recordFuture records, through the store's own API, runs (made by run) from
+// the future: one that starts in 2099, three with tokens near 2^53.
+func recordFuture(t *testing.T, hs lease.History, keep int, run func(int) lease.Run) {
+	t.Helper()
+	future := run(90)
+	future.Start, future.End = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2099, 1, 1, 0, 1, 0, 0, time.UTC)
+	if err := hs.RecordRun(ctxT(t), future, keep); err != nil {
+		t.Fatalf("RecordRun(a start in 2099): %v", err)
+	}
+	for i := range 3 {
+		high := run(100 + i)
+		high.Token = 1<<53 - 1 - uint64(i)
+		if err := hs.RecordRun(ctxT(t), high, keep); err != nil {
+			t.Fatalf("RecordRun(token near 2^53): %v", err)
+		}
 	}
 }

@@ -83,42 +83,17 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 // exist it reads what there is.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
 	var (
-		cs     []lease.Candidate
-		holder *lease.Holder
+		cs      []lease.Candidate
+		holder  *lease.Holder
+		missing bool
 	)
-	list := func(ctx context.Context, conn *pgx.Conn, sql string) error {
-		rows, err := conn.Query(ctx, sql, name)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				isHolder        bool
-				id, label       string
-				num, remMs, ttl int64
-				since           time.Time
-				heldUntil       *time.Time
-			)
-			if err := rows.Scan(&isHolder, &id, &label, &num, &since, &remMs, &ttl, &heldUntil); err != nil {
-				return err
-			}
-			if isHolder {
-				h := holderOf(name, label, num, since, ttl, remMs, heldUntil)
-				holder = &h
-				continue
-			}
-			cs = append(cs, lease.Candidate{ID: id, Label: label, Priority: int(num), Since: since, Remaining: time.Duration(remMs) * time.Millisecond})
-		}
-		return rows.Err()
-	}
-	missing := false
 	err := s.do(ctx, "list the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
-		cs, holder, missing = nil, nil, false
-		err := list(ctx, conn, s.q.candidates)
+		var err error
+		missing = false
+		cs, holder, err = listCandidates(ctx, conn, s.q.candidates, name)
 		if isCode(err, "42P01") {
-			cs, holder, missing = nil, nil, true
-			if err = list(ctx, conn, s.q.candsOnly); isCode(err, "42P01") {
+			missing = true
+			if cs, holder, err = listCandidates(ctx, conn, s.q.candsOnly, name); isCode(err, "42P01") {
 				err = nil
 			}
 		}
@@ -143,6 +118,39 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		s.idle()
 	}
 	return cs, holder, nil
+}
+
+// listCandidates runs sql (q.candidates or q.candsOnly) for name and reads
+// the standbys and the holder (nil: none) it lists.
+func listCandidates(ctx context.Context, conn *pgx.Conn, sql, name string) ([]lease.Candidate, *lease.Holder, error) {
+	rows, err := conn.Query(ctx, sql, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		cs     []lease.Candidate
+		holder *lease.Holder
+	)
+	for rows.Next() {
+		var (
+			isHolder        bool
+			id, label       string
+			num, remMs, ttl int64
+			since           time.Time
+			heldUntil       *time.Time
+		)
+		if err := rows.Scan(&isHolder, &id, &label, &num, &since, &remMs, &ttl, &heldUntil); err != nil {
+			return nil, nil, err
+		}
+		if isHolder {
+			h := holderOf(name, label, num, since, ttl, remMs, heldUntil)
+			holder = &h
+			continue
+		}
+		cs = append(cs, lease.Candidate{ID: id, Label: label, Priority: int(num), Since: since, Remaining: time.Duration(remMs) * time.Millisecond})
+	}
+	return cs, holder, rows.Err()
 }
 
 // places is where this store's standbys stand in their lines, which
@@ -288,18 +296,13 @@ func (s *Store) atFront(name string) bool {
 	return p.front[name]
 }
 
-var _ lease.Holding = (*pgLease)(nil)
-
-// ReleaseHeld gives the lease up so that it stays taken for hold from now,
-// by the server's clock, and then becomes free by itself: the row stays
-// without an acquisition ID (nobody can renew or release it) until it
-// expires, which waiters see as the holder's remaining time. It wraps
+// keepHeld is ReleaseHeld with a positive hold: the lease stays taken for
+// hold from now, by the server's clock, and then becomes free by itself: the
+// row stays without an acquisition ID (nobody can renew or release it) until
+// it expires, which waiters see as the holder's remaining time. It wraps
 // lease.ErrNotHeld when the row is no longer ours.
-func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+func (pl *pgLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := pl.s
-	if hold <= 0 {
-		return pl.Release(ctx)
-	}
 	defer pl.released()
 	var n int64
 	err := s.do(ctx, "release "+pl.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
@@ -318,3 +321,11 @@ func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
 	}
 	return nil
 }
+
+// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
+// hold is not positive, otherwise as keepHeld says.
+func (pl *pgLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	return storeopt.ReleaseHeld(ctx, hold, pl.Release, pl.keepHeld)
+}
+
+var _ lease.Holding = (*pgLease)(nil)

@@ -216,16 +216,9 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 	defer cancel()
 	var ct callTimes
 	ct.mark()
-	s.queued.Add(1)
-	select {
-	case s.sem <- struct{}{}:
-		s.queued.Add(-1)
-	case <-cctx.Done():
-		s.queued.Add(-1)
-		ct.queued = ct.mark()
-		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
+	if err := s.takeTurn(cctx, op, &ct); err != nil {
+		return err
 	}
-	ct.queued = ct.mark()
 	defer func() { <-s.sem }()
 	if s.isClosed() {
 		return s.classify(op, errClosed)
@@ -237,15 +230,9 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 		if ifConnected {
 			return nil
 		}
-		c, err := s.connect(cctx)
-		ct.connect += ct.mark()
-		if err != nil {
-			if isCode(err, "53300") {
-				s.pressure() // too many connections: our LISTEN one goes first
-			}
-			return s.classify(ct.explain(op, err), err)
+		if err := s.open(cctx, op, &ct); err != nil {
+			return err
 		}
-		s.conn = c
 	}
 	err := fn(cctx, s.conn)
 	ct.statement += ct.mark()
@@ -280,6 +267,37 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 		s.dropBroken(err)
 		return s.classify(ct.explain(op, err), err)
 	}
+	return nil
+}
+
+// takeTurn waits for the store's connection (calls take turns on it), at
+// most until cctx is done; when it returns nil, the caller has the turn and
+// gives it back by reading s.sem.
+func (s *Store) takeTurn(cctx context.Context, op string, ct *callTimes) error {
+	s.queued.Add(1)
+	select {
+	case s.sem <- struct{}{}:
+		s.queued.Add(-1)
+	case <-cctx.Done():
+		s.queued.Add(-1)
+		ct.queued = ct.mark()
+		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
+	}
+	ct.queued = ct.mark()
+	return nil
+}
+
+// open makes the store's connection, for a call that has the turn.
+func (s *Store) open(cctx context.Context, op string, ct *callTimes) error {
+	c, err := s.connect(cctx)
+	ct.connect += ct.mark()
+	if err != nil {
+		if isCode(err, "53300") {
+			s.pressure() // too many connections: our LISTEN one goes first
+		}
+		return s.classify(ct.explain(op, err), err)
+	}
+	s.conn = c
 	return nil
 }
 

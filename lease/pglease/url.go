@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgpassfile"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/leaderrun/leaderrun/internal/plainhost"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
@@ -400,8 +401,7 @@ func parseTable(s string) (pgx.Identifier, error) {
 func plainHost(h string) bool {
 	if strings.HasPrefix(strings.ToLower(h), "%2f") {
 		if i := strings.LastIndex(h, ":"); i >= 0 {
-			n, err := strconv.Atoi(h[i+1:])
-			if err != nil || n < 1 || n > 65535 || strings.Trim(h[i+1:], "0123456789") != "" {
+			if !plainhost.Port(h[i+1:]) {
 				return false
 			}
 			h = h[:i]
@@ -409,27 +409,9 @@ func plainHost(h string) bool {
 		p, err := url.PathUnescape(h)
 		return err == nil && !strings.ContainsAny(p, ":@")
 	}
-	if strings.HasPrefix(h, "[") {
-		end := strings.Index(h, "]")
-		if end < 0 || strings.Trim(h[1:end], "0123456789abcdefABCDEF:.") != "" {
-			return false
-		}
-		h = "x" + h[end+1:]
-	}
-	name, port, hasPort := strings.Cut(h, ":")
-	if hasPort {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || strings.Trim(port, "0123456789") != "" {
-			return false
-		}
-	}
-	if name == "" && hasPort {
+	port, hasPort, ok := plainhost.Split(h)
+	if !ok || hasPort && (!plainhost.Port(port) || strings.HasPrefix(h, ":")) {
 		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return false
-		}
 	}
 	return true
 }

@@ -48,8 +48,6 @@ const (
 	// unanswered read means a dead connection, which is re-made, waking
 	// every waiter to re-check).
 	pressureEvery = 15 * time.Second
-	// maxRelisten caps the backoff between LISTEN attempts.
-	maxRelisten = 5 * time.Second
 	// minPressure and maxPressure bound the pause (doubling, jittered)
 	// before another LISTEN connection after the server had no room.
 	minPressure = 5 * time.Second
@@ -92,10 +90,10 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 			s.stopListening()
 			quiet, wake = true, promote
 		} else if l := s.listen(name); l != nil {
-			wake = l.register(name)
+			wake = l.Register(name)
 			defer l.unregister(name)
-			l.await(ctx, s.callTimeout)
-			quiet = l.quietSince(name)
+			l.Await(ctx, s.callTimeout)
+			quiet = l.Quiet(name)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -154,12 +152,13 @@ func (s *Store) listen(name string) *listener {
 	}
 	if s.lis == nil {
 		life, stop := context.WithCancel(s.life)
-		l := &listener{s: s, stop: stop, upCh: make(chan struct{}), waiters: map[string]chan struct{}{}, lastSeen: map[string]uint64{}, names: map[string]int{}}
+		l := &listener{s: s, stop: stop, names: map[string]int{}}
+		l.Listener = wakeup.New(l, true)
 		s.lis = l
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			l.run(life)
+			l.Run(life)
 		}()
 	}
 	s.lis.mu.Lock()
@@ -227,120 +226,53 @@ func (s *Store) stopListening() {
 	}
 }
 
-// listener keeps one connection LISTENing on the table's channel and turns
-// each notification (payload: the lease name) into a broadcast to that
-// name's waiters.
+// listener is the transport of the store's wakeup.Listener: one connection
+// LISTENing on the table's channel, whose notifications (payload: the lease
+// name) wake that name's waiters. A lost connection wakes every waiter to
+// re-check, since a release may have gone unnoticed.
 type listener struct {
+	*wakeup.Listener
 	s    *Store
-	stop context.CancelFunc // ends run
+	stop context.CancelFunc // ends Run
 
-	mu      sync.Mutex
-	up      bool          // LISTEN is in effect
-	upCh    chan struct{} // closed when up becomes true, or when an attempt failed; then replaced
-	failed  bool          // the last attempt failed before it was up: do not make waiters wait for it
-	waiters map[string]chan struct{}
-	active  int            // Wait calls in progress
-	names   map[string]int // Wait calls in progress, by lease name
+	mu     sync.Mutex
+	active int            // Wait calls in progress
+	names  map[string]int // Wait calls in progress, by lease name
 	// squeezed is set by squeeze: the server refused a connection as too
 	// many; cancelServe ends the connection being served.
 	squeezed    bool
 	cancelServe context.CancelFunc
-	// seq counts notifications and LISTEN (re)starts; lastSeen[name] is seq
-	// when the name's last Wait returned with LISTEN in effect.
-	seq      uint64
-	lastSeen map[string]uint64
-}
-
-// register returns the channel the next release of name closes.
-func (l *listener) register(name string) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := l.waiters[name]
-	if ch == nil {
-		ch = make(chan struct{})
-		l.waiters[name] = ch
-	}
-	return ch
+	// pressure is the current back-pressure pause; only Run's goroutine
+	// (in Retry) uses it.
+	pressure time.Duration
 }
 
 // unregister ends a Wait's use of the listener, remembering whether LISTEN
 // was in effect and what it had seen.
 func (l *listener) unregister(name string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.active--
 	if l.names[name]--; l.names[name] <= 0 {
 		delete(l.names, name)
 	}
-	if l.up {
-		l.lastSeen[name] = l.seq
-	} else {
-		delete(l.lastSeen, name)
-	}
-}
-
-// quietSince reports whether LISTEN has been in effect, with no
-// notification, since name's previous Wait returned.
-func (l *listener) quietSince(name string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen, ok := l.lastSeen[name]
-	return l.up && ok && seen == l.seq
-}
-
-// await waits at most timeout (or ctx) until LISTEN is in effect, unless the
-// last attempt failed.
-func (l *listener) await(ctx context.Context, timeout time.Duration) {
-	l.mu.Lock()
-	if l.up || l.failed {
-		l.mu.Unlock()
-		return
-	}
-	upCh := l.upCh
 	l.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-upCh:
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	l.Remember(name)
 }
 
-// run connects, LISTENs, serves notifications until the connection fails,
-// and starts over after a backoff, until life is cancelled. When the server
-// had no room (errNoRoom, or a refusal as too many connections) the pause
-// is a back-pressure one: from minPressure, doubling up to maxPressure,
-// jittered so that a fleet does not come back at once.
-func (l *listener) run(life context.Context) {
-	backoff, pressure := 100*time.Millisecond, time.Duration(0)
-	for life.Err() == nil {
-		wasUp, err := l.serve(life)
-		l.drop(wasUp)
-		if life.Err() != nil {
-			return
-		}
-		if wasUp {
-			backoff = 100 * time.Millisecond
-		}
-		pause := backoff + rand.N(backoff/2+1)
-		if l.takeSqueezed() || errors.Is(err, errNoRoom) || isCode(err, "53300") {
-			pressure = min(max(2*pressure, minPressure), maxPressure)
-			pause = pressure/2 + rand.N(pressure/2+1)
-			l.s.log.Debug("the server is short of connections; waiting without LISTEN for a while", "err", l.s.classify("listen", err), "retry_in", pause)
-		} else {
-			pressure = 0
-			l.s.log.Debug("LISTEN connection dropped; waiters fall back to the expiry", "err", l.s.classify("listen", err))
-			backoff = min(2*backoff, maxRelisten)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-life.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+// Retry chooses the pause before the next LISTEN connection. When the server
+// had no room (errNoRoom, or a refusal as too many connections) it is a
+// back-pressure one: from minPressure, doubling up to maxPressure, jittered
+// so that a fleet does not come back at once; otherwise the usual backoff.
+func (l *listener) Retry(err error, b *wakeup.Backoff) (time.Duration, bool) {
+	if l.takeSqueezed() || errors.Is(err, errNoRoom) || isCode(err, "53300") {
+		l.pressure = min(max(2*l.pressure, minPressure), maxPressure)
+		pause := l.pressure/2 + rand.N(l.pressure/2+1)
+		l.s.log.Debug("the server is short of connections; waiting without LISTEN for a while", "err", l.s.classify("listen", err), "retry_in", pause)
+		return pause, true
 	}
+	l.pressure = 0
+	l.s.log.Debug("LISTEN connection dropped; waiters fall back to the expiry", "err", l.s.classify("listen", err))
+	return b.Next(), true
 }
 
 // squeeze ends the connection being served and makes the next attempt wait
@@ -362,16 +294,15 @@ func (l *listener) takeSqueezed() bool {
 	return sq
 }
 
-// serve makes one LISTEN connection, if the server has room for it, and
-// reads it until it fails or the room runs short; it reports whether
-// LISTEN was in effect before that.
-func (l *listener) serve(life context.Context) (wasUp bool, err error) {
+// Serve makes one LISTEN connection, if the server has room for it, and
+// reads it until it fails or the room runs short.
+func (l *listener) Serve(life context.Context, wl *wakeup.Listener) error {
 	sctx, cancelServe := context.WithCancel(life)
 	defer cancelServe()
 	l.mu.Lock()
 	if l.squeezed {
 		l.mu.Unlock()
-		return false, errNoRoom
+		return errNoRoom
 	}
 	l.cancelServe = cancelServe
 	l.mu.Unlock()
@@ -380,14 +311,25 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 		l.cancelServe = nil
 		l.mu.Unlock()
 	}()
-	// Ask first on the query connection, so that a server without room
-	// does not even see the LISTEN connection; then again on it, since
-	// others may have connected in between.
-	// (Only when the query connection is open, as it is when a Wait
-	// starts: a connection made for the question would cost what it saves;
-	// closed again unless a call waits for it.)
+	c, err := l.connect(sctx)
+	if err != nil {
+		return err
+	}
+	defer closeNow(c)
+	wl.Up()
+	return l.read(sctx, c, wl)
+}
+
+// connect makes the LISTEN connection. It asks first on the query
+// connection whether the server has room, so that a server without room
+// does not even see the LISTEN connection; then again on the new one, since
+// others may have connected in between. (It asks on the query connection
+// only when that is open, as it is when a Wait starts: a connection made for
+// the question would cost what it saves; closed again unless a call waits
+// for it.)
+func (l *listener) connect(sctx context.Context) (*pgx.Conn, error) {
 	var noRoom error
-	err = l.s.doIfConnected(sctx, "read the free connections", func(ctx context.Context, c *pgx.Conn) error {
+	err := l.s.doIfConnected(sctx, "read the free connections", func(ctx context.Context, c *pgx.Conn) error {
 		err := l.s.room(ctx, c, 1)
 		if errors.Is(err, errNoRoom) {
 			noRoom, err = err, nil
@@ -399,9 +341,10 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 		err = noRoom
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(sctx, l.s.callTimeout)
+	defer cancel()
 	c, err := l.s.connect(cctx)
 	if err == nil {
 		err = l.s.room(cctx, c, 0)
@@ -409,25 +352,28 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 	if err == nil {
 		_, err = c.Exec(cctx, "LISTEN "+pgx.Identifier{l.s.q.channel}.Sanitize())
 	}
-	cancel()
 	if err != nil {
 		if c != nil {
 			closeNow(c)
 		}
-		return false, err
+		return nil, err
 	}
-	defer closeNow(c)
-	l.markUp()
+	return c, nil
+}
+
+// read passes c's notifications on to wl until c fails, sctx ends, or the
+// server's room runs short (checked after every pressureEvery of silence).
+func (l *listener) read(sctx context.Context, c *pgx.Conn, wl *wakeup.Listener) error {
 	for {
 		wctx, cancel := context.WithTimeout(sctx, pressureEvery)
 		n, err := c.WaitForNotification(wctx)
 		cancel()
 		if sctx.Err() != nil {
-			return true, sctx.Err()
+			return sctx.Err()
 		}
 		if err != nil {
 			if wctx.Err() == nil || c.IsClosed() {
-				return true, err
+				return err
 			}
 			// Silent for pressureEvery: is there still room (and does the
 			// connection still work)?
@@ -435,12 +381,12 @@ func (l *listener) serve(life context.Context) (wasUp bool, err error) {
 			err = l.s.room(pctx, c, -1)
 			cancel()
 			if err != nil {
-				return true, err
+				return err
 			}
 			continue
 		}
 		if n.Channel == l.s.q.channel {
-			l.notify(n.Payload)
+			wl.Notify(n.Payload)
 		}
 	}
 }
@@ -498,44 +444,4 @@ func headroom(limit int, staying bool) int {
 		h = max(1, h/2)
 	}
 	return h
-}
-
-func (l *listener) markUp() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.failed = false
-	l.up = true
-	l.seq++
-	close(l.upCh)
-	l.upCh = make(chan struct{})
-}
-
-// drop records a lost or failed connection. Waiters blocked in await are
-// released at once; when it had been up, every registered waiter is woken to
-// re-check, since a release may have gone unnoticed.
-func (l *listener) drop(wasUp bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.up = false
-	clear(l.lastSeen)
-	if !wasUp {
-		l.failed = true
-		close(l.upCh)
-		l.upCh = make(chan struct{})
-		return
-	}
-	for name, ch := range l.waiters {
-		close(ch)
-		delete(l.waiters, name)
-	}
-}
-
-func (l *listener) notify(name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seq++
-	if ch := l.waiters[name]; ch != nil {
-		close(ch)
-		delete(l.waiters, name)
-	}
 }

@@ -46,7 +46,8 @@ var (
 )
 
 // heartbeatsPerSecond is the budget of heartbeats of all the standbys of one
-// lease together (issue 8: 50 standbys add at most 5 commands/s).
+// lease together: a fleet of 50 standbys must add at most 5 commands a
+// second to the server.
 const heartbeatsPerSecond = 3
 
 var _ lease.CandidateRegistry = (*Store)(nil)

@@ -416,19 +416,15 @@ func (l *redisLease) Release(ctx context.Context) error {
 	return nil
 }
 
-var _ lease.Holding = (*redisLease)(nil)
-
-// ReleaseHeld gives the lease up with a hold: its record, still carrying our ID, is
-// set to expire hold from now instead of being deleted (hold.lua), so that
-// nobody can take the lease before then and it frees itself without a
-// process of ours. Waiters are woken with the release channel's message:
-// they read the new, shorter PTTL and sleep until it runs out. It wraps
-// lease.ErrNotHeld when the record is gone or another holder's.
-func (rl *redisLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+// keepHeld is ReleaseHeld with a positive hold: the record, still carrying
+// our ID, is set to expire hold from now instead of being deleted
+// (hold.lua), so that nobody can take the lease before then and it frees
+// itself without a process of ours. Waiters are woken with the release
+// channel's message: they read the new, shorter PTTL and sleep until it runs
+// out. It wraps lease.ErrNotHeld when the record is gone or another
+// holder's.
+func (rl *redisLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := rl.s
-	if hold <= 0 {
-		return rl.Release(ctx)
-	}
 	until := time.Now().Add(hold).UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -442,6 +438,14 @@ func (rl *redisLease) ReleaseHeld(ctx context.Context, hold time.Duration) error
 	s.publishRelease(cctx, rl.info.Name)
 	return nil
 }
+
+// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
+// hold is not positive, otherwise as keepHeld says.
+func (rl *redisLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	return storeopt.ReleaseHeld(ctx, hold, rl.Release, rl.keepHeld)
+}
+
+var _ lease.Holding = (*redisLease)(nil)
 
 // publishRelease tells waiters on the release channel. It is a hint: any
 // failure is logged at debug level, and after a NOPERM (the user may not use

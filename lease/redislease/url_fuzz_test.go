@@ -16,7 +16,7 @@ import (
 // FuzzParseURL feeds parseURL a URL with a password in a credential
 // position (":PASSWORD@") amid arbitrary text, for every scheme. It must
 // never panic, every error must wrap lease.ErrConfig, and no error, no
-// display string may contain the password (issue 13 item 3). The env
+// display string may contain the password. The env
 // password (REDISCLI_AUTH) is checked the same way.
 func FuzzParseURL(f *testing.F) {
 	seeds := [][3]string{

@@ -3,7 +3,6 @@ package redislease
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -29,8 +28,6 @@ const (
 	// a clean release may go unnoticed; it is long so that idle waiters cost
 	// the server almost nothing.
 	healthEvery = 60 * time.Second
-	// maxResubscribe caps the backoff between subscription attempts.
-	maxResubscribe = 5 * time.Second
 	// noChannelPoll is how often a waiter re-reads PTTL when the server
 	// refuses us the release channel (an ACL user without &leaderrun:*):
 	// the handover then takes up to this long instead of one round trip.
@@ -49,18 +46,21 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	}
 	w := s.watch(name)
 	var wake <-chan struct{}
-	var seq uint64
 	if w != nil {
-		wake, seq = w.await(ctx, s.callTimeout)
+		// wake stays nil (never fires) while there is no subscription.
+		wake = w.Register(name)
+		if !w.Await(ctx, s.callTimeout) {
+			wake = nil
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	// A release between the caller's failed attempt and now is either seen
-	// by the sequence number (the subscription was up since the previous
-	// Wait) or by reading PTTL (first Wait, or the subscription is new).
+	// by the listener (the subscription was up since the previous Wait) or
+	// by reading PTTL (first Wait, or the subscription is new).
 	var d time.Duration
-	if w != nil && wake != nil && w.seenBefore(seq) {
+	if wake != nil && w.Quiet(name) {
 		if held == nil || held.By.Remaining <= 0 {
 			d = noTTLPoll
 		} else {
@@ -83,13 +83,12 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		}
 	}
 	if w != nil {
-		// A release after await closes wake, which wakeup.Sleep sees.
-		defer w.remember()
+		// A release after Register closes wake, which wakeup.Sleep sees.
+		defer w.Remember(name)
 	}
 	if wake == nil && s.noChannel.Load() {
 		d = min(d, noChannelPoll)
 	}
-	// wake is nil (never fires) while there is no subscription.
 	return wakeup.Sleep(ctx, d, wake)
 }
 
@@ -115,129 +114,66 @@ func (s *Store) watch(name string) *watcher {
 	if w := s.watchers[name]; w != nil {
 		return w
 	}
-	w := &watcher{s: s, channel: releaseChan(name), upCh: make(chan struct{}), wake: make(chan struct{})}
+	w := &watcher{s: s, name: name, channel: releaseChan(name)}
+	w.Listener = wakeup.New(w, false)
 	s.watchers[name] = w
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		w.run(s.life)
+		w.Run(s.life)
 	}()
 	return w
 }
 
-// watcher keeps one subscription to a release channel and turns each
-// message into a broadcast: it closes wake and makes a new one.
+// watcher is the transport of one name's wakeup.Listener: a subscription to
+// its release channel. A lost subscription does not wake the waiters: they
+// sleep on by the PTTL they read.
 type watcher struct {
+	*wakeup.Listener
 	s       *Store
+	name    string
 	channel string
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // the current subscription; nil between attempts
-	up     bool          // the server confirmed the subscription
-	upCh   chan struct{} // closed when up becomes true; replaced when it drops
-	failed bool          // the last attempt failed before it was up: do not make waiters wait for it
-	wake   chan struct{} // closed on a release message; then replaced
 	closed bool
-	// seq counts release messages and (re)subscriptions; lastSeen is seq
-	// when the last Wait returned, valid if remembered.
-	seq        uint64
-	lastSeen   uint64
-	remembered bool
 }
 
-// await returns the channel that the next release message closes, and the
-// sequence number of the last one, once the subscription is confirmed; it
-// waits for that at most timeout (or ctx) and returns a nil channel when the
-// subscription is not up, so the caller relies on PTTL.
-func (w *watcher) await(ctx context.Context, timeout time.Duration) (<-chan struct{}, uint64) {
-	w.mu.Lock()
-	if w.up {
-		defer w.mu.Unlock()
-		return w.wake, w.seq
-	}
-	if w.failed {
-		w.mu.Unlock()
-		return nil, 0
-	}
-	upCh := w.upCh
-	w.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-upCh:
-	case <-t.C:
-		return nil, 0
-	case <-ctx.Done():
-		return nil, 0
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.up {
-		return nil, 0
-	}
-	return w.wake, w.seq
-}
-
-// seenBefore reports whether a previous Wait already saw sequence number
-// seq with the subscription up: then nothing was missed since it returned.
-func (w *watcher) seenBefore(seq uint64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.remembered && w.lastSeen == seq
-}
-
-// remember records the current sequence number at the end of a Wait.
-func (w *watcher) remember() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lastSeen, w.remembered = w.seq, w.up
-}
-
-// run subscribes, serves messages until the subscription fails, and starts
-// over after a backoff, until life is cancelled.
-func (w *watcher) run(life context.Context) {
-	backoff := 100 * time.Millisecond
-	for life.Err() == nil {
-		ps := w.s.client.Subscribe(life, w.channel)
-		if !w.setPS(ps) {
-			_ = ps.Close()
-			return
-		}
-		wasUp, err := w.serve(life, ps)
-		noPerm := redis.IsPermissionError(err)
-		if noPerm {
-			// The user may not use the channel: waiters poll PTTL instead.
-			// Set before drop wakes the waiters blocked in await, so they
-			// see it.
-			w.s.noChannel.Store(true)
-		}
-		w.drop(ps)
+// Serve subscribes and reads the subscription until it fails.
+func (w *watcher) Serve(life context.Context, l *wakeup.Listener) error {
+	ps := w.s.client.Subscribe(life, w.channel)
+	if !w.setPS(ps) {
 		_ = ps.Close()
-		if life.Err() != nil {
-			return
-		}
-		if noPerm {
-			w.s.log.Debug("no permission to subscribe to the release channel; waiters poll (grant &leaderrun:* for instant handover)", "channel", w.channel, "err", w.s.classify("subscribe", err))
-			return
-		}
-		if wasUp {
-			backoff = 100 * time.Millisecond
-		}
-		w.s.log.Debug("release subscription dropped; waiters fall back to PTTL", "channel", w.channel, "err", w.s.classify("subscribe", err))
-		t := time.NewTimer(backoff + rand.N(backoff/2+1))
-		select {
-		case <-life.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxResubscribe)
+		return redis.ErrClosed
 	}
+	defer func() {
+		w.setPS(nil)
+		_ = ps.Close()
+	}()
+	err := w.serve(life, ps, l)
+	if redis.IsPermissionError(err) {
+		// The user may not use the channel: waiters poll PTTL instead. Set
+		// before the Listener wakes the waiters blocked in Await, so they
+		// see it.
+		w.s.noChannel.Store(true)
+	}
+	return err
 }
 
-// serve reads the subscription until it fails; it reports whether the
-// server confirmed the subscription before that.
-func (w *watcher) serve(life context.Context, ps *redis.PubSub) (wasUp bool, err error) {
+// Retry stops for good when the server refused the channel, and otherwise
+// backs off.
+func (w *watcher) Retry(err error, b *wakeup.Backoff) (time.Duration, bool) {
+	if redis.IsPermissionError(err) {
+		w.s.log.Debug("no permission to subscribe to the release channel; waiters poll (grant &leaderrun:* for instant handover)", "channel", w.channel, "err", w.s.classify("subscribe", err))
+		return 0, false
+	}
+	w.s.log.Debug("release subscription dropped; waiters fall back to PTTL", "channel", w.channel, "err", w.s.classify("subscribe", err))
+	return b.Next(), true
+}
+
+// serve reads the subscription until it fails, pinging it after
+// healthEvery of silence.
+func (w *watcher) serve(life context.Context, ps *redis.PubSub, l *wakeup.Listener) error {
 	pinged := false
 	for {
 		msg, err := ps.ReceiveTimeout(life, healthEvery)
@@ -248,26 +184,26 @@ func (w *watcher) serve(life context.Context, ps *redis.PubSub) (wasUp bool, err
 				err = ps.Ping(cctx)
 				cancel()
 				if err != nil {
-					return wasUp, err
+					return err
 				}
 				pinged = true
 				continue
 			}
-			return wasUp, err
+			return err
 		}
 		pinged = false
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == w.channel {
-				wasUp = true
-				w.markUp()
+				l.Up()
 			}
 		case *redis.Message:
-			w.notify()
+			l.Notify(w.name)
 		}
 	}
 }
 
+// setPS records the current subscription (nil: none); false after close.
 func (w *watcher) setPS(ps *redis.PubSub) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -278,46 +214,8 @@ func (w *watcher) setPS(ps *redis.PubSub) bool {
 	return true
 }
 
-func (w *watcher) markUp() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.failed = false
-	if !w.up {
-		w.up = true
-		w.seq++ // messages may have been lost while it was down
-		close(w.upCh)
-	}
-}
-
-func (w *watcher) drop(ps *redis.PubSub) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ps == ps {
-		w.ps = nil
-	}
-	if w.up {
-		w.up = false
-		w.remembered = false
-		w.upCh = make(chan struct{})
-	} else {
-		// The attempt failed before it was up: release the waiters blocked in
-		// await now rather than at their timeout; they fall back to PTTL.
-		w.failed = true
-		close(w.upCh)
-		w.upCh = make(chan struct{})
-	}
-}
-
-func (w *watcher) notify() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seq++
-	close(w.wake)
-	w.wake = make(chan struct{})
-}
-
-// close stops the current subscription, which unblocks run's read; run then
-// sees life cancelled and returns.
+// close stops the current subscription, which unblocks Serve's read; Run
+// then sees life cancelled and returns.
 func (w *watcher) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,5 +1,5 @@
 // Command startcost measures what a run of a short command costs, for
-// scripts/bench.sh (issue 11): it runs the given commands round-robin, so a
+// scripts/bench.sh: it runs the given commands round-robin, so a
 // change in machine load touches them all alike, and prints for each the
 // median and p90 wall time, and the median CPU time (user+system, children
 // included) and minor page faults from wait4's rusage. (Peak RSS is not

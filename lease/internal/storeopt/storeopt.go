@@ -1,10 +1,12 @@
 // Package storeopt holds the option and request handling the network
-// stores (redislease, etcdlease, pglease) share: the zero values of their
-// Options (lease.OpenOptions) fields, the rounding of a lease TTL to the
-// milliseconds a server stores, and the checks that head TryAcquire.
+// stores (redislease, etcdlease, pglease, bloblease) share: the zero values
+// of their Options (lease.OpenOptions) fields, the rounding of a lease TTL to
+// the milliseconds a server stores, the checks that head TryAcquire, and
+// the shape of a release with a hold.
 package storeopt
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -51,4 +53,14 @@ func CheckRequest(id string, ttl time.Duration, store string, minTTL time.Durati
 		return storeerr.Config("the %s lease TTL %v is below the minimum %v", store, ttl, minTTL)
 	}
 	return nil
+}
+
+// ReleaseHeld is the shape of a network store's lease.Holding: a hold that
+// is not positive releases at once (release); a positive one is kept by the
+// store's own keep.
+func ReleaseHeld(ctx context.Context, hold time.Duration, release func(context.Context) error, keep func(context.Context, time.Duration) error) error {
+	if hold <= 0 {
+		return release(ctx)
+	}
+	return keep(ctx, hold)
 }

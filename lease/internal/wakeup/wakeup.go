@@ -3,7 +3,10 @@
 // holder's remaining time runs out, plus a little jitter so that waiters on
 // the same expiry do not wake at once, or until a release notification, or
 // until the caller gives up. A broken notification channel is a nil wake
-// channel, which never fires: the waiter then wakes by time alone.
+// channel, which never fires: the waiter then wakes by time alone. The
+// Listener is the notifying half that redislease and pglease share: one
+// subscription kept up with backoff, whose release notifications close the
+// waiters' wake channels; each store supplies only its transport.
 package wakeup
 
 import (

@@ -56,3 +56,18 @@ func TestPoll(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	var b Backoff
+	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000}
+	for i, w := range want {
+		w *= time.Millisecond
+		if p := b.Next(); p < w || p > w+w/2 {
+			t.Fatalf("pause %d = %v, want within [%v, %v]", i, p, w, w+w/2)
+		}
+	}
+	b.Reset()
+	if p := b.Next(); p < 100*time.Millisecond || p > 150*time.Millisecond {
+		t.Fatalf("after Reset: %v, want within [100ms, 150ms]", p)
+	}
+}

@@ -1,4 +1,4 @@
-// Command floor is the floor of a Go wrapper that issue 11 measures
+// Command floor is the floor of a Go wrapper that the start-up benchmark measures
 // leaderrun against: it takes a flock on FILE (or exits 75) and runs
 // COMMAND in its own process group with a parent-death signal, then exits
 // with its status. No lease, no guard, no renewal.

@@ -1,4 +1,4 @@
-// Command hello is the Go hello-world that issue 11 measures leaderrun
+// Command hello is the Go hello-world that the start-up benchmark measures leaderrun
 // --version against: the runtime's own start-up and nothing else.
 package main
 
