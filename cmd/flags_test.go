@@ -69,7 +69,7 @@ func oneLineOf(t *testing.T, stderr string) string {
 	return lines[0]
 }
 
-// Issue 12 item 5: a flag means the same before the subcommand, after it,
+// A flag means the same before the subcommand, after it,
 // and after NAME.
 func TestSubcommandFlagsAnywhere(t *testing.T) {
 	held := holdLease(t, "report", "h1")
@@ -128,7 +128,7 @@ func TestSubcommandRefusals(t *testing.T) {
 	}
 }
 
-// Issue 13 item 14: a usage error honours --log-format and
+// A usage error honours --log-format and
 // LEADERRUN_LOG_FORMAT wherever they are given: one JSON object with
 // exit_code.
 func TestUsageErrorsHonourLogFormat(t *testing.T) {
@@ -177,7 +177,7 @@ func TestUsageErrorsHonourLogFormat(t *testing.T) {
 	}
 }
 
-// Issue 12 item 6: a flag on the command line wins over any variable, also
+// A flag on the command line wins over any variable, also
 // over the variable of a related flag; related flags that contradict each
 // other at the same level are refused. Checked for every flag that has a
 // variable, through the same takeEnv/preparse/applyEnv path run uses.
@@ -320,7 +320,7 @@ func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars
 	return res
 }
 
-// Issue 12 item 6, end to end: the flag wins, and the precedence shows in
+// End to end: the flag wins, and the precedence shows in
 // what leaderrun does.
 func TestPrecedenceEndToEnd(t *testing.T) {
 	held := holdLease(t, "busy", "other")
@@ -368,7 +368,7 @@ func TestPrecedenceEndToEnd(t *testing.T) {
 	})
 }
 
-// Issue 12 item 12: booleans as systemd users write them, durations
+// Booleans as systemd users write them, durations
 // without a unit, unknown flags, explicitly empty values.
 func TestValueMessages(t *testing.T) {
 	store := "file://" + t.TempDir()
@@ -451,7 +451,7 @@ func TestEditDistance(t *testing.T) {
 	}
 }
 
-// Issue 12 item 7: help is a command, `-- help` is a program.
+// Help is a command, `-- help` is a program.
 func TestHelpCommand(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -585,7 +585,7 @@ func TestStatusShowsZone(t *testing.T) {
 	}
 }
 
-// Issue 13 item 10: floors, refused before anything starts.
+// Floors, refused before anything starts.
 func TestFloors(t *testing.T) {
 	store := "file://" + t.TempDir()
 	marker := filepath.Join(t.TempDir(), "started")

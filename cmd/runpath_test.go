@@ -75,7 +75,7 @@ func oneLineSaying(t *testing.T, stderr, says string) {
 	}
 }
 
-// Issue 12 item 11: a shell, interpreter or wrapper is no lease name.
+// A shell, interpreter or wrapper is no lease name.
 func TestLauncherNeedsName(t *testing.T) {
 	store := "file://" + t.TempDir()
 	marker := filepath.Join(t.TempDir(), "started")
@@ -138,7 +138,7 @@ func TestHolderControlCharacters(t *testing.T) {
 	}
 }
 
-// Issue 13 item 15: an empty command name gets a clear line, no lease.
+// An empty command name gets a clear line, no lease.
 func TestEmptyCommandName(t *testing.T) {
 	s := &leasetest.MemStore{}
 	useStore(t, "emptycmd", s)
@@ -157,7 +157,7 @@ func TestEmptyCommandName(t *testing.T) {
 	}
 }
 
-// Issue 13 item 14: SIGQUIT (Ctrl-\) while waiting ends the wait like INT:
+// SIGQUIT (Ctrl-\) while waiting ends the wait like INT:
 // exit 128+3, nothing started, the holder left alone, nothing of ours in the
 // store.
 func TestQuitWhileWaiting(t *testing.T) {
@@ -183,7 +183,7 @@ func TestQuitWhileWaiting(t *testing.T) {
 
 var clockRE = `\d\d:\d\d:\d\d \S+` // a time of day and its zone
 
-// Issue 12 item 13: waiting says for whom and how long, a line per new
+// Waiting says for whom and how long, a line per new
 // holder, reminders at -v, and how long it took.
 func TestWaitMessages(t *testing.T) {
 	for _, tc := range []struct {
@@ -294,7 +294,7 @@ func TestHumanDuration(t *testing.T) {
 	}
 }
 
-// Issue 12 item 14: no chain of package prefixes in what users read. Errors
+// No chain of package prefixes in what users read. Errors
 // are written for people where they are made (sentinels' texts are words,
 // stores return sentences) and printed as they are: nothing rewrites them.
 func TestReadableErrors(t *testing.T) {
@@ -330,7 +330,7 @@ func TestReadableErrors(t *testing.T) {
 	}
 }
 
-// Issue 13 item 15: the final line says how SIGKILL actually came.
+// The final line says how SIGKILL actually came.
 func TestStopText(t *testing.T) {
 	for _, tc := range []struct {
 		res  runner.Result
@@ -399,7 +399,7 @@ func childEnv(t *testing.T, vars map[string]string, args ...string) map[string]s
 	return got
 }
 
-// Issue 12 item 4 and issue 13 item 4: the child gets the lease under names
+// The child gets the lease under names
 // that are not leaderrun's configuration, without the outer lease's
 // LEADERRUN_NAME/HOLDER and without the credentials the store consumed.
 func TestChildEnvironmentVariables(t *testing.T) {
@@ -504,7 +504,7 @@ func TestURLCarriesCredential(t *testing.T) {
 		"file:///var/lock/leaderrun":                               false,
 		"redis:/:S3cr3t@127.0.0.1:6379":                            true,
 		"redis://h:6379/%zz":                                       false,
-		// every credential form of every store (issue 22 item 7)
+		// every credential form of every store
 		"etcd://user:pw@127.0.0.1:2379":                                   true,
 		"etcds://127.0.0.1:2379?ca=/etc/ca.pem":                           false,
 		"postgres://app@db/prod?password=S3cr3t":                          true,

@@ -19,7 +19,7 @@ var errDispatched = errors.New("dispatched")
 // password in a credential position (":PASSWORD@") amid arbitrary text
 // either reaches the opener registered for its scheme (compared without
 // case) or is refused with an error wrapping lease.ErrConfig that does not
-// contain the password (issue 13 item 3). redactURL must hide the password
+// contain the password. redactURL must hide the password
 // too, since every cmd message about a URL goes through it.
 func FuzzOpenStore(f *testing.F) {
 	for _, s := range [][2]string{

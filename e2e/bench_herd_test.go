@@ -24,8 +24,8 @@ import (
 )
 
 // BenchmarkStandbyHerd measures, per store and fleet size N, what N
-// standbys of one lease cost the store and how the lease changes hands
-// (issue 17): a leader holds the lease while N leaderrun processes wait for
+// standbys of one lease cost the store and how the lease changes hands:
+// a leader holds the lease while N leaderrun processes wait for
 // it, each store on a server of the benchmark's own (started by the
 // project's scripts, stopped by PID). It reports
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // BenchmarkRedisStandbyCommands measures what 50 standbys cost a Redis
-// server (issue 8: they may add at most 5 commands/s in total): a leader
+// server (they may add at most 5 commands/s in total): a leader
 // holds a lease (TTL 15s, renewing every 5s) while 50 leaderrun processes
 // wait for it; after a warm-up, MONITOR counts the commands the clients send
 // (not those scripts run inside) over a window (LEADERRUN_BENCH_WINDOW,

@@ -1,6 +1,6 @@
 package e2e
 
-// A fleet of standbys against a store's connection limit (issue 17): the
+// A fleet of standbys against a store's connection limit: the
 // waiters must leave the application room, and a store that says "no more
 // connections" is back-pressure, not a reason to exit or to retry hot.
 

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Issue 13 item 1: a log reader that goes away (`leaderrun … 2>&1 | head
+// A log reader that goes away (`leaderrun … 2>&1 | head
 // -c1`) must not end leaderrun: it still sweeps the child's leftovers,
 // releases the lease and exits with the child's code.
 func TestDeadLogReader(t *testing.T) {
@@ -135,7 +135,7 @@ func TestChildSIGPIPEIsDefault(t *testing.T) {
 	}
 }
 
-// Issue 12 item 4: a leaderrun run by the child is not configured by the
+// A leaderrun run by the child is not configured by the
 // outer lease: it takes its own lease instead of waiting on the outer one.
 func TestNestedRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -179,8 +179,7 @@ func TestChildTokenNames(t *testing.T) {
 	}
 }
 
-// Issue 13 item 4 against a real Redis with an ACL user: the password
-// leaderrun used does not reach the child, unless --pass-env keeps it.
+// Against a real Redis with an ACL user: the password leaderrun used does not reach the child, unless --pass-env keeps it.
 func TestRedisCredentialsNotPassedOn(t *testing.T) {
 	addr, _ := redisE2EPrivate(t)
 	const pw = "s3cr3t-pw-7c1e"
@@ -233,7 +232,7 @@ func TestRedisCredentialsNotPassedOn(t *testing.T) {
 	})
 }
 
-// Issue 13 item 14: Ctrl-\ (SIGQUIT) while waiting ends the wait like INT:
+// Ctrl-\ (SIGQUIT) while waiting ends the wait like INT:
 // exit 131, nothing started, the holder untouched.
 func TestFileQuitWhileWaiting(t *testing.T) {
 	env := []string{"LEADERRUN_STORE=" + fileStore(t)}

@@ -17,7 +17,7 @@ import (
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
-// Standbys, preferred leaders and watch (issue 8 items 2-4), on every store.
+// Standbys, preferred leaders and watch, on every store.
 
 // standbyStore is one store the standby tests run on.
 type standbyStore struct {

@@ -231,7 +231,7 @@ func ttyExits(t *testing.T, pid int, d time.Duration) bool {
 	}
 }
 
-// TestTerminalSuspend (issue 12 item 1): Ctrl-Z on `leaderrun -- cat` gives
+// TestTerminalSuspend: Ctrl-Z on `leaderrun -- cat` gives
 // the shell its prompt back with the job stopped; fg gives cat the terminal
 // again; Ctrl-C ends it; the terminal settings are what they were and the
 // lease is free.
