@@ -179,7 +179,8 @@ func TestChildTokenNames(t *testing.T) {
 	}
 }
 
-// Against a real Redis with an ACL user: the password leaderrun used does not reach the child, unless --pass-env keeps it.
+// Against a real Redis with an ACL user: the password leaderrun used
+// does not reach the child, unless --pass-env keeps it.
 func TestRedisCredentialsNotPassedOn(t *testing.T) {
 	addr, _ := redisE2EPrivate(t)
 	const pw = "s3cr3t-pw-7c1e"
