@@ -134,7 +134,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 		if wait != lease.WaitForever {
 			wait = max(rc.wait-time.Since(began), 0)
 		}
-		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: timing.TTL},
+		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: timing.TTL, Slots: rc.slots},
 			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
 				OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
 				RemindEvery: remindEvery, Priority: rc.priority})
@@ -209,6 +209,7 @@ type childRun struct {
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
 	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	childEnv = slotEnviron(childEnv, rc.passEnv, ld.info) // --slots
 	if !rc.passEnv[notifyVar] {
 		childEnv = withoutNotifySocket(r.notify, childEnv)
 	}
