@@ -239,6 +239,9 @@ func (l *slotLease) Info() Holder {
 	return h
 }
 
+// StoreLease returns the store's own lease of the slot.
+func (l *slotLease) StoreLease() Lease { return l.Lease }
+
 // ReleaseHeld passes Holding on; a store lease without it releases at
 // once when hold is not positive, and refuses a hold.
 func (l *slotLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
