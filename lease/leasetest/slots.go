@@ -111,6 +111,18 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	if _, err := acquireSlot(t, b, slotReq(nm, "late", n, h), 0); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("a fourth contender with all %d slots held: %v; want ErrHeld", n, err)
 	}
+	// The live holders renew theirs while the crashed one's runs out.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for _, live := range []lease.Lease{ls[0], ls[2]} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			renewUntil(t, live, max(h.TTL/4, 10*time.Millisecond), stop)
+		}()
+	}
 	sent := time.Now()
 	crashed := ls[1].Info()
 	if h.Abandon != nil {
@@ -130,10 +142,8 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	if info.Slot != crashed.Slot || info.Token <= ls[n-1].Info().Token {
 		t.Fatalf("took slot %d token %d; want slot %d with a token above %d", info.Slot, info.Token, crashed.Slot, ls[n-1].Info().Token)
 	}
-	for _, x := range []lease.Lease{ls[0], ls[2], l} {
-		if err := x.Release(ctxT(t)); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
 	}
 }
 
@@ -188,5 +198,22 @@ func testOneSlotIsPlain(t *testing.T, h Harness) {
 	}
 	if err := l.Release(context.WithoutCancel(ctxT(t))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// renewUntil renews l every interval until stop closes.
+func renewUntil(t *testing.T, l lease.Lease, every time.Duration, stop <-chan struct{}) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if err := l.Renew(context.Background()); err != nil {
+				t.Errorf("renewing slot %d: %v", l.Info().Slot, err)
+				return
+			}
+		}
 	}
 }
