@@ -100,7 +100,11 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	nm := name(t)
 	s := open(t, h)
 	ls := make([]lease.Lease, n)
+	var sent time.Time // when the acquisition of the slot that crashes was sent
 	for i := range ls {
+		if i == 1 {
+			sent = time.Now()
+		}
 		l, err := acquireSlot(t, s, slotReq(nm, fmt.Sprint("h", i), n, h), 0)
 		if err != nil {
 			t.Fatalf("slot %d: %v", i, err)
@@ -123,7 +127,6 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 			renewUntil(t, live, max(h.TTL/4, 10*time.Millisecond), stop)
 		}()
 	}
-	sent := time.Now()
 	crashed := ls[1].Info()
 	if h.Abandon != nil {
 		h.Abandon(t, ls[1].(interface{ StoreLease() lease.Lease }).StoreLease())
