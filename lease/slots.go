@@ -71,7 +71,7 @@ const (
 )
 
 // slotLabel is the label a holder of slot k of n records.
-func slotLabel(label string, k, n int) string {
+func SlotLabel(label string, k, n int) string {
 	return fmt.Sprintf("%s%s%d%s%d)", label, slotLabelOpen, k, slotLabelOf, n)
 }
 
@@ -134,7 +134,7 @@ func (a *acquisition) attemptSlots() (Lease, error) {
 	for i := range n {
 		k := (start + i) % n
 		req := a.req
-		req.Name, req.Label = SlotName(a.req.Name, k), slotLabel(a.req.Label, k, n)
+		req.Name, req.Label = SlotName(a.req.Name, k), SlotLabel(a.req.Label, k, n)
 		l, err := a.try(req)
 		var he *HeldError
 		switch {
