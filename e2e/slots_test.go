@@ -1,0 +1,179 @@
+package e2e
+
+// --slots on the file store, Redis, PostgreSQL, etcd and Azure: four
+// contenders for the three slots of one lease never run more than three
+// children at once, never two in one slot, each slot's tokens increase and
+// no token is given twice; a contender with another number of slots is
+// refused with one line and exit 125 without starting its child; status
+// lists the held slots.
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFileSlots(t *testing.T) {
+	t.Parallel()
+	testSlots(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "slotjob", "2s")
+}
+
+func TestRedisSlots(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestPostgresSlots(t *testing.T) {
+	t.Parallel()
+	_, env := pgE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestEtcdSlots(t *testing.T) {
+	t.Parallel()
+	_, env := etcdE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestAzureSlots(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	testSlots(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), e2eName(t, "slotjob"), "15s")
+}
+
+// slotsLog is what each child appends to the shared log, one line at its
+// start and one at its end (O_APPEND: the file's order is the order of
+// the writes).
+const slotsLog = `echo "start $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> "$0"; sleep 0.2; echo "end $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> "$0"`
+
+func testSlots(t *testing.T, env []string, name, ttl string) {
+	const n, contenders, runs = 3, 4, 3
+	log := filepath.Join(t.TempDir(), "log")
+	run := func(slots int, extra ...string) (int, string) {
+		args := append([]string{"--slots", strconv.Itoa(slots), "--name", name, "--ttl", ttl}, extra...)
+		args = append(args, "--", "sh", "-c", slotsLog, log)
+		cmd := exec.Command(lrBin, args...)
+		cmd.Env = append(append(os.Environ(), "NO_COLOR=1", "TZ=UTC"), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), stderr.String()
+		}
+		if err != nil {
+			t.Errorf("leaderrun: %v", err)
+		}
+		return 0, stderr.String()
+	}
+	var wg sync.WaitGroup
+	for c := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range runs {
+				if code, stderr := run(n, "--holder", fmt.Sprint("c", c)); code != 0 {
+					t.Errorf("contender %d: exit %d: %s", c, code, stderr)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkSlotsLog(t, log, n, contenders*runs)
+
+	// Another number of slots than the holders': one line, exit 125, no child.
+	hold := exec.Command(lrBin, "--slots", strconv.Itoa(n), "--name", name, "--ttl", ttl, "--", "sh", "-c", `echo held >> "$0"; sleep 30`, log+".hold")
+	hold.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Process.Kill(); _ = hold.Wait() }()
+	waitForFile(t, log+".hold")
+	before := countLines(t, log)
+	code, stderr := run(2, "--no-wait")
+	if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "same number of slots") {
+		t.Errorf("--slots 2 against holders of 3: exit %d, stderr %q; want one line and 125", code, stderr)
+	}
+	if got := countLines(t, log); got != before {
+		t.Errorf("the refused contender's child ran")
+	}
+	st := exec.Command(lrBin, "status", name)
+	st.Env = append(os.Environ(), env...)
+	out, _ := st.Output()
+	if !strings.Contains(string(out), "1 of 3 slots held") || !strings.Contains(string(out), "slot 0:") {
+		t.Errorf("status with one slot held:\n%s", out)
+	}
+}
+
+// checkSlotsLog replays the children's log: at most n running at once, no
+// slot twice, every slot in 0..n-1, each slot's tokens increasing, no token
+// twice, and want runs in all.
+func checkSlotsLog(t *testing.T, log string, n, want int) {
+	t.Helper()
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	running := map[int]uint64{}
+	last := map[int]uint64{}
+	seen := map[uint64]bool{}
+	most, runs := 0, 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var what string
+		var slot, slots int
+		var tok uint64
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d %d", &what, &slot, &slots, &tok); err != nil || slots != n || slot < 0 || slot >= n {
+			t.Fatalf("log line %q: want a slot of %d (%v)", sc.Text(), n, err)
+		}
+		switch what {
+		case "start":
+			if tok2, ok := running[slot]; ok {
+				t.Errorf("slot %d: token %d started while token %d runs", slot, tok, tok2)
+			}
+			if seen[tok] || tok <= last[slot] {
+				t.Errorf("slot %d: token %d after %d (or given twice)", slot, tok, last[slot])
+			}
+			running[slot], last[slot], seen[tok] = tok, tok, true
+			most = max(most, len(running))
+			runs++
+		case "end":
+			delete(running, slot)
+		}
+	}
+	if most > n || runs != want {
+		t.Errorf("%d runs, at most %d at once; want %d runs, at most %d at once", runs, most, want, n)
+	}
+	t.Logf("%d runs, at most %d children at once", runs, most)
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// waitForFile waits until path exists (a child's first line): polled, as
+// nothing else tells of a file another process makes.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for range 600 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
