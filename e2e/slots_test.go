@@ -177,3 +177,38 @@ func waitForFile(t *testing.T, path string) {
 	}
 	t.Fatalf("%s never appeared", path)
 }
+
+func init() { readmeChecks["slots-nfs"] = readmeSlotsNFS }
+
+// slots-nfs (docs/usage.md): three instances of the line start together;
+// two back up at once, in slots 0 and 1, and the third waits for one of
+// them and then runs.
+func readmeSlotsNFS(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	c := b.take(t, "leaderrun --slots 2 ")
+	line := fx.subst(t, c.text)
+	job := afterDashDash(t, strings.Fields(line))[0]
+	fx.underRoot(t, job)
+	log := filepath.Join(fx.work, "slotsnfs.log")
+	writeScript(t, job, fmt.Sprintf(`echo "start $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s; sleep 0.3; echo "end $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s`+"\n", log))
+	env := append(fx.cronEnv(), "PATH="+filepath.Dir(fx.installed(t))+":/usr/bin:/bin")
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("/bin/sh", "-c", line)
+			cmd.Env, cmd.Dir = env, fx.root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("%v: %s", err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("%s:%d: %v", b.file, c.line, err)
+		}
+	}
+	checkSlotsLog(t, log, 2, 3)
+}
