@@ -147,7 +147,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 			return nil, o
 		}
 		ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt, waited: time.Since(began)}
-		log.Info(acquiredText(rc.name, acq.Waited), "token", ld.info.Token, "holder", rc.holder)
+		log.Info(acquiredText(rc.name, acq.Waited), append([]any{"token", ld.info.Token, "holder", rc.holder}, slotAttrs(ld.info)...)...)
 
 		// The guard (and the child's cgroup) come before the child.
 		ld.prot, err = protect(ld.l, r.pre, rc.contain, rc.stopSignal, timing, log)

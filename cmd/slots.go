@@ -204,3 +204,11 @@ func runLabel(info lease.Holder) string {
 	}
 	return info.Label
 }
+
+// slotAttrs are the log attributes of a slot: none without slots.
+func slotAttrs(info lease.Holder) []any {
+	if info.Slots <= 1 {
+		return nil
+	}
+	return []any{"slot", info.Slot, "slots", info.Slots}
+}
