@@ -196,12 +196,29 @@ func (a *acquisition) status(name string) (*Holder, error) {
 	return a.s.Status(cctx, name)
 }
 
+// MultiWaiter is an optional capability of a Store: one wait for several
+// leases at once (the slots of a lease), cheaper than a Wait for each (the
+// file store watches every lock file on one inotify instance).
+type MultiWaiter interface {
+	// WaitAny is Wait for the leases names, whose last attempts reported
+	// held: it returns nil when any of them may have become free.
+	WaitAny(ctx context.Context, names []string, held []*HeldError) error
+}
+
 // wait is the store's Wait for the lease, or, with slots, for whichever
-// slot may become free first: one Wait per slot, each on its own goroutine,
-// the first to return ends the others.
+// slot may become free first: the store's WaitAny where it has one, else
+// one Wait per slot, each on its own goroutine, the first to return ending
+// the others.
 func (a *acquisition) wait(ctx context.Context, held *HeldError) error {
 	if a.req.Slots <= 1 || len(a.slotHeld) != a.req.Slots {
 		return a.s.Wait(ctx, a.req.Name, held)
+	}
+	if mw, ok := a.s.(MultiWaiter); ok {
+		names := make([]string, len(a.slotHeld))
+		for k := range names {
+			names[k] = SlotName(a.req.Name, k)
+		}
+		return mw.WaitAny(ctx, names, a.slotHeld)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -1,6 +1,7 @@
 package filelease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -108,3 +109,84 @@ func readCounter(f *os.File) (uint64, error) {
 	}
 	return v, nil
 }
+
+// WaitAny is Wait for the lock files of several leases at once (the slots
+// of a lease, lease.MultiWaiter): it returns when a descriptor opened for
+// writing on any of them closes, one of them is replaced, a look finds one
+// free (or its hold ended), or ctx ends. One inotify instance watches them
+// all, so the release of any slot wakes the waiter at once.
+func (s *Store) WaitAny(ctx context.Context, names []string, _ []*lease.HeldError) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !s.notifyMu.TryLock() {
+		return sleep(ctx, jitter(PollInterval/4))
+	}
+	defer s.notifyMu.Unlock()
+	in, err := s.watcher()
+	if err != nil {
+		return sleep(ctx, jitter(PollInterval/4)) // no inotify instance: a short poll
+	}
+	drain(in)
+	wds := make(map[int]string, len(names))
+	for _, n := range names {
+		path := s.Path(n)
+		wd, err := unix.InotifyAddWatch(int(in.Fd()), path, waitMask)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // a slot's lock file went: the caller's attempt makes it again
+		}
+		if err != nil {
+			return sleep(ctx, jitter(PollInterval/4))
+		}
+		wds[wd] = path
+	}
+	return s.sleepOnAny(ctx, in, wds)
+}
+
+// sleepOnAny sleeps on the events of the watches wds (watch → lock file)
+// until one reports a change, a look finds a lock file free, or ctx ends.
+func (s *Store) sleepOnAny(ctx context.Context, in *os.File, wds map[int]string) error {
+	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for idle := PollInterval; ; idle = min(2*idle, idlePollMax) {
+		// The holders may have gone between the caller's attempts and the
+		// watches, and a hold ends without an event: look, and sleep at
+		// most until the first hold ends.
+		var holdEnd time.Time
+		for _, path := range wds {
+			free, end, err := s.looksFree(path)
+			if free || err != nil {
+				return nil
+			}
+			if !end.IsZero() && (holdEnd.IsZero() || end.Before(holdEnd)) {
+				holdEnd = end
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = in.SetReadDeadline(wakeAt(idle, holdEnd))
+		if ctx.Err() != nil { // cancelled while arming: its past deadline may be overwritten
+			return ctx.Err()
+		}
+		if f := waitArmed.Load(); f != nil && idle == PollInterval {
+			(*f)()
+		}
+		n, err := in.Read(buf)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			continue // the fallback interval passed: look again
+		}
+		for wd, path := range wds {
+			hit, count := eventFor(buf[:n], wd)
+			if hit {
+				s.events.Add(int64(count))
+				return s.settle(ctx, path)
+			}
+		}
+	}
+}
+var _ lease.MultiWaiter = (*Store)(nil)

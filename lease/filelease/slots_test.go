@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -86,6 +87,67 @@ func TestOneSlotBytes(t *testing.T) {
 		}
 	}
 	for _, l := range held {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSlotWaitWakesOnAnySlot: a waiter for a lease whose three slots are
+// held is woken by the release of any of them through inotify (one
+// instance watches them all), not by a poll.
+func TestSlotWaitWakesOnAnySlot(t *testing.T) {
+	dir := t.TempDir()
+	holders, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holders.Close()
+	ctx := context.Background()
+	var held []lease.Lease
+	for range 3 {
+		acq, err := lease.Acquire(ctx, holders, lease.Request{Name: "job", Label: "h", Slots: 3}, lease.AcquireOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, acq.Lease)
+	}
+	waiter, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	armed := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case armed <- struct{}{}:
+		default:
+		}
+	}
+	waitArmed.Store(&f)
+	defer waitArmed.Store(nil)
+	got := make(chan *lease.Acquired, 1)
+	go func() {
+		acq, err := lease.Acquire(ctx, waiter, lease.Request{Name: "job", Label: "w", Slots: 3}, lease.AcquireOptions{Wait: lease.WaitForever})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- acq
+	}()
+	<-armed
+	start := time.Now()
+	if err := held[2].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acq := <-got
+	if acq == nil {
+		return
+	}
+	if acq.Lease.Info().Slot != 2 || waiter.events.Load() == 0 {
+		t.Fatalf("took slot %d after %d inotify events; want slot 2, woken by an event", acq.Lease.Info().Slot, waiter.events.Load())
+	}
+	t.Logf("slot 2 taken %v after its release", time.Since(start))
+	for _, l := range []lease.Lease{held[0], held[1], acq.Lease} {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
