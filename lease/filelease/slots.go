@@ -189,4 +189,5 @@ func (s *Store) sleepOnAny(ctx context.Context, in *os.File, wds map[int]string)
 		}
 	}
 }
+
 var _ lease.MultiWaiter = (*Store)(nil)
