@@ -13,12 +13,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
 
@@ -68,12 +66,6 @@ func (e env) guardPath() string {
 
 // environ returns the environment, os.Environ form.
 func (e env) environ() []string { return e.vars }
-
-const usageText = `leaderrun [flags] -- COMMAND [ARGS...]
-leaderrun status [flags] NAME
-leaderrun watch [flags] NAME
-leaderrun history [flags] NAME
-leaderrun check --ran-within DURATION [flags] NAME`
 
 const description = `Runs COMMAND while holding the lease NAME in a store, so that of many hosts or
 jobs exactly one runs it at a time; the others wait (or give up at once with
@@ -171,60 +163,6 @@ func formatVersion(bi *debug.BuildInfo) string {
 	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))
 }
 
-// commonFlags are the flags of every form: run, status and watch.
-func commonFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: []string{"LEADERRUN_STORE"}, DefaultText: "file store in ~/.local/state/leaderrun", Usage: "where the lease lives, a `URL`: file:///dir (excludes processes of one host only), or a store every host reaches: redis://host:port (also rediss://, unix://, redis+sentinel://, redis+cluster://), postgres://user@host/db (postgresql://), etcd://host:2379 (etcds://), azblob://ACCOUNT/CONTAINER (azblob+https://, azblob+http://)"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LEADERRUN_LOG_FORMAT"}, Usage: "stderr log `FORMAT`: text or json"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: []string{"LEADERRUN_QUIET"}, DisableDefaultText: true, Usage: "log only warnings and errors (a clean run prints nothing)"},
-		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"LEADERRUN_VERBOSE"}, DisableDefaultText: true, Usage: "log every renewal and store call"},
-	}
-}
-
-func runFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "name", EnvVars: []string{"LEADERRUN_NAME"}, DefaultText: "the base name of COMMAND", Usage: "lease `NAME` (letters, digits, . _ - /)"},
-		&cli.StringFlag{Name: "wait", Value: "forever", EnvVars: []string{"LEADERRUN_WAIT"}, Usage: "how long to wait for a held lease: a `DURATION` such as 30s or 10m, 0 to try once, or forever"},
-		&cli.BoolFlag{Name: "no-wait", Aliases: []string{"n"}, EnvVars: []string{"LEADERRUN_NO_WAIT"}, DisableDefaultText: true, Usage: "try once; same as --wait 0"},
-		&cli.DurationFlag{Name: "ttl", Value: 15 * time.Second, EnvVars: []string{"LEADERRUN_TTL"}, Usage: "lease `DURATION` in the store: how long a crashed holder blocks others (azblob: 15s-60s; etcd: whole seconds, 2s up)"},
-		&cli.DurationFlag{Name: "renew-every", EnvVars: []string{"LEADERRUN_RENEW_EVERY"}, DefaultText: "ttl/3", Usage: "renewal interval, a `DURATION` of at least 10ms"},
-		&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, EnvVars: []string{"LEADERRUN_GRACE"}, DefaultText: "3s, shrunk to fit a short --ttl unless given", Usage: "`DURATION` between the stop signal and SIGKILL"},
-		&cli.DurationFlag{Name: "call-timeout", EnvVars: []string{"LEADERRUN_CALL_TIMEOUT"}, DefaultText: "renew-every/2", Usage: "bound on one store call, a `DURATION` of at least 5ms"},
-		&cli.StringFlag{Name: "stop-signal", Value: "TERM", EnvVars: []string{"LEADERRUN_STOP_SIGNAL"}, Usage: "`SIGNAL` sent to the child's process group to stop it (name or number)"},
-		&cli.StringFlag{Name: "health-cmd", EnvVars: []string{"LEADERRUN_HEALTH_CMD"}, Usage: "while leading, check the child's health with `CMD` (run by /bin/sh -c with the child's environment); after --health-retries failed checks in a row, stop the child, release the lease and exit 123"},
-		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_INTERVAL"}, DefaultText: "10s, longer to fit a long --health-timeout unless given", Usage: "`DURATION` from the child's start, and from the end of each check, to the next check"},
-		&cli.DurationFlag{Name: "health-timeout", Value: 5 * time.Second, EnvVars: []string{"LEADERRUN_HEALTH_TIMEOUT"}, DefaultText: "5s, shrunk to fit a short --health-interval or --ttl unless given", Usage: "a check still running after this `DURATION` is killed and counts as failed"},
-		&cli.IntFlag{Name: "health-retries", Value: 3, EnvVars: []string{"LEADERRUN_HEALTH_RETRIES"}, Usage: "failed checks in a row (`N`) that make the leader step down"},
-		&cli.DurationFlag{Name: "health-start-period", EnvVars: []string{"LEADERRUN_HEALTH_START_PERIOD"}, DefaultText: "none", Usage: "`DURATION` after the child's start during which failed checks do not count (until one passes)"},
-		&cli.DurationFlag{Name: "hold-at-least", EnvVars: []string{"LEADERRUN_HOLD_AT_LEAST"}, DefaultText: "none", Usage: "keep the lease taken until this `DURATION` after the acquisition even when the child finishes sooner, kept by the store (cron on many hosts: one run per slot)"},
-		&cli.StringFlag{Name: "once-per", EnvVars: []string{"LEADERRUN_ONCE_PER"}, DefaultText: "none", Usage: "run COMMAND only if the store's run history has no successful run that started in the current `PERIOD`: hour, day, week (from Monday) or month in --once-per-zone, or a duration such as 4h counted from the Unix epoch; else release the lease and exit --once-per-exit-code without starting it (cron on many hosts: once a day, a missed day caught up)"},
-		&cli.StringFlag{Name: "once-per-zone", Value: DefaultOncePerZone, EnvVars: []string{"LEADERRUN_ONCE_PER_ZONE"}, Usage: "time `ZONE` of --once-per's hour, day, week and month: an IANA name such as Europe/Berlin, UTC, or Local (this host's; hosts in other zones would disagree)"},
-		&cli.BoolFlag{Name: "once-per-any", EnvVars: []string{"LEADERRUN_ONCE_PER_ANY"}, DisableDefaultText: true, Usage: "with --once-per, a run that ended in any way counts, not only one with exit code 0"},
-		&cli.IntFlag{Name: "once-per-exit-code", EnvVars: []string{"LEADERRUN_ONCE_PER_EXIT_CODE"}, Usage: "exit `CODE` when --once-per finds the period done and starts nothing"},
-		&cli.IntFlag{Name: "history-keep", Value: lease.DefaultHistoryKeep, EnvVars: []string{"LEADERRUN_HISTORY_KEEP"}, Usage: "keep the last `N` runs of the lease in the store's run history (leaderrun history, check); 0 records nothing"},
-		&cli.StringFlag{Name: "holder", EnvVars: []string{"LEADERRUN_HOLDER"}, DefaultText: "hostname:pid", Usage: "human `LABEL` for this instance, shown by status (printable text)"},
-		&cli.StringFlag{Name: "contain", Value: containAuto, EnvVars: []string{"LEADERRUN_CONTAIN"}, Usage: "what holds the child's processes, a `MODE`: auto (a cgroup of its own where a cgroup v2 subtree is writable, else the process group), cgroup (refuse without one), or group"},
-		&cli.StringSliceFlag{Name: "pass-env", EnvVars: []string{"LEADERRUN_PASS_ENV"}, Usage: "keep the variable `VAR` in the child's environment although leaderrun would remove it (a credential the store read, LEADERRUN_STORE with a password, LEADERRUN_NAME, LEADERRUN_HOLDER); repeatable, or comma-separated in the variable"},
-		&cli.IntFlag{Name: "priority", EnvVars: []string{"LEADERRUN_PRIORITY"}, Usage: "rank `N` among the standbys: when the lease becomes free the live standby with the highest priority takes it first (a running leader is never pre-empted)"},
-		slotsFlag(),
-		&cli.IntFlag{Name: "conflict-exit-code", Value: ExitConflict, EnvVars: []string{"LEADERRUN_CONFLICT_EXIT_CODE"}, Usage: "exit `CODE` when the lease is held and --wait ran out (cron users: 0)"},
-	}, append(monitorFlags(), commonFlags()...)...)
-}
-
-func statusFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON object"},
-	}, commonFlags()...)
-}
-
-func watchFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print one JSON object per change"},
-		&cli.DurationFlag{Name: "interval", Value: time.Second, EnvVars: []string{"LEADERRUN_WATCH_INTERVAL"}, Usage: "how often to look, a `DURATION` of at least 10ms (file and Redis report changes as they happen; this is their fallback)"},
-		&cli.BoolFlag{Name: "once", DisableDefaultText: true, Usage: "wait for the next change, print it and exit 0"},
-	}, commonFlags()...)
-}
-
 const statusDescription = `Prints who holds the lease NAME in the store, and the instances waiting
 for it (standbys) in the order they would take over:
 
@@ -291,60 +229,58 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
-	f := formFlags{
-		run: takeEnv(runFlags()), status: takeEnv(statusFlags()), watch: takeEnv(watchFlags()),
-		history: takeEnv(historyFlags()), check: takeEnv(checkFlags()),
-	}
-	inv := &invocation{ctx: ctx, e: e, args: args, hasDash: hasDash, scopes: f.scopes(), log: slog.New(slog.DiscardHandler)}
-	p, err := preparse(args, hasDash, dashed, inv.scopes)
-	if err != nil {
+	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnv), log: slog.New(slog.DiscardHandler)}
+	inv.line = preparse(args, hasDash, dashed, inv.scopes())
+	if err := inv.line.err; err != nil {
 		return inv.finish(err)
 	}
-	if !hasDash && len(p.command) > 0 {
-		if err := nearCommand(p.command[0]); err != nil {
+	if !hasDash && len(inv.line.command) > 0 {
+		if err := nearCommand(inv.line.command[0]); err != nil {
 			return inv.finish(err)
 		}
 	}
 	// A store served by another program gets the run before urfave parses
 	// anything here (each store program parses and checks it all again).
-	if raw, ok := dispatchable(p.args, e.getenv); ok {
+	if raw, ok := inv.line.dispatchable(e.getenv); ok {
 		if err := e.dispatch(raw); err != nil {
 			return inv.finish(err)
 		}
 	}
-	app := inv.app(f, p)
-	if docApp != nil {
-		docApp(app)
-		return 0
-	}
-	return inv.finish(app.RunContext(ctx, append([]string{prog}, p.args...)))
+	return inv.finish(inv.app().RunContext(ctx, append([]string{prog}, inv.line.args...)))
 }
 
-// formFlags are the flags of each form of the command line.
-type formFlags struct {
-	run, status, watch, history, check []cli.Flag
-}
-
-// scopes are the forms' flags for preparse, the run form first.
-func (f formFlags) scopes() []scope {
-	return []scope{
-		newScope("", slices.Concat(f.run, []cli.Flag{cli.HelpFlag, cli.VersionFlag})),
-		newScope("status", slices.Concat(f.status, []cli.Flag{cli.HelpFlag})),
-		newScope("watch", slices.Concat(f.watch, []cli.Flag{cli.HelpFlag})),
-		newScope("history", slices.Concat(f.history, []cli.Flag{cli.HelpFlag})),
-		newScope("check", slices.Concat(f.check, []cli.Flag{cli.HelpFlag})),
+// formFlags returns each form's flags (commands' order), each list passed
+// through prepare: takeEnv to run, nothing to document.
+func formFlags(prepare func([]cli.Flag) []cli.Flag) [][]cli.Flag {
+	var out [][]cli.Flag
+	for _, c := range commands {
+		out = append(out, prepare(c.flags()))
 	}
+	return out
 }
 
 // invocation is what the steps of one run share.
 type invocation struct {
-	ctx     context.Context
-	e       env
-	args    []string // the command line without the program name, up to "--"
-	hasDash bool
-	scopes  []scope
-	log     *slog.Logger // discards until the flags are read
-	result  *outcome     // set by the command that ran
+	ctx    context.Context
+	e      env
+	flags  [][]cli.Flag // each form's flags, in commands' order
+	line   cmdLine
+	log    *slog.Logger // discards until the flags are read
+	result *outcome     // set by the command that ran
+}
+
+// scopes are the forms' flags for preparse, the run form first, with the
+// flags urfave adds.
+func (inv *invocation) scopes() []scope {
+	var out []scope
+	for i, c := range commands {
+		extra := []cli.Flag{cli.HelpFlag}
+		if c.name == "" {
+			extra = append(extra, cli.VersionFlag)
+		}
+		out = append(out, newScope(c.name, slices.Concat(inv.flags[i], extra)))
+	}
+	return out
 }
 
 // finish writes the last line for err or the command's outcome and returns
@@ -361,7 +297,7 @@ func (inv *invocation) finish(err error) int {
 	if log.Handler() == slog.DiscardHandler {
 		// The failure came before the flags were read: honour the log
 		// format anyway when it can be told from the arguments.
-		log, _ = newLogger(inv.e.stdio.Err, guessLogFormat(inv.args, inv.hasDash, inv.scopes, inv.e.getenv), slog.LevelInfo, inv.e.getenv)
+		log, _ = newLogger(inv.e.stdio.Err, inv.line.logFormat(inv.e.getenv), slog.LevelInfo, inv.e.getenv)
 	}
 	log.Log(inv.ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
 	return result.code
@@ -399,13 +335,28 @@ func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
 
 func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 
-// nameCommand declares a subcommand that takes exactly one lease NAME.
-func (inv *invocation) nameCommand(name, usage, description string, flags []cli.Flag, do func(context.Context, *cli.Context, string, env, *slog.Logger) *outcome) *cli.Command {
+// runAction is the run form's action: COMMAND is what preparse found.
+func (inv *invocation) runAction(flags []cli.Flag) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if err := inv.setup(c, flags); err != nil {
+			return err
+		}
+		if len(inv.line.command) == 0 {
+			return usagef("no command given: leaderrun [flags] -- COMMAND [ARGS...]")
+		}
+		inv.result = runCommand(inv.ctx, c, inv.line.command, inv.e, inv.log)
+		return nil
+	}
+}
+
+// nameCommand is urfave's command for sub, a subcommand that takes exactly
+// one lease NAME.
+func (inv *invocation) nameCommand(sub command, flags []cli.Flag) *cli.Command {
 	return &cli.Command{
-		Name:            name,
-		Usage:           usage,
-		UsageText:       "leaderrun " + name + " [flags] NAME",
-		Description:     reflow(description),
+		Name:            sub.name,
+		Usage:           sub.usage,
+		UsageText:       "leaderrun " + sub.name + " [flags] NAME",
+		Description:     reflow(sub.description),
 		ArgsUsage:       "NAME",
 		Flags:           flags,
 		HideHelpCommand: true, // `status help` asks about a lease called help
@@ -417,11 +368,11 @@ func (inv *invocation) nameCommand(name, usage, description string, flags []cli.
 			switch c.NArg() {
 			case 1:
 			case 0:
-				return usagef("%s needs a lease NAME: leaderrun %s [flags] NAME", name, name)
+				return usagef("%s needs a lease NAME: leaderrun %s [flags] NAME", sub.name, sub.name)
 			default:
-				return usagef("%s takes one lease NAME; got %d: %s", name, c.NArg(), strings.Join(c.Args().Slice(), " "))
+				return usagef("%s takes one lease NAME; got %d: %s", sub.name, c.NArg(), strings.Join(c.Args().Slice(), " "))
 			}
-			inv.result = do(inv.ctx, c, c.Args().First(), inv.e, inv.log)
+			inv.result = sub.do(inv.ctx, c, c.Args().First(), inv.e, inv.log)
 			return nil
 		},
 	}
@@ -441,70 +392,46 @@ func helpCommand() *cli.Command {
 				return cli.ShowAppHelp(parent)
 			}
 			if err := cli.ShowCommandHelp(parent, c.Args().First()); err != nil {
-				return usagef("no help for %q: leaderrun help [status|watch|history|check]", c.Args().First())
+				return usagef("no help for %q: leaderrun help [%s]", c.Args().First(), strings.Join(subcommandNames(), "|"))
 			}
 			return nil
 		},
 	}
 }
 
-// app is leaderrun's command line for urfave: the run form (p.command is
-// its COMMAND) and the subcommands.
-func (inv *invocation) app(f formFlags, p parsed) *cli.App {
-	return &cli.App{
+// app is leaderrun's command line for urfave, made from commands: the run
+// form is the app itself, the others its commands.
+func (inv *invocation) app() *cli.App {
+	run := commands[0]
+	app := &cli.App{
 		Name:                   "leaderrun",
-		Usage:                  "run a command under a distributed lease: exactly one instance at a time",
-		UsageText:              usageText,
-		Description:            reflow(description),
+		Usage:                  run.usage,
+		UsageText:              usageText(),
+		Description:            reflow(run.description),
 		Version:                version(),
-		Flags:                  slices.Concat(f.run, []cli.Flag{cli.HelpFlag}),
+		Flags:                  slices.Concat(inv.flags[0], []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
 		Reader:                 inv.e.stdio.In,
 		Writer:                 inv.e.stdio.Out,
 		ErrWriter:              inv.e.stdio.Err,
 		ExitErrHandler:         func(*cli.Context, error) {}, // only Main's caller exits
 		OnUsageError:           onUsageError,
-		Action: func(c *cli.Context) error {
-			if err := inv.setup(c, f.run); err != nil {
-				return err
-			}
-			if len(p.command) == 0 {
-				return usagef("no command given: leaderrun [flags] -- COMMAND [ARGS...]")
-			}
-			inv.result = runCommand(inv.ctx, c, p.command, inv.e, inv.log)
-			return nil
-		},
-		Commands: []*cli.Command{
-			inv.nameCommand("status", "show who holds a lease (exit 0 held, 3 free, 4 unknown)", statusDescription, f.status, statusCommand),
-			inv.nameCommand("watch", "print a line each time the holder of a lease changes, until interrupted", watchDescription, f.watch, watchCommand),
-			inv.nameCommand("history", "print the last runs of a lease, from any host (newest first)", historyDescription, f.history, historyCommand),
-			inv.nameCommand("check", "exit 0 if a run of a lease started within --ran-within (with --succeeded: ended with exit 0), 2 if none did", checkDescription, f.check, checkCommand),
-			helpCommand(),
-		},
+		Action:                 inv.runAction(inv.flags[0]),
 	}
+	for i, c := range commands[1:] {
+		app.Commands = append(app.Commands, inv.nameCommand(c, inv.flags[1+i]))
+	}
+	app.Commands = append(app.Commands, helpCommand())
+	return app
 }
-
-// docApp, when set, receives the app run would run, instead of running it.
-var docApp func(*cli.App)
 
 // DocApp returns leaderrun's command-line definition (its flags, commands
 // and help texts), for a program that writes the man page and the shell
 // completions from the same source as --help. Its actions must not be run.
-// It is not safe for concurrent use.
 func DocApp() *cli.App {
-	var app *cli.App
-	docApp = func(a *cli.App) { app = a }
-	defer func() { docApp = nil }()
-	invoke(context.Background(), []string{"leaderrun"}, env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}})
-	if app != nil {
-		// Give the flags back the variables takeEnv moved out, for the
-		// documents' ENVIRONMENT section.
-		restoreEnv(app.Flags)
-		for _, c := range app.Commands {
-			restoreEnv(c.Flags)
-		}
-	}
-	return app
+	noop := func(f []cli.Flag) []cli.Flag { return f } // with their variables, for the ENVIRONMENT section
+	inv := &invocation{e: env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}}, flags: formFlags(noop)}
+	return inv.app()
 }
 
 // helpWidth is the width help text wraps to: the terminal's, or
@@ -608,7 +535,7 @@ func wrapHelp(s string, width int) string {
 func isNameLine(text string) bool {
 	name, _, ok := strings.Cut(text, " - ")
 	f := strings.Fields(name)
-	return ok && len(f) >= 1 && len(f) <= 2 && f[0] == "leaderrun" && (len(f) == 1 || isSubcommand(f[1]) || f[1] == "help")
+	return ok && len(f) >= 1 && len(f) <= 2 && f[0] == "leaderrun" && (len(f) == 1 || subcommand(f[1]) != nil || f[1] == "help")
 }
 
 // oneLine keeps a message on one line.

@@ -46,7 +46,8 @@ func Link[S lease.Store](schemes []string, open func(ctx context.Context, raw st
 // drivers names the program that serves each scheme leaderrun knows but
 // may not link. `go build -o DIR/ . ./cmd/...` in a clone builds them all
 // next to leaderrun, as the packages install them; cmd/leaderrun-*/main.go
-// are they.
+// are they. A new store program is its schemes here and in knownSchemes,
+// and its URL form in --store's usage (commonFlags).
 var drivers = map[string]string{
 	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
 	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
@@ -95,7 +96,7 @@ func (e env) dispatch(raw string) error {
 	// copy of leaderrun under that name): dispatching again would exec
 	// the same program forever.
 	if e.dispatched {
-		return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path)}
+		return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path), lease.ErrConfig)
 	}
 	environ := e.environ()
 	// The store program's guard runs from this very image, passed as a
@@ -123,7 +124,7 @@ func (e env) dispatch(raw string) error {
 	if image >= 0 {
 		unix.Close(image)
 	}
-	return &storeConfigError{fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err)}
+	return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err), lease.ErrConfig)
 }
 
 // findDriver looks for prog next to the running program, then on PATH (as
@@ -132,7 +133,7 @@ func findDriver(prog string) (string, error) {
 	self, err := os.Executable()
 	if err == nil {
 		if filepath.Base(self) == prog {
-			return "", &storeConfigError{fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog)}
+			return "", lease.NewError(fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog), lease.ErrConfig)
 		}
 		p := filepath.Join(filepath.Dir(self), prog)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
@@ -142,7 +143,7 @@ func findDriver(prog string) (string, error) {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p, nil
 	}
-	return "", &storeConfigError{fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self)}
+	return "", lease.NewError(fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self), lease.ErrConfig)
 }
 
 // envGuardProgram tells a store program which leaderrun dispatched to it:
@@ -205,23 +206,4 @@ func takeGuardProgram(e env) env {
 // need not wait for the guard's handshake, as with this program's own.
 func trustedGuard(program string) bool {
 	return program == selfImage || strings.HasPrefix(program, imageFDPrefix)
-}
-
-// dispatchable returns the --store URL of a preparsed command line that
-// runs, waits or watches (not help or --version, which this program
-// answers), from the flag or LEADERRUN_STORE.
-func dispatchable(args []string, getenv func(string) string) (string, bool) {
-	raw, set := "", false
-	for _, a := range args {
-		switch {
-		case a == "help" || strings.HasPrefix(a, "--help") || strings.HasPrefix(a, "--version"):
-			return "", false
-		case strings.HasPrefix(a, "--store="):
-			raw, set = strings.TrimPrefix(a, "--store="), true
-		}
-	}
-	if !set {
-		raw = getenv("LEADERRUN_STORE")
-	}
-	return raw, raw != ""
 }

@@ -87,7 +87,7 @@ func TestDispatchable(t *testing.T) {
 		{[]string{"help", "status"}, "redis://e:1", "", false},
 		{nil, "", "", false},
 	} {
-		got, ok := dispatchable(c.args, env(c.env))
+		got, ok := preparse(c.args, false, nil, (&invocation{flags: formFlags(takeEnv)}).scopes()).dispatchable(env(c.env))
 		if got != c.want || ok != c.ok {
 			t.Errorf("dispatchable(%q, LEADERRUN_STORE=%q) = %q, %v; want %q, %v", c.args, c.env, got, ok, c.want, c.ok)
 		}

@@ -281,9 +281,9 @@ func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars
 	if form != "" {
 		in = append([]string{form, "x"}, args...)
 	}
-	p, err := preparse(in, false, nil, scopes)
-	if err != nil {
-		return probed{err: err}
+	p := preparse(in, false, nil, scopes)
+	if p.err != nil {
+		return probed{err: p.err}
 	}
 	var res probed
 	action := func(c *cli.Context) error {

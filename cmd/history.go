@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -23,175 +19,6 @@ import (
 // OK; it is not status's 3 ("free", "unknown" to a monitoring system) nor
 // 125 (check itself failed).
 const ExitCheckMissed = 2
-
-// runRecord writes the run history of one acquisition, best effort: the
-// start while the child starts, the end once the lease is released. A
-// failed write is a warning, one per run (with or without -v); it never
-// changes the run's exit code.
-type runRecord struct {
-	h       lease.History // nil: the store keeps no history, or --history-keep 0
-	run     lease.Run
-	keep    int
-	timeout time.Duration
-	log     *slog.Logger
-	started chan struct{} // closed when the start write is done; nil if none began
-	warned  bool          // a failed write was warned about (the end write follows the start's)
-	ended   *lease.Run    // the end written already (--once-per writes it before the release)
-}
-
-// newRunRecord prepares the record of the acquisition info.
-func newRunRecord(store lease.Store, keep int, info lease.Holder, timeout time.Duration, log *slog.Logger) *runRecord {
-	h, _ := store.(lease.History)
-	if keep == 0 {
-		h = nil
-	}
-	start := info.Since
-	if start.IsZero() {
-		start = time.Now()
-	}
-	return &runRecord{h: h, keep: keep, timeout: timeout, log: log,
-		run: lease.Run{Name: info.Name, Label: runLabel(info), Token: info.Token, Start: start.UTC(), Version: version()}}
-}
-
-// start writes the start record (no end: what a SIGKILLed leaderrun leaves)
-// in the background, so the child does not wait for it; end waits for it.
-func (r *runRecord) start() {
-	if r.h == nil {
-		return
-	}
-	r.started = make(chan struct{})
-	go func() {
-		defer close(r.started)
-		r.write(r.run)
-	}()
-}
-
-// end writes the run's end, replacing its start record: one store round
-// trip, after the release.
-func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
-	if r.h == nil {
-		return
-	}
-	if r.started != nil {
-		<-r.started
-	}
-	run := r.run
-	run.End, run.Outcome, run.ExitCode = time.Now().UTC(), o, code
-	if sig != 0 {
-		run.Signal = unix.SignalName(sig)
-	}
-	if e := r.ended; e != nil && e.Outcome == run.Outcome && e.ExitCode == run.ExitCode && e.Signal == run.Signal {
-		return // the same end again
-	}
-	r.ended = &run
-	r.write(run)
-}
-
-func (r *runRecord) write(run lease.Run) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-	defer cancel()
-	if err := r.h.RecordRun(ctx, run, r.keep); err != nil {
-		// Once per run, whatever the cause: a store that refuses it (a role
-		// without a grant on the runs table, a Redis ACL without the sorted
-		// set commands, a read-only SAS) refuses it every run, and silence
-		// would let the history stop unnoticed; an outage passes. Either
-		// way the run is missing from the history, which is what a reader
-		// of check's answer needs to know.
-		level := slog.LevelWarn
-		if r.warned {
-			level = slog.LevelDebug
-		}
-		r.warned = true
-		r.log.Log(ctx, level, "run history of lease "+run.Name+" not written ("+historyMissing+"): "+err.Error(), "event", "history_not_written")
-	}
-}
-
-// historyMissing is what a failed history write means for the run.
-const historyMissing = "leaderrun check may report MISSED for this run"
-
-// notStarted records a run whose lease was taken but whose child never
-// started, and returns o.
-func notStarted(rec *runRecord, o *outcome) *outcome {
-	rec.end(lease.OutcomeNotStarted, o.code, 0)
-	return o
-}
-
-// signalTap passes the signals leaderrun catches on to the runner and
-// remembers whether one asked leaderrun to stop (INT or TERM; HUP often
-// means "reload"): the run then ends "stopped" rather than "failed" or "ok".
-type signalTap struct {
-	out     chan os.Signal
-	quit    chan struct{}
-	done    chan struct{}
-	stopped atomic.Bool
-}
-
-func tapSignals(in <-chan os.Signal) *signalTap {
-	t := &signalTap{out: make(chan os.Signal, cap(in)), quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		for {
-			select {
-			case <-t.quit:
-				return
-			case s := <-in:
-				switch s {
-				case syscall.SIGINT, syscall.SIGTERM:
-					t.stopped.Store(true)
-				}
-				select {
-				case t.out <- s:
-				default: // the runner is gone or far behind, as with a full channel before
-				}
-			}
-		}
-	}()
-	return t
-}
-
-// close ends the tap's goroutine and waits for it.
-func (t *signalTap) close() {
-	close(t.quit)
-	<-t.done
-}
-
-// childRunOutcome is the history outcome of a child that ended by itself
-// (or by a forwarded signal).
-func childRunOutcome(res resultView, stopped bool) lease.Outcome {
-	switch {
-	case stopped:
-		return lease.OutcomeStopped
-	case res.code == 0 && res.signal == 0:
-		return lease.OutcomeOK
-	default:
-		return lease.OutcomeFailed
-	}
-}
-
-// resultView is what the history needs of a runner.Result.
-type resultView struct {
-	code   int
-	signal syscall.Signal
-}
-
-// historyFlags are history's flags.
-func historyFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON array of runs"},
-		&cli.StringFlag{Name: "format", DefaultText: "text", Usage: "`FORMAT` of the output: text, json (as --json), or prom (Prometheus metrics of the runs: last success, runs per outcome)"},
-		&cli.IntFlag{Name: "limit", Value: 20, DefaultText: "20; all with --format prom", Usage: "show at most `N` runs (0: all the store keeps)"},
-		&cli.DurationFlag{Name: "since", DefaultText: "no bound", Usage: "show only runs started within this `DURATION` before now"},
-	}, commonFlags()...)
-}
-
-// checkFlags are check's flags.
-func checkFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.DurationFlag{Name: "ran-within", DefaultText: "none: required", Usage: "a run must have started within this `DURATION` before now (a daily job: 25h)"},
-		&cli.BoolFlag{Name: "succeeded", DisableDefaultText: true, Usage: "count only runs that ended with exit 0"},
-		&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print a JSON object"},
-	}, commonFlags()...)
-}
 
 const historyDescription = `Prints the last runs of the lease NAME, newest first, as the store recorded
 them (every leaderrun that held the lease, on any host):
@@ -458,26 +285,9 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	}
 	now := time.Now()
 	out := checkJSON{Name: name, RanWithinMS: within.Milliseconds(), Succeeded: succeeded}
-	var last *lease.Run
-	for i, r := range runs {
-		// A run counts from now − within to now + the clock skew a store's
-		// records may have (stores already drop those beyond it): a start
-		// further ahead is no run, and never "0s ago" for ever.
-		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
-			continue
-		}
-		if last == nil {
-			last = &runs[i]
-		}
-		if r.Start.Before(now.Add(-within)) {
-			break
-		}
-		if !succeeded || r.Outcome == lease.OutcomeOK {
-			out.Match = &runs[i]
-			break
-		}
-	}
-	out.LastRun, out.OK = last, out.Match != nil
+	out.Match, out.LastRun = matchRun(runs, now, within, succeeded)
+	last := out.LastRun
+	out.OK = out.Match != nil
 	what := "run"
 	if succeeded {
 		what = "successful run"
@@ -501,6 +311,30 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 		return &outcome{code: ExitCheckMissed, level: slog.LevelDebug, msg: line}
 	}
 	return &outcome{code: 0, level: slog.LevelDebug, msg: line}
+}
+
+// matchRun returns the newest of runs (newest first) that started within
+// within before now (and, with succeeded, ended with exit 0), and the newest
+// run that started at all.
+func matchRun(runs []lease.Run, now time.Time, within time.Duration, succeeded bool) (match, last *lease.Run) {
+	for i, r := range runs {
+		// A run counts from now − within to now + the clock skew a store's
+		// records may have (stores already drop those beyond it): a start
+		// further ahead is no run, and never "0s ago" for ever.
+		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
+			continue
+		}
+		if last == nil {
+			last = &runs[i]
+		}
+		if r.Start.Before(now.Add(-within)) {
+			break
+		}
+		if !succeeded || r.Outcome == lease.OutcomeOK {
+			return &runs[i], last
+		}
+	}
+	return nil, last
 }
 
 // checkRunText describes a run on check's line.

@@ -226,13 +226,6 @@ func runCommand(ctx context.Context, c *cli.Context, args []string, e env, log *
 	return r.finish(ld, r.supervise(ld))
 }
 
-// keepRetriable reports whether Keep failed for a reason a new acquisition
-// may not meet: too little runway, or a renewal whose answer did not come.
-func keepRetriable(err error) bool {
-	return errors.Is(err, lease.ErrNoRunway) || errors.Is(err, lease.ErrUnavailable) ||
-		errors.Is(err, context.DeadlineExceeded)
-}
-
 // provisionalCallTimeout is the call timeout Timing.Resolve will settle on,
 // needed to open the store before its limits are known.
 func provisionalCallTimeout(t lease.Timing) time.Duration {

@@ -50,11 +50,12 @@ func reportShrunkGrace(log *slog.Logger, asked, got lease.Timing) {
 	}
 }
 
-// lostWhy is " (why)" for the cause of a lost lease, or "" when there is
-// nothing more to say than "lost". A cause of kind lease.ErrLost says why in
-// its text and never says "lost" itself (see lease's sentinel errors).
+// lostWhy is " (why)" for the cause of a lost lease, or "" when the cause
+// is the bare sentinel lease.ErrLost, which says nothing more than "lost".
+// A cause of kind lease.ErrLost says why in its text and never says "lost"
+// itself (see lease's sentinel errors).
 func lostWhy(cause error) string {
-	if why := cause.Error(); why != "" && why != lease.ErrLost.Error() {
+	if why := cause.Error(); why != "" && cause != lease.ErrLost { //nolint:errorlint // the sentinel itself, not what wraps it
 		return " (" + why + ")"
 	}
 	return ""

@@ -26,21 +26,33 @@ type runState struct {
 	args   []string
 	e      env
 	log    *slog.Logger
+	timing lease.Timing
+	mon    *monitor
+	reads  *envReads // what the store consumed stays out of the child's environment
+
+	// What close undoes, in the order prepareRun sets them up.
 	sigs   chan os.Signal
 	pre    *guardStart // the guard started ahead; a retry starts another
-	reads  *envReads   // what the store consumed stays out of the child's environment
 	store  lease.Store
 	notify *notifier
-	timing lease.Timing
 	watch  *signalWatch
-	mon    *monitor
-	undo   []func()
 }
 
-// close undoes prepareRun, last first.
+// close undoes prepareRun, last first; a field prepareRun did not reach is
+// nil.
 func (r *runState) close() {
-	for i := len(r.undo) - 1; i >= 0; i-- {
-		r.undo[i]()
+	if r.watch != nil {
+		r.watch.cancel(nil)
+	}
+	r.notify.close()
+	if r.store != nil {
+		_ = r.store.Close()
+	}
+	if r.pre != nil {
+		r.pre.drop() // the current one
+	}
+	if r.sigs != nil {
+		signal.Stop(r.sigs)
 	}
 }
 
@@ -76,20 +88,17 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	// them.
 	r.sigs = make(chan os.Signal, 16)
 	signal.Notify(r.sigs, runner.ForwardedSignals...)
-	r.undo = append(r.undo, func() { signal.Stop(r.sigs) })
 	r.pre = startGuardAsync(r.e.guardPath())
-	r.undo = append(r.undo, func() { r.pre.drop() }) // the current one
 	r.reads = newEnvReads(e.getenv)
-	r.store, err = openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
+	store, err := openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
 	if err != nil {
-		return nil, classify(err)
+		return nil, classify(err) // store may be a typed nil: not one to close
 	}
-	r.undo = append(r.undo, func() { _ = r.store.Close() })
+	r.store = store
 	if err := checkPriority(r.store, rc.priority); err != nil {
 		return nil, classify(err)
 	}
 	r.notify = newNotifier(r.reads.get, log)
-	r.undo = append(r.undo, r.notify.close)
 	// Timing is validated as for an expiring store even when this one does
 	// not expire (file): a command line that works here must not be refused
 	// when the same job moves to Redis or Azure.
@@ -104,7 +113,6 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	reportShrunkGrace(log, rc.timing, r.timing)
 	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	r.watch = watchSignals(ctx, r.sigs)
-	r.undo = append(r.undo, func() { r.watch.cancel(nil) })
 	return r, nil
 }
 
@@ -123,66 +131,97 @@ type leadership struct {
 }
 
 // lead acquires the lease, starts its protection and its keeper. A lease
-// granted too late to keep, or whose first renewal went unanswered, is let
-// go and waited for again while --wait allows. A non-nil outcome ends the
-// run: the lease, if it was taken, is released.
+// granted too late to keep, or whose first renewal went unanswered
+// (lease.WaitAgain), is abandoned and waited for again while --wait allows.
+// A non-nil outcome ends the run: the lease, if it was taken, is released.
 func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
-	rc, timing, log := r.rc, r.timing, r.log
 	began := time.Now()
 	for {
-		wait := rc.wait
-		if wait != lease.WaitForever {
-			wait = max(rc.wait-time.Since(began), 0)
-		}
-		acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: timing.TTL, Slots: rc.slots},
-			lease.AcquireOptions{Wait: wait, CallTimeout: timing.CallTimeout, Log: log,
-				OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
-				RemindEvery: remindEvery, Priority: rc.priority})
+		ld, err := r.acquire(began)
 		if err != nil {
 			r.watch.stop()
-			o := acquireOutcome(err, rc)
+			o := acquireOutcome(err, r.rc)
 			if errors.As(err, new(*lease.HeldError)) {
-				r.mon.skipped(rc.name, o.msg)
+				r.mon.skipped(r.rc.name, o.msg)
 			}
 			return nil, o
 		}
-		ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt, waited: time.Since(began)}
-		log.Info(acquiredText(rc.name, acq.Waited), append([]any{"token", ld.info.Token, "holder", rc.holder}, slotAttrs(ld.info)...)...)
-
-		// The guard (and the child's cgroup) come before the child.
-		ld.prot, err = protect(ld.l, r.pre, rc.contain, rc.stopSignal, timing, log)
-		if err != nil {
-			r.watch.stop()
-			releaseLease(ld.l, timing, log)
-			return nil, notStarted(r.record(ld), classify(err))
-		}
-		ld.keeper, err = lease.Keep(r.watch.ctx, ld.l, acq.SentAt, lease.KeeperConfig{Timing: timing, Limits: r.store.Limits(), Log: log, OnExtend: ld.prot.guard.Until})
-		if err != nil && !r.watch.signalled() && keepRetriable(err) && (rc.wait == lease.WaitForever || time.Since(began) < rc.wait) {
-			// Granted too late, or its first renewal went unanswered (the
-			// store froze just after granting it): a standby does not give
-			// up on a transient fault; it lets go and waits again.
-			log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", rc.name, r.args[0]), "err", err)
-			releaseLease(ld.l, timing, log)
-			ld.prot.finish(true, log)
+		err = r.enforce(ld)
+		// Only the keeper's refusal is waited out; a protection that
+		// failed (ld.prot nil) ends the run.
+		if err != nil && ld.prot != nil && r.mayWaitAgain(err, began) {
+			r.log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", r.rc.name, r.args[0]), "err", err)
+			r.abandon(ld)
 			r.pre = startGuardAsync(r.e.guardPath())
 			continue
 		}
 		r.watch.stop()
-		if err == nil && r.watch.signalled() {
-			ld.keeper.Stop()
-		}
-		if err != nil || r.watch.signalled() {
-			releaseLease(ld.l, timing, log)
-			ld.prot.finish(true, log)
-			if r.watch.signalled() {
-				return nil, notStarted(r.record(ld), acquireOutcome(context.Cause(r.watch.ctx), rc))
+		var o *outcome
+		switch {
+		case ld.prot != nil && r.watch.signalled(): // while the lease was being kept
+			o = acquireOutcome(context.Cause(r.watch.ctx), r.rc)
+		case err != nil:
+			o = classify(err)
+		default:
+			if e, ok := ld.keeper.ValidUntil(); ok {
+				ld.prot.guard.Until(e)
 			}
-			return nil, notStarted(r.record(ld), classify(err))
+			return ld, nil
 		}
-		if e, ok := ld.keeper.ValidUntil(); ok {
-			ld.prot.guard.Until(e)
-		}
-		return ld, nil
+		r.abandon(ld)
+		return nil, notStarted(r.record(ld), o)
+	}
+}
+
+// acquire waits for the lease for what is left of --wait since began.
+func (r *runState) acquire(began time.Time) (*leadership, error) {
+	rc, log := r.rc, r.log
+	wait := rc.wait
+	if wait != lease.WaitForever {
+		wait = max(rc.wait-time.Since(began), 0)
+	}
+	acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: r.timing.TTL, Slots: rc.slots},
+		lease.AcquireOptions{Wait: wait, CallTimeout: r.timing.CallTimeout, Log: log,
+			OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
+			RemindEvery: remindEvery, Priority: rc.priority})
+	if err != nil {
+		return nil, err
+	}
+	ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt, waited: time.Since(began)}
+	log.Info(acquiredText(rc.name, acq.Waited), append([]any{"token", ld.info.Token, "holder", rc.holder}, slotAttrs(ld.info)...)...)
+	return ld, nil
+}
+
+// enforce starts ld's protection, the guard (and the child's cgroup), which
+// come before the child, then its keeper. Whatever it started is in ld.
+func (r *runState) enforce(ld *leadership) error {
+	prot, err := protect(ld.l, r.pre, r.rc.contain, r.rc.stopSignal, r.timing, r.log)
+	if err != nil {
+		return err
+	}
+	ld.prot = prot
+	ld.keeper, err = lease.Keep(r.watch.ctx, ld.l, ld.sentAt, lease.KeeperConfig{Timing: r.timing, Limits: r.store.Limits(), Log: r.log, OnExtend: prot.guard.Until})
+	return err
+}
+
+// mayWaitAgain reports whether a lease the keeper refused with err is let
+// go and waited for again: not after a signal, and while --wait allows.
+func (r *runState) mayWaitAgain(err error, began time.Time) bool {
+	return !r.watch.signalled() && lease.WaitAgain(err) &&
+		(r.rc.wait == lease.WaitForever || time.Since(began) < r.rc.wait)
+}
+
+// abandon lets go of a lease that will not run the child, undoing enforce
+// last first: the keeper, the lease, the protection. The release's error
+// (the lease was no longer ours) changes nothing here, as nothing ran under
+// it; releaseLease logs it.
+func (r *runState) abandon(ld *leadership) {
+	if ld.keeper != nil {
+		ld.keeper.Stop()
+	}
+	_ = releaseLease(ld.l, r.timing, r.log)
+	if ld.prot != nil {
+		ld.prot.finish(true, r.log)
 	}
 }
 

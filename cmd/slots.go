@@ -26,11 +26,6 @@ const (
 	envLeaseSlots  = "LEADERRUN_LEASE_SLOTS"
 )
 
-// slotsFlag is --slots.
-func slotsFlag() cli.Flag {
-	return &cli.IntFlag{Name: "slots", Value: 1, EnvVars: []string{envSlotsConfig}, Usage: "let up to `N` instances hold the lease at once, each in a slot of its own with its own fencing token; the child gets its slot, 0 to N-1, in LEADERRUN_SLOT (every contender must give the same N)"}
-}
-
 // parseSlots reads --slots and refuses what it cannot be combined with.
 func parseSlots(c *cli.Context, rc runConfig) (int, error) {
 	n := c.Int("slots")

@@ -14,13 +14,6 @@ import (
 // program: the file store always, others as Main's caller links them.
 var storeOpeners = map[string]func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error){"file": openFileStore}
 
-// storeConfigError is a --store value no store accepts: its message is for
-// people and it wraps lease.ErrConfig for classification.
-type storeConfigError struct{ msg string }
-
-func (e *storeConfigError) Error() string { return e.msg }
-func (e *storeConfigError) Unwrap() error { return lease.ErrConfig }
-
 // openStore picks the store for raw by its scheme. Its own messages show
 // raw only through redactURL.
 func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
@@ -36,9 +29,9 @@ func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Stor
 				// The whole suggestion can be shown, so can the value.
 				what = "--store " + strconv.Quote(raw)
 			}
-			return nil, &storeConfigError{fmt.Sprintf("%s is not a URL; did you mean %s?", what, sug)}
+			return nil, lease.NewError(fmt.Sprintf("%s is not a URL; did you mean %s?", what, sug), lease.ErrConfig)
 		}
-		return nil, &storeConfigError{fmt.Sprintf("%s is not a URL: want scheme://…, e.g. file:///var/lock/leaderrun or redis://host:6379", what)}
+		return nil, lease.NewError(fmt.Sprintf("%s is not a URL: want scheme://…, e.g. file:///var/lock/leaderrun or redis://host:6379", what), lease.ErrConfig)
 	}
 	open, ok := storeOpeners[strings.ToLower(scheme)]
 	if !ok {
@@ -47,9 +40,9 @@ func openStore(ctx context.Context, raw string, o lease.OpenOptions) (lease.Stor
 			msg += " " + shownWord(scheme)
 		}
 		if sug := suggestStore(raw); sug != "" {
-			return nil, &storeConfigError{msg + "; did you mean " + sug + "?"}
+			return nil, lease.NewError(msg+"; did you mean "+sug+"?", lease.ErrConfig)
 		}
-		return nil, &storeConfigError{msg + " (want " + knownSchemes + ")"}
+		return nil, lease.NewError(msg+" (want "+knownSchemes+")", lease.ErrConfig)
 	}
 	return open(ctx, raw, o)
 }

@@ -19,6 +19,14 @@ import (
 	"github.com/leaderrun/leaderrun/runner"
 )
 
+// Floors below which a value is refused.
+const (
+	// MinWatchInterval is the shortest watch --interval: polling more than a
+	// hundred times a second only loads the store, and a store call under
+	// 10ms is already at the mercy of scheduling delays.
+	MinWatchInterval = 10 * time.Millisecond
+)
+
 // watchCommand prints one line (or JSON object) for each change of the
 // holder of name and each standby joining or leaving, until INT or TERM
 // (or, with --once, the first change). Where the store can tell of changes
