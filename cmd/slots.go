@@ -32,6 +32,10 @@ func parseSlots(c *cli.Context, rc runConfig) (int, error) {
 	if n < 1 || n > lease.MaxSlots {
 		return 0, usagef("--slots %d: want a whole number from 1 to %d", n, lease.MaxSlots)
 	}
+	if lease.SlotHolder(lease.Holder{Label: rc.holder}).Slots != 0 {
+		// The store records a slot's holder as "LABEL (slot K of N)".
+		return 0, usagef("--holder %q ends like the label of a slot's holder, \"(slot K of N)\"; choose another", rc.holder)
+	}
 	if n > 1 && rc.oncePer.on {
 		return 0, usagef("--slots %d with --once-per: a job run once per period has one holder; leave out one of them", n)
 	}
