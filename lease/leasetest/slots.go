@@ -37,7 +37,7 @@ func acquireSlot(t *testing.T, s lease.Store, r lease.Request, wait time.Duratio
 // is above every token granted before it began (the tokens of the slots
 // of a lease come from one counter).
 func testSlotsNeverExceed(t *testing.T, h Harness) {
-	const n, rounds = 3, 6
+	const n, rounds = 3, 50 // 200 runs
 	nm := name(t)
 	var (
 		mu      sync.Mutex
