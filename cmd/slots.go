@@ -211,3 +211,31 @@ func slotAttrs(info lease.Holder) []any {
 	}
 	return []any{"slot", info.Slot, "slots", info.Slots}
 }
+
+// statusLastRun is status's last run: lastRun, or, for a lease with slots,
+// the newest run that is none of the current holders'.
+func statusLastRun(ctx context.Context, store lease.Store, name string, current uint64, v leaseView) *lease.Run {
+	if v.nslots <= 1 {
+		return lastRun(ctx, store, name, current)
+	}
+	h, ok := store.(lease.History)
+	if !ok {
+		return nil
+	}
+	runs, err := h.Runs(ctx, name, len(v.slots)+1)
+	if err != nil {
+		return nil
+	}
+	running := map[uint64]bool{}
+	for _, s := range v.slots {
+		if s.HeldUntil.IsZero() {
+			running[s.Token] = true
+		}
+	}
+	for _, r := range runs {
+		if !running[r.Token] {
+			return &r
+		}
+	}
+	return nil
+}

@@ -103,7 +103,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	if h != nil && h.HeldUntil.IsZero() {
 		current = h.Token // running: its start record is not the last run
 	}
-	out := newStatusJSON(name, v, lastRun(sctx, store, name, current))
+	out := newStatusJSON(name, v, statusLastRun(sctx, store, name, current, v)) // slots.go
 	out.Unknown = h == nil && len(v.standbys) == 0 && out.LastRun == nil && !anyRun(sctx, store, name)
 	if c.Bool("json") {
 		b, _ := json.Marshal(out)
