@@ -212,3 +212,61 @@ func readmeSlotsNFS(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	}
 	checkSlotsLog(t, log, 2, 3)
 }
+
+// --hold-at-least, --health-cmd and --priority with slots (file store):
+// a finished run's slot stays taken for its hold; a failing health check
+// steps down and frees the slot; of two standbys for a full lease, the one
+// of higher priority takes the first slot freed.
+func TestFileSlotsWithFeatures(t *testing.T) {
+	t.Parallel()
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	for range 2 {
+		if code, stderr := runLR(t, env, "--slots", "2", "--name", "held", "--hold-at-least", "1m", "--", "true"); code != 0 {
+			t.Fatalf("a run with --hold-at-least: exit %d: %s", code, stderr)
+		}
+	}
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "held", "-n", "--", "true"); code != 75 || !strings.Contains(stderr, "all 2 slots of lease held are held") {
+		t.Fatalf("with both slots kept by their holds: exit %d: %s; want 75", code, stderr)
+	}
+
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "health", "--health-cmd", "false", "--health-interval", "100ms", "--health-retries", "1", "--", "sleep", "30"); code != 123 {
+		t.Fatalf("a failing health check: exit %d: %s; want 123", code, stderr)
+	}
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "health", "-n", "--", "true"); code != 0 {
+		t.Fatalf("after the step-down: exit %d: %s; want the slot free", code, stderr)
+	}
+
+	marks := filepath.Join(t.TempDir(), "marks")
+	var holders []func()
+	for i := range 2 {
+		p, in := startStdin(t, env, "--slots", "2", "--name", "prio", "--holder", fmt.Sprint("h", i), "--", "sh", "-c", "echo ready; read x || true")
+		if l := p.line(); l != "ready" {
+			t.Fatalf("holder %d said %q", i, l)
+		}
+		holders = append(holders, func() {
+			_ = in.Close()
+			if c := p.wait(); c != 0 {
+				t.Errorf("holder %d: exit %d: %s", i, c, p.stderr.String())
+			}
+		})
+	}
+	w, _ := startWatch(t, env, "prio")
+	var sbs []*lr
+	for _, p := range []int{0, 5} { // the better one joins last
+		label := fmt.Sprint("p", p)
+		sbs = append(sbs, start(t, env, "--slots", "2", "--name", "prio", "--holder", label, "--priority", strconv.Itoa(p),
+			"--", "sh", "-c", `echo "$0 $(date +%s%N)" >> "$1"`, label, marks))
+		awaitEvent(t, w, "standby_joined "+label, false)
+	}
+	holders[0]()
+	if c := sbs[1].wait(); c != 0 {
+		t.Fatalf("standby p5: exit %d: %s", c, sbs[1].stderr.String())
+	}
+	holders[1]()
+	if c := sbs[0].wait(); c != 0 {
+		t.Fatalf("standby p0: exit %d: %s", c, sbs[0].stderr.String())
+	}
+	if labels, _ := runs(t, marks); fmt.Sprint(labels) != "[p5 p0]" {
+		t.Fatalf("standbys ran in order %v; want [p5 p0]", labels)
+	}
+}
