@@ -168,6 +168,8 @@ for it (standbys) in the order they would take over:
 
    NAME: held by HOLDER since TIME ZONE (AGE ago), token N[, expires in D unless renewed]
    NAME: free
+   NAME: K of N slots held                        (--slots N)
+     slot S: held by HOLDER since TIME ZONE, token N
      last run: HOLDER, START–END ZONE, exit N
      standby 1: HOLDER, priority P, waiting since TIME (AGE ago)
 
@@ -175,7 +177,8 @@ for it (standbys) in the order they would take over:
 store's run history (see leaderrun history) other than the current holder's.
 --json prints
 {"name","held","holder","token","since","remaining_ms","standbys":[{"holder","priority","since"}],"last_run":{...}}
-instead; "unknown":true when the store knows nothing of NAME.
+instead ("slots" and "holders":[{"slot","holder","token","since",...}] for a
+lease with slots); "unknown":true when the store knows nothing of NAME.
 Exit codes: 0 held, 3 free, 4 nothing known (no holder, standby or recorded
 run: a name never used with this store, or mistyped), 125 error (usage,
 configuration, store; a file store directory that does not exist).
@@ -189,6 +192,7 @@ current state, until INT or TERM:
    TIME NAME: free
    TIME NAME: standby HOLDER joined (priority P)
    TIME NAME: standby HOLDER left (priority P)
+   TIME NAME: slot S of N held by HOLDER, token N  (--slots N; or: free)
 
 The file and Redis stores report changes as they happen (within 100ms) and
 are polled every --interval only as a fallback; Azure is polled every

@@ -38,6 +38,7 @@ type runConfig struct {
 	oncePer      oncePerConfig // --once-per and its companions
 	waitGiven    bool          // --wait or --no-wait was given (flag or variable)
 	monitor      monitorConfig // --ping, --metrics-file
+	slots        int           // --slots (slots.go)
 }
 
 // parseRun validates every flag before anything starts: bad input never
@@ -55,6 +56,9 @@ func parseRun(c *cli.Context, args []string) (runConfig, error) {
 		return rc, err
 	}
 	if err := rc.parseBehaviour(c); err != nil {
+		return rc, err
+	}
+	if rc.slots, err = parseSlots(c, rc); err != nil {
 		return rc, err
 	}
 	t := lease.Timing{TTL: c.Duration("ttl"), RenewEvery: c.Duration("renew-every"), Grace: c.Duration("grace"), CallTimeout: c.Duration("call-timeout")}

@@ -69,5 +69,8 @@ func conflictText(rc runConfig, by lease.Holder) string {
 	if rc.wait > 0 {
 		waited = "; gave up after --wait " + humanDuration(rc.wait)
 	}
+	if by.Slots > 1 {
+		return slotsConflictText(rc, by, waited) // --slots
+	}
 	return fmt.Sprintf("lease %s is %s%s; %s not started", rc.name, heldBy(by, time.Now()), waited, rc.args[0])
 }

@@ -180,7 +180,7 @@ func (r *runState) acquire(began time.Time) (*leadership, error) {
 	if wait != lease.WaitForever {
 		wait = max(rc.wait-time.Since(began), 0)
 	}
-	acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: r.timing.TTL},
+	acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: r.timing.TTL, Slots: rc.slots},
 		lease.AcquireOptions{Wait: wait, CallTimeout: r.timing.CallTimeout, Log: log,
 			OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
 			RemindEvery: remindEvery, Priority: rc.priority})
@@ -188,7 +188,7 @@ func (r *runState) acquire(began time.Time) (*leadership, error) {
 		return nil, err
 	}
 	ld := &leadership{l: acq.Lease, info: acq.Lease.Info(), sentAt: acq.SentAt, waited: time.Since(began)}
-	log.Info(acquiredText(rc.name, acq.Waited), "token", ld.info.Token, "holder", rc.holder)
+	log.Info(acquiredText(rc.name, acq.Waited), append([]any{"token", ld.info.Token, "holder", rc.holder}, slotAttrs(ld.info)...)...)
 	return ld, nil
 }
 
@@ -248,6 +248,7 @@ type childRun struct {
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
 	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	childEnv = slotEnviron(childEnv, rc.passEnv, ld.info) // --slots
 	if !rc.passEnv[notifyVar] {
 		childEnv = withoutNotifySocket(r.notify, childEnv)
 	}

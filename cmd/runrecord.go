@@ -42,7 +42,7 @@ func newRunRecord(store lease.Store, keep int, info lease.Holder, timeout time.D
 		start = time.Now()
 	}
 	return &runRecord{h: h, keep: keep, timeout: timeout, log: log,
-		run: lease.Run{Name: info.Name, Label: info.Label, Token: info.Token, Start: start.UTC(), Version: version()}}
+		run: lease.Run{Name: info.Name, Label: runLabel(info), Token: info.Token, Start: start.UTC(), Version: version()}}
 }
 
 // start writes the start record (no end: what a SIGKILLed leaderrun leaves)

@@ -34,6 +34,10 @@ type statusJSON struct {
 	// Unknown says the store knows nothing of the lease: free, with no
 	// standby and no recorded run (status exits ExitStatusUnknown).
 	Unknown bool `json:"unknown,omitempty"`
+	// Slots is the number of slots of a lease taken with --slots, and
+	// Holders the holder of each held slot (slots.go).
+	Slots   int        `json:"slots,omitempty"`
+	Holders []slotJSON `json:"holders,omitempty"`
 }
 
 // standbyJSON is one waiting instance.
@@ -48,6 +52,10 @@ type standbyJSON struct {
 type leaseView struct {
 	holder   *lease.Holder
 	standbys []lease.Candidate
+	// slots holds the held slots of a lease with --slots (nslots above 1;
+	// holder is then the first of them), see withSlots.
+	slots  []lease.Holder
+	nslots int
 }
 
 // readView reads the holder and, where the store keeps a candidate
@@ -56,12 +64,18 @@ type leaseView struct {
 func readView(ctx context.Context, store lease.Store, name string) (leaseView, error) {
 	if reg, ok := store.(lease.CandidateRegistry); ok {
 		cs, h, err := reg.Candidates(ctx, name)
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			return withSlots(ctx, store, name, leaseView{holder: h, standbys: cs})
+		}
+		if ctx.Err() != nil {
 			return leaseView{holder: h, standbys: cs}, err
 		}
 	}
 	h, err := store.Status(ctx, name)
-	return leaseView{holder: h}, err
+	if err != nil {
+		return leaseView{holder: h}, err
+	}
+	return withSlots(ctx, store, name, leaseView{holder: h})
 }
 
 // statusCommand prints who holds name and who stands by: exit 0 held, 3
@@ -89,7 +103,7 @@ func statusCommand(ctx context.Context, c *cli.Context, name string, e env, log 
 	if h != nil && h.HeldUntil.IsZero() {
 		current = h.Token // running: its start record is not the last run
 	}
-	out := newStatusJSON(name, v, lastRun(sctx, store, name, current))
+	out := newStatusJSON(name, v, statusLastRun(sctx, store, name, current, v)) // slots.go
 	out.Unknown = h == nil && len(v.standbys) == 0 && out.LastRun == nil && !anyRun(sctx, store, name)
 	if c.Bool("json") {
 		b, _ := json.Marshal(out)
@@ -140,6 +154,7 @@ func newStatusJSON(name string, v leaseView, last *lease.Run) statusJSON {
 	for _, s := range v.standbys {
 		out.Standbys = append(out.Standbys, standbyJSON{Holder: s.Label, Priority: s.Priority, Since: s.Since})
 	}
+	slotsJSON(&out, v) // --slots
 	return out
 }
 
@@ -150,6 +165,8 @@ func printStatus(w io.Writer, out statusJSON, v leaseView, now time.Time) {
 	switch {
 	case out.Unknown:
 		fmt.Fprintf(w, "%s: %s\n", name, unknownText)
+	case v.nslots > 1:
+		printSlots(w, name, v, now) // --slots
 	case h == nil:
 		fmt.Fprintf(w, "%s: free\n", name)
 	default:

@@ -150,7 +150,9 @@ func (w *watchLoop) show(v leaseView) (done bool) {
 	}
 	if w.first {
 		w.log.Debug("watching lease "+w.name, "event", "watching", "push", w.changes != nil)
-		if !w.once {
+		if !w.once && v.nslots > 1 {
+			printSlotChanges(w.p, w.last, v, true) // --slots
+		} else if !w.once {
 			w.p.holder(v.holder)
 			for _, s := range v.standbys {
 				w.p.standby("standby_waiting", s)
@@ -215,7 +217,9 @@ func holderKey(h *lease.Holder) string {
 func printChanges(p watchPrinter, last, v leaseView) bool {
 	changed := false
 	newHolder := holderKey(last.holder) != holderKey(v.holder)
-	if newHolder {
+	if last.nslots > 1 || v.nslots > 1 { // --slots: each slot's holder
+		changed, newHolder = printSlotChanges(p, last, v, false), false
+	} else if newHolder {
 		p.holder(v.holder)
 		changed = true
 	}

@@ -95,6 +95,9 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 	if err := ValidateName(req.Name); err != nil {
 		return nil, err
 	}
+	if req.Slots < 0 || req.Slots > MaxSlots {
+		return nil, NewError(fmt.Sprintf("%d slots: want 1 to %d", req.Slots, MaxSlots), ErrConfig)
+	}
 	a := newAcquisition(ctx, s, req, o)
 	defer a.end()
 	for {
@@ -154,10 +157,15 @@ type acquisition struct {
 	// seen is the holder a candidate listing found after a Wait: the lease
 	// is still held, so the next attempt is skipped and we wait again.
 	seen *HeldError
+	// With Request.Slots above 1 (slots.go): unknownSlot is the slot whose
+	// attempt's answer was lost (-1: none), tried first next time; slotHeld
+	// is each slot's answer when the last attempt found all of them held.
+	unknownSlot int
+	slotHeld    []*HeldError
 }
 
 func newAcquisition(ctx context.Context, s Store, req Request, o AcquireOptions) *acquisition {
-	a := &acquisition{ctx: ctx, waitCtx: ctx, cancel: func() {}, s: s, req: req, o: o, clock: o.Clock, onWait: o.OnWait, firstUnknown: -1}
+	a := &acquisition{ctx: ctx, waitCtx: ctx, cancel: func() {}, s: s, req: req, o: o, clock: o.Clock, onWait: o.OnWait, firstUnknown: -1, unknownSlot: -1}
 	if a.clock == nil {
 		a.clock = BootClock{}
 	}
@@ -202,19 +210,35 @@ func (a *acquisition) end() {
 }
 
 // attempt makes one TryAcquire, bounded by the call timeout, unless a
-// listing has just seen the lease held: then it reports that holder.
+// listing has just seen the lease held: then it reports that holder. With
+// slots it tries them (attemptSlots). A holder that was started with slots
+// refuses a contender without them (ErrSlotsMismatch).
 func (a *acquisition) attempt() (Lease, error) {
 	if a.seen != nil {
 		held := a.seen
 		a.seen = nil
 		return nil, held
 	}
+	if a.req.Slots > 1 {
+		return a.attemptSlots()
+	}
+	l, err := a.try(a.req)
+	if held := (*HeldError)(nil); errors.As(err, &held) {
+		if err := mismatch(a.req.Name, held.By, 1); err != nil {
+			return nil, err
+		}
+	}
+	return l, err
+}
+
+// try makes one TryAcquire of req, bounded by the call timeout.
+func (a *acquisition) try(req Request) (Lease, error) {
 	cctx, cancel := a.ctx, context.CancelFunc(func() {})
 	if a.o.CallTimeout > 0 {
 		cctx, cancel = context.WithTimeout(a.ctx, a.o.CallTimeout)
 	}
 	defer cancel()
-	return a.s.TryAcquire(cctx, a.req)
+	return a.s.TryAcquire(cctx, req)
 }
 
 // won builds the result: validity counts from the earliest attempt whose
@@ -252,6 +276,9 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	a.waited = true
 	if a.cand == nil && a.reg != nil {
 		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Label: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
+		// With slots, the holder a listing reports is slot 0's: it says
+		// nothing of the others.
+		a.cand.anySlot = a.req.Slots > 1
 	}
 	// A reminder bounds the store's wait: when it is due, Wait returns
 	// early and the loop tries again, which also refreshes the holder it
@@ -260,7 +287,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	if a.o.RemindEvery > 0 {
 		remindCtx, remindCancel = context.WithTimeout(a.waitCtx, max(a.nextReminder-a.clock.Now(), 0))
 	}
-	err := a.s.Wait(remindCtx, a.req.Name, held)
+	err := a.wait(remindCtx, held)
 	remindCancel()
 	reminded := false
 	if err != nil {

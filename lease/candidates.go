@@ -169,6 +169,9 @@ type candidacy struct {
 	log     *slog.Logger
 	// ttl bounds the spread of a standby behind the front of the line.
 	ttl time.Duration
+	// anySlot: the lease has slots, so the holder a listing reports (slot
+	// 0's) does not mean the lease is taken.
+	anySlot bool
 
 	// pos and live are the candidate's place in the line and the number of
 	// live candidates as last seen (a listing, or the count Join returned:
@@ -363,7 +366,7 @@ func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, agai
 	cd.record(p, len(cs))
 	cd.mu.Unlock()
 	switch {
-	case h != nil:
+	case h != nil && !cd.anySlot:
 		return 0, false, h, true
 	case p < herdFront:
 		return time.Duration(p) * cd.timing.Step, false, nil, true

@@ -116,6 +116,27 @@
 // the lease next, never let two hold it. Registry failures are logged at
 // debug level and Acquire then tries at once, as if priorities were equal.
 //
+// # Slots
+//
+// With Request.Slots = N above 1, the lease is a semaphore: Acquire takes
+// the lowest free of N slots, and each slot is a lease of the store's own,
+// under SlotName (slot 0 is the lease itself, so N = 1 is today's lease
+// byte for byte). Nothing above is weakened, because nothing above is
+// shared between slots: a slot is acquired, renewed, kept by a Keeper with
+// its own deadline E, guarded, contained and released exactly as a lease
+// is, so at most one holder runs per slot, hence at most N per lease, under
+// the same assumptions. A crashed holder's slot frees after the TTL like a
+// lease. The one shared state is the token counter: each store mints the
+// tokens of all slots of a name from one counter (docs/stores.md, "Slots":
+// a counter file or blob, the lease's Redis counter, PostgreSQL's sequence
+// under the lease's advisory lock, etcd's revision), so tokens strictly
+// increase per name across slots. Agreement on N is not
+// a safety mechanism but a check: N travels in the holder's label, and a
+// contender that finds a holder with another N is refused
+// (ErrSlotsMismatch); contenders that disagree and never meet can exceed
+// the smaller N. A waiter waits on every slot at once (one Wait per slot;
+// the first that returns wins) and is one standby of the lease's line.
+//
 // # What is not guaranteed
 //
 // A lease is time-based, so exclusion holds only while the timing

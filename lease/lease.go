@@ -80,6 +80,12 @@ type Holder struct {
 	// the lease with a hold (ReleaseHeld): it stays taken until then, by
 	// the wall clock, and nobody renews it.
 	HeldUntil time.Time `json:"held_until,omitzero"`
+	// Slot is the slot this holder holds, 0-based, and Slots the number of
+	// slots of the lease it was taken with (Request.Slots); Slots is 0 for
+	// a lease taken without slots. The store records neither field: the
+	// label carries them (see SlotHolder).
+	Slot  int `json:"slot,omitempty"`
+	Slots int `json:"slots,omitempty"`
 }
 
 // HeldError is returned by Store.TryAcquire when another holder has the lease.
@@ -95,11 +101,17 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("lease %s is held by another holder", e.By.Name)
 	}
 	s := fmt.Sprintf("lease %s is held by %s", e.By.Name, e.By.Label)
+	if e.By.Slots > 1 {
+		s = fmt.Sprintf("all %d slots of lease %s are held (slot %d by %s", e.By.Slots, e.By.Name, e.By.Slot, e.By.Label)
+	}
 	if !e.By.Since.IsZero() {
 		s += " since " + e.By.Since.Local().Format("15:04:05")
 	}
 	if e.By.Token != 0 {
 		s += fmt.Sprintf(" (token %d)", e.By.Token)
+	}
+	if e.By.Slots > 1 {
+		s += ")"
 	}
 	return s
 }
@@ -120,6 +132,13 @@ type Request struct {
 	// TTL is the lease duration to ask for; ignored by stores whose leases do
 	// not expire.
 	TTL time.Duration
+	// Slots, when above 1, makes the lease a semaphore of that many slots
+	// (at most MaxSlots): Acquire takes the first free one, each a lease of
+	// its own under SlotName, and all contenders must give the same
+	// number. A store sees it on the request of each slot: its tokens then
+	// come from one counter per lease name, shared by the slots. 0 or 1
+	// is a plain lease.
+	Slots int
 }
 
 // Limits describes a store's timing properties, used by Timing.Validate.

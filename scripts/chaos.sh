@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd] [--slots N] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -24,6 +24,10 @@
 #   etcd         a three-member cluster: one member SIGSTOP/SIGCONT; one
 #                member SIGKILLed and restarted with its data; the lease key
 #                deleted
+# With --slots N (CHAOS_SLOTS) every leaderrun runs with --slots N: up to N
+# children at once, each slot with its own fencing resource, and the check
+# judges overlaps and token order per slot and tokens across slots; the
+# store faults that name the lease's key (file, key, row, blob) hit slot 0.
 # Then scripts/chaoscheck reads the logs and prints the totals; the script
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
@@ -41,10 +45,13 @@ export PATH="$PATH:/usr/local/go/bin"
 store=file
 duration=10m
 keep=${CHAOS_KEEP:-0}
+slots=${CHAOS_SLOTS:-1}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--store) store=${2:?--store needs file, redis, azurite, postgres or etcd}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
+	--slots) slots=${2:?--slots needs a number}; shift 2 ;;
+	--slots=*) slots=${1#--slots=}; shift ;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "chaos.sh: unknown flag $1" >&2; exit 2 ;;
@@ -101,7 +108,7 @@ else
 fi
 
 args=(-dir "$work/logs" -store "$store" -leaderrun "$work/bin/leaderrun" -duration "$duration" -ttl "$ttl"
-	-contenders "${CHAOS_CONTENDERS:-20}" -seed "${CHAOS_SEED:-0}")
+	-contenders "${CHAOS_CONTENDERS:-20}" -seed "${CHAOS_SEED:-0}" -slots "$slots")
 case $store in
 file)
 	mkdir -p "$work/store"
@@ -140,7 +147,7 @@ etcd)
 	;;
 esac
 
-echo "chaos.sh: $store store, $duration of faults, ttl $ttl, logs in $work/logs" >&2
+echo "chaos.sh: $store store, $duration of faults, ttl $ttl, $slots slot(s), logs in $work/logs" >&2
 "$work/bin/chaosrun" run "${args[@]}" &
 driver=$!
 wait "$driver" || { echo "chaos.sh: driver failed" >&2; exit 2; }

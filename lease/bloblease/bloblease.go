@@ -597,6 +597,11 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		return err
 	}
 	token := max(prev+1, now)
+	if req.Slots > 1 { // slots.go: one counter for the slots of a lease
+		if token, err = s.sharedToken(ctx, req.Name, token); err != nil {
+			return err
+		}
+	}
 	if token > maxToken {
 		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
 	}

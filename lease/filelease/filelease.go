@@ -371,7 +371,7 @@ func (s *Store) dirInfo(create bool) (dirInfo, error) {
 // TryAcquire takes the lock without blocking, creating the directory and the
 // lock file if needed.
 func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	if err := lease.ValidateName(req.Name); err != nil {
+	if err := lease.ValidateStoreName(req.Name); err != nil {
 		return nil, err
 	}
 	path := s.Path(req.Name)
@@ -503,7 +503,7 @@ func (s *Store) hold(path string, req lease.Request, lockf, rw *os.File) (_ leas
 		// refuse rather than guess.
 		return fail(err)
 	}
-	tok, err := mint(prev.Token, s.now, path)
+	tok, err := s.mintFor(req, prev.Token, path)
 	if err != nil {
 		return fail(err)
 	}
@@ -586,7 +586,7 @@ func lockExclusive(fd int) (bool, error) {
 // look held to an acquirer. (Reading /proc/locks instead stalls every flock
 // on the machine for milliseconds.)
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
-	if err := lease.ValidateName(name); err != nil {
+	if err := lease.ValidateStoreName(name); err != nil {
 		return nil, err
 	}
 	h, _, err := s.status(name)

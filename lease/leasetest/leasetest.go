@@ -72,6 +72,10 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseHeldKeepsTaken", testReleaseHeld},
 		{"History", testHistory},
 		{"HistoryNotEvicted", testHistoryNotEvicted},
+		{"SlotsNeverExceed", testSlotsNeverExceed},
+		{"SlotCrashFreed", testSlotCrashFreed},
+		{"SlotsMismatchRefused", testSlotsMismatchRefused},
+		{"OneSlotIsPlain", testOneSlotIsPlain},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

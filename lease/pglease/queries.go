@@ -145,7 +145,7 @@ FROM {{T}} WHERE name = $1::text AND expires > clock_timestamp()`)
 // lockKey is the advisory lock's text for a lease name: the table and the
 // name, so two tables do not serialise each other's names (a hash collision
 // only makes two acquisitions take turns).
-func (q queries) lockKey(name string) string { return q.prefix + name }
+func (q queries) lockKey(name string) string { return q.prefix + tokenDomain(name) }
 
 // quoteLiteral quotes s as an SQL string literal.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -221,9 +221,9 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 
 func (s *Store) classify(op string, err error) error { return classify(s.where, op, err, s.secrets) }
 
-func recordKey(name string) string   { return "leaderrun:{" + name + "}" }
-func counterKey(name string) string  { return "leaderrun:{" + name + "}:token" }
-func releaseChan(name string) string { return "leaderrun:{" + name + "}:released" }
+func recordKey(name string) string   { return "leaderrun:" + tagged(name) }
+func counterKey(name string) string  { return "leaderrun:{" + tokenDomain(name) + "}:token" }
+func releaseChan(name string) string { return "leaderrun:" + tagged(name) + ":released" }
 
 // maxToken bounds fencing tokens: from 2^53 on, JSON readers (and Lua's
 // numbers) lose integers.

@@ -32,6 +32,13 @@
 // Either way the fencing resource must have rejected every write of the
 // older child made after the newer child's first write: an accepted one is
 // a stale write and fails the check.
+//
+// A run with slots (chaosrun -slots N) is N leases in one: overlaps, token
+// order and stale writes are judged per slot (two children of one slot
+// alive at once is an overlap; children of different slots may run
+// together), a child outside slots 0 to N-1 fails the check, and across
+// the slots every child's token must be above that of every child that
+// had started before its leaderrun was even forked (see slots.go).
 package main
 
 import (
@@ -89,6 +96,8 @@ type record struct {
 	Phase     string `json:"phase"`
 	Code      int    `json:"code"`
 	Signal    string `json:"signal"`
+	Slot      int    `json:"slot"`
+	T0        int64  `json:"t0"` // wrap_start: before the fork
 }
 
 type meta struct {
@@ -97,6 +106,7 @@ type meta struct {
 	Contenders int    `json:"contenders"`
 	Duration   string `json:"duration"`
 	Start      int64  `json:"start"`
+	Slots      int    `json:"slots"`
 }
 
 // run is one child process, started by one leaderrun instance.
@@ -109,6 +119,8 @@ type run struct {
 	Reason       string
 	firstWrite   int   // index in the fence log, -1 if none
 	wrapExit     int64 // when the driver saw its leaderrun exit; 0 unknown
+	wrapT0       int64 // when the driver was about to fork its leaderrun; 0 unknown
+	Slot         int   // with slots, the child's slot
 }
 
 // fault is one injected fault; pauses and restarts span [T, End].
@@ -154,6 +166,9 @@ type Report struct {
 	StaleRejected       int            `json:"stale_writes_rejected"`
 	StaleAccepted       int            `json:"stale_writes_accepted"`
 	NewestRejected      int            `json:"newest_leader_writes_rejected"`
+	Slots               int            `json:"slots,omitempty"`
+	MaxConcurrent       int            `json:"max_concurrent,omitempty"`
+	SlotViolations      int            `json:"slot_violations,omitempty"`
 	Failures            []string       `json:"failures,omitempty"`
 }
 
@@ -192,7 +207,7 @@ func check(dir string) (*Report, error) {
 	}
 	ttl := m.TTL
 	r := &Report{Store: m.Store, Duration: m.Duration, TTL: time.Duration(ttl).String(), Contenders: m.Contenders,
-		Faults: map[string]int{}, WrapperExits: map[string]int{}}
+		Faults: map[string]int{}, WrapperExits: map[string]int{}, Slots: max(m.Slots, 1)}
 
 	runs := map[int]*run{}    // by child PID: the latest run with that PID, while reading runs.log
 	byPID := map[int][]*run{} // every run with that PID (PIDs are reused in a long run), by start
@@ -204,7 +219,10 @@ func check(dir string) (*Report, error) {
 				// PID reused while the old run never logged an end: close it.
 				old.Ended = true
 			}
-			x := &run{PID: rec.PID, Wrapper: rec.Wrapper, Contender: rec.Contender, Token: rec.Token, Start: rec.T, Last: rec.T, firstWrite: -1}
+			x := &run{PID: rec.PID, Wrapper: rec.Wrapper, Contender: rec.Contender, Token: rec.Token, Start: rec.T, Last: rec.T, firstWrite: -1, Slot: rec.Slot}
+			if m.Slots <= 1 {
+				x.Slot = 0
+			}
 			runs[rec.PID] = x
 			byPID[rec.PID] = append(byPID[rec.PID], x)
 			order = append(order, x)
@@ -251,12 +269,12 @@ func check(dir string) (*Report, error) {
 	}
 
 	// Wrappers: PID → [start, exit] intervals (PIDs may be reused over a long run).
-	type wrap struct{ start, exit int64 }
+	type wrap struct{ start, exit, t0 int64 }
 	wraps := map[int][]*wrap{}
 	err = readLines(filepath.Join(dir, "wrappers.log"), func(rec record) error {
 		switch rec.Ev {
 		case "wrap_start":
-			wraps[rec.PID] = append(wraps[rec.PID], &wrap{start: rec.T})
+			wraps[rec.PID] = append(wraps[rec.PID], &wrap{start: rec.T, t0: rec.T0})
 		case "wrap_exit":
 			ws := wraps[rec.PID]
 			if len(ws) == 0 {
@@ -277,7 +295,7 @@ func check(dir string) (*Report, error) {
 	for _, x := range order {
 		for _, w := range wraps[x.Wrapper] {
 			if w.start <= x.Start && (w.exit == 0 || w.exit >= x.Start) {
-				x.wrapExit = w.exit
+				x.wrapExit, x.wrapT0 = w.exit, w.t0
 			}
 		}
 	}
@@ -363,8 +381,8 @@ func check(dir string) (*Report, error) {
 	var longest int64
 	for j, b := range order {
 		for _, a := range order[:j] {
-			if a.Wrapper == b.Wrapper || a.Last <= b.Start {
-				continue
+			if a.Wrapper == b.Wrapper || a.Last <= b.Start || a.Slot != b.Slot {
+				continue // with slots, only two children of one slot overlap
 			}
 			o := Overlap{Older: name(a), Newer: name(b), StartNS: rel(b.Start), LenNS: a.Last - b.Start}
 			for _, f := range faults {
@@ -400,27 +418,31 @@ func check(dir string) (*Report, error) {
 	}
 	r.LongestOverlap = time.Duration(longest).Round(time.Microsecond).String()
 
-	// Token order: every child's token is above every earlier child's.
-	var high uint64
-	var highRun, prev *run
-	for _, x := range order {
-		if prev != nil && x.Token <= prev.Token {
-			r.TokenResets++ // the sequence itself went back (violations count every run until it recovers)
-		}
-		prev = x
-		if highRun != nil && x.Token <= high {
-			r.TokenViolations++
-			msg := fmt.Sprintf("token went back at %v: %s started after %s; %s",
-				time.Duration(rel(x.Start)).Round(time.Millisecond), name(x), name(highRun), lastFaultBefore(x.Start))
-			if len(r.TokenViolationList) < 20 {
-				r.TokenViolationList = append(r.TokenViolationList, msg)
+	// Token order: every child's token is above every earlier child's (of
+	// its slot, with slots; checkSlots adds the order across slots).
+	r.checkSlots(order, name, lastFaultBefore)
+	for _, order := range bySlot(order) {
+		var high uint64
+		var highRun, prev *run
+		for _, x := range order {
+			if prev != nil && x.Token <= prev.Token {
+				r.TokenResets++ // the sequence itself went back (violations count every run until it recovers)
 			}
-			if r.TokenViolations <= 5 {
-				r.Failures = append(r.Failures, msg)
+			prev = x
+			if highRun != nil && x.Token <= high {
+				r.TokenViolations++
+				msg := fmt.Sprintf("token went back at %v: %s started after %s; %s",
+					time.Duration(rel(x.Start)).Round(time.Millisecond), name(x), name(highRun), lastFaultBefore(x.Start))
+				if len(r.TokenViolationList) < 20 {
+					r.TokenViolationList = append(r.TokenViolationList, msg)
+				}
+				if r.TokenViolations <= 5 {
+					r.Failures = append(r.Failures, msg)
+				}
 			}
-		}
-		if highRun == nil || x.Token > high {
-			high, highRun = x.Token, x
+			if highRun == nil || x.Token > high {
+				high, highRun = x.Token, x
+			}
 		}
 	}
 	if r.TokenViolations > 5 {
@@ -429,9 +451,10 @@ func check(dir string) (*Report, error) {
 
 	// Fencing: a write is stale when a child that started later had
 	// already written (the resource then knew of a newer leader).
-	var newest *run
+	newestOf := map[int]*run{} // by slot: a slot's resource is its own
 	for i, w := range writes {
 		x := writer[i]
+		newest := newestOf[x.Slot]
 		stale := newest != nil && newest != x && newest.Start > x.Start
 		switch {
 		case w.OK && stale:
@@ -452,7 +475,7 @@ func check(dir string) (*Report, error) {
 			r.WritesRejected++
 		}
 		if x.firstWrite == i && (newest == nil || x.Start > newest.Start) {
-			newest = x
+			newestOf[x.Slot] = x
 		}
 	}
 	if r.StaleAccepted > 5 {
@@ -497,6 +520,9 @@ func (r *Report) print(w io.Writer) {
 	fmt.Fprintf(w, "  leaderrun exits      %s\n", strings.Join(ex, " "))
 	fmt.Fprintf(w, "  overlaps             %d: %d after a leaderrun pause > TTL, %d after the store lost the lease, %d unexplained (longest %s)\n",
 		r.Overlaps, r.OverlapsPause, r.OverlapsLost, r.OverlapsUnexplained, r.LongestOverlap)
+	if r.Slots > 1 {
+		fmt.Fprintf(w, "  slots                %d: at most %d children alive at once; %d slot violations (a slot outside 0-%d, a token given twice or below one of a child started before)\n", r.Slots, r.MaxConcurrent, r.SlotViolations, r.Slots-1)
+	}
 	fmt.Fprintf(w, "  orphans              %d\n", r.Orphans)
 	fmt.Fprintf(w, "  token violations     %d runs not above every earlier token (the sequence went back %d times)\n", r.TokenViolations, r.TokenResets)
 	fmt.Fprintf(w, "  fenced writes        %d accepted, %d rejected (%d stale writes rejected, %d of the newest leader rejected); %d stale writes accepted\n",

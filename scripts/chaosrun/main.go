@@ -4,7 +4,12 @@
 // goes to JSON-lines logs in one directory, which scripts/chaoscheck reads.
 //
 //	chaosrun run   -dir D -store file|redis|azurite|postgres|etcd -url URL -leaderrun BIN [flags]
-//	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN)
+//	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN,
+//	               and with -slots LEADERRUN_SLOT)
+//
+// With -slots N (N > 1) every leaderrun is given --slots N: up to N children
+// run at once, each in its slot, and the fencing resource keeps one highest
+// token per slot (a slot is a lease of its own).
 //
 // Logs (every time stamp is CLOCK_MONOTONIC in nanoseconds, comparable
 // between processes of one host):
@@ -122,8 +127,16 @@ func child() error {
 	}
 	pid, ppid := os.Getpid(), os.Getppid()
 	contender := os.Getenv("CHAOS_CONTENDER")
+	slot := -1 // no slots
+	if v := os.Getenv("LEADERRUN_SLOT"); v != "" {
+		if slot, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("child: LEADERRUN_SLOT %q", v)
+		}
+		fence.state += fmt.Sprintf(".%d", slot)
+	}
+	fence.slot = slot
 	start := now()
-	runs.write(map[string]any{"ev": "start", "t": start, "pid": pid, "wrapper": ppid, "contender": contender, "token": token})
+	runs.write(map[string]any{"ev": "start", "t": start, "pid": pid, "wrapper": ppid, "contender": contender, "token": token, "slot": slot})
 	// The current holder, for the fault injector: "WRAPPER CHILD".
 	cur := filepath.Join(dir, fmt.Sprintf("current.%d", pid))
 	if err := os.WriteFile(cur, fmt.Appendf(nil, "%d %d\n", ppid, pid), 0o644); err == nil {
@@ -169,6 +182,7 @@ type fence struct {
 	lock  *os.File
 	state string
 	log   *logFile
+	slot  int // -1 without slots; with them, state is the slot's own
 }
 
 func openFence(dir string) (*fence, error) {
@@ -200,7 +214,7 @@ func (f *fence) write(pid, wrapper int, token uint64) {
 			_ = os.Rename(tmp, f.state)
 		}
 	}
-	f.log.write(map[string]any{"ev": "write", "t": now(), "pid": pid, "wrapper": wrapper, "token": token, "ok": ok, "high": high})
+	f.log.write(map[string]any{"ev": "write", "t": now(), "pid": pid, "wrapper": wrapper, "token": token, "ok": ok, "high": high, "slot": f.slot})
 }
 
 // ---- the driver ----
@@ -209,6 +223,7 @@ type config struct {
 	dir, store, url, leaderrun, name string
 	duration, ttl                    time.Duration
 	contenders                       int
+	slots                            int // --slots for every leaderrun; 1: none
 	seed                             uint64
 	// Redis: the server redis.sh started (port, PID, its directory).
 	redisPort int
@@ -235,6 +250,7 @@ func run(args []string) error {
 	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long to inject faults")
 	fs.DurationVar(&c.ttl, "ttl", 3*time.Second, "--ttl for leaderrun")
 	fs.IntVar(&c.contenders, "contenders", 20, "number of contenders")
+	fs.IntVar(&c.slots, "slots", 1, "--slots for leaderrun (1: a plain lease)")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.IntVar(&c.redisPort, "redis-port", 0, "Redis port")
 	fs.IntVar(&c.redisPID, "redis-pid", 0, "Redis PID")
@@ -252,6 +268,9 @@ func run(args []string) error {
 		return errors.New("run: -dir, -url and -leaderrun are required")
 	}
 	c.extra = strings.Fields(extra)
+	if c.slots > 1 {
+		c.extra = append(c.extra, "--slots", strconv.Itoa(c.slots))
+	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
 	}
@@ -317,7 +336,7 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 	}
 	meta := map[string]any{
 		"store": c.store, "name": c.name, "contenders": c.contenders, "duration": c.duration.String(),
-		"ttl_ns": int64(c.ttl), "seed": c.seed, "leaderrun_flags": c.extra, "start": now(),
+		"ttl_ns": int64(c.ttl), "seed": c.seed, "slots": c.slots, "leaderrun_flags": c.extra, "start": now(),
 	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	return d, os.WriteFile(filepath.Join(c.dir, "meta.json"), b, 0o644)
@@ -396,6 +415,7 @@ func (d *driver) contender(ctx context.Context, i int) {
 			d.mu.Unlock()
 			return
 		}
+		t0 := now() // before the fork: nothing this leaderrun does comes earlier
 		if err := cmd.Start(); err != nil {
 			d.mu.Unlock()
 			fmt.Fprintln(os.Stderr, "chaosrun: start leaderrun:", err)
@@ -404,7 +424,7 @@ func (d *driver) contender(ctx context.Context, i int) {
 		}
 		pid := cmd.Process.Pid
 		d.running[pid] = cmd.Process
-		d.wrappers.write(map[string]any{"ev": "wrap_start", "t": now(), "pid": pid, "contender": fmt.Sprintf("c%02d", i)})
+		d.wrappers.write(map[string]any{"ev": "wrap_start", "t": now(), "t0": t0, "pid": pid, "contender": fmt.Sprintf("c%02d", i)})
 		d.mu.Unlock()
 		_ = cmd.Wait()
 		t := now()

@@ -1,0 +1,272 @@
+package e2e
+
+// --slots on the file store, Redis, PostgreSQL, etcd and Azure: four
+// contenders for the three slots of one lease never run more than three
+// children at once, never two in one slot, each slot's tokens increase and
+// no token is given twice; a contender with another number of slots is
+// refused with one line and exit 125 without starting its child; status
+// lists the held slots.
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFileSlots(t *testing.T) {
+	t.Parallel()
+	testSlots(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "slotjob", "2s")
+}
+
+func TestRedisSlots(t *testing.T) {
+	t.Parallel()
+	_, env := redisE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestPostgresSlots(t *testing.T) {
+	t.Parallel()
+	_, env := pgE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestEtcdSlots(t *testing.T) {
+	t.Parallel()
+	_, env := etcdE2EShared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
+func TestAzureSlots(t *testing.T) {
+	t.Parallel()
+	_, store := azShared(t, "poll=200ms")
+	testSlots(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), e2eName(t, "slotjob"), "15s")
+}
+
+// slotsLog is what each child appends to the shared log, one line at its
+// start and one at its end (O_APPEND: the file's order is the order of
+// the writes).
+const slotsLog = `echo "start $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> "$0"; sleep 0.2; echo "end $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> "$0"`
+
+func testSlots(t *testing.T, env []string, name, ttl string) {
+	const n, contenders, runs = 3, 4, 3
+	log := filepath.Join(t.TempDir(), "log")
+	run := func(slots int, extra ...string) (int, string) {
+		args := append([]string{"--slots", strconv.Itoa(slots), "--name", name, "--ttl", ttl}, extra...)
+		args = append(args, "--", "sh", "-c", slotsLog, log)
+		cmd := exec.Command(lrBin, args...)
+		cmd.Env = append(append(os.Environ(), "NO_COLOR=1", "TZ=UTC"), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), stderr.String()
+		}
+		if err != nil {
+			t.Errorf("leaderrun: %v", err)
+		}
+		return 0, stderr.String()
+	}
+	var wg sync.WaitGroup
+	for c := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range runs {
+				if code, stderr := run(n, "--holder", fmt.Sprint("c", c)); code != 0 {
+					t.Errorf("contender %d: exit %d: %s", c, code, stderr)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkSlotsLog(t, log, n, contenders*runs)
+
+	// Another number of slots than the holders': one line, exit 125, no child.
+	hold := exec.Command(lrBin, "--slots", strconv.Itoa(n), "--name", name, "--ttl", ttl, "--", "sh", "-c", `echo held >> "$0"; sleep 30`, log+".hold")
+	hold.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Process.Kill(); _ = hold.Wait() }()
+	waitForFile(t, log+".hold")
+	before := countLines(t, log)
+	code, stderr := run(2, "--no-wait")
+	if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "same number of slots") {
+		t.Errorf("--slots 2 against holders of 3: exit %d, stderr %q; want one line and 125", code, stderr)
+	}
+	if got := countLines(t, log); got != before {
+		t.Errorf("the refused contender's child ran")
+	}
+	st := exec.Command(lrBin, "status", name)
+	st.Env = append(os.Environ(), env...)
+	out, _ := st.Output()
+	if !strings.Contains(string(out), "1 of 3 slots held") || !strings.Contains(string(out), "slot 0:") {
+		t.Errorf("status with one slot held:\n%s", out)
+	}
+}
+
+// checkSlotsLog replays the children's log: at most n running at once, no
+// slot twice, every slot in 0..n-1, each slot's tokens increasing, no token
+// twice, and want runs in all.
+func checkSlotsLog(t *testing.T, log string, n, want int) {
+	t.Helper()
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	running := map[int]uint64{}
+	last := map[int]uint64{}
+	seen := map[uint64]bool{}
+	most, runs := 0, 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var what string
+		var slot, slots int
+		var tok uint64
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d %d", &what, &slot, &slots, &tok); err != nil || slots != n || slot < 0 || slot >= n {
+			t.Fatalf("log line %q: want a slot of %d (%v)", sc.Text(), n, err)
+		}
+		switch what {
+		case "start":
+			if tok2, ok := running[slot]; ok {
+				t.Errorf("slot %d: token %d started while token %d runs", slot, tok, tok2)
+			}
+			if seen[tok] || tok <= last[slot] {
+				t.Errorf("slot %d: token %d after %d (or given twice)", slot, tok, last[slot])
+			}
+			running[slot], last[slot], seen[tok] = tok, tok, true
+			most = max(most, len(running))
+			runs++
+		case "end":
+			delete(running, slot)
+		}
+	}
+	if most > n || runs != want {
+		t.Errorf("%d runs, at most %d at once; want %d runs, at most %d at once", runs, most, want, n)
+	}
+	t.Logf("%d runs, at most %d children at once", runs, most)
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// waitForFile waits until path exists (a child's first line): polled, as
+// nothing else tells of a file another process makes.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for range 600 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+func init() { readmeChecks["slots-nfs"] = readmeSlotsNFS }
+
+// slots-nfs (docs/usage.md): three instances of the line start together;
+// two back up at once, in slots 0 and 1, and the third waits for one of
+// them and then runs.
+func readmeSlotsNFS(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	c := b.take(t, "leaderrun --slots 2 ")
+	line := fx.subst(t, c.text)
+	job := afterDashDash(t, strings.Fields(line))[0]
+	fx.underRoot(t, job)
+	log := filepath.Join(fx.work, "slotsnfs.log")
+	writeScript(t, job, fmt.Sprintf(`echo "start $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s; sleep 0.3; echo "end $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s`+"\n", log))
+	env := append(fx.cronEnv(), "PATH="+filepath.Dir(fx.installed(t))+":/usr/bin:/bin")
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("/bin/sh", "-c", line)
+			cmd.Env, cmd.Dir = env, fx.root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("%v: %s", err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("%s:%d: %v", b.file, c.line, err)
+		}
+	}
+	checkSlotsLog(t, log, 2, 3)
+}
+
+// --hold-at-least, --health-cmd and --priority with slots (file store):
+// a finished run's slot stays taken for its hold; a failing health check
+// steps down and frees the slot; of two standbys for a full lease, the one
+// of higher priority takes the first slot freed.
+func TestFileSlotsWithFeatures(t *testing.T) {
+	t.Parallel()
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	for range 2 {
+		if code, stderr := runLR(t, env, "--slots", "2", "--name", "held", "--hold-at-least", "1m", "--", "true"); code != 0 {
+			t.Fatalf("a run with --hold-at-least: exit %d: %s", code, stderr)
+		}
+	}
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "held", "-n", "--", "true"); code != 75 || !strings.Contains(stderr, "all 2 slots of lease held are held") {
+		t.Fatalf("with both slots kept by their holds: exit %d: %s; want 75", code, stderr)
+	}
+
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "health", "--health-cmd", "false", "--health-interval", "100ms", "--health-retries", "1", "--", "sleep", "30"); code != 123 {
+		t.Fatalf("a failing health check: exit %d: %s; want 123", code, stderr)
+	}
+	if code, stderr := runLR(t, env, "--slots", "2", "--name", "health", "-n", "--", "true"); code != 0 {
+		t.Fatalf("after the step-down: exit %d: %s; want the slot free", code, stderr)
+	}
+
+	marks := filepath.Join(t.TempDir(), "marks")
+	var holders []func()
+	for i := range 2 {
+		p, in := startStdin(t, env, "--slots", "2", "--name", "prio", "--holder", fmt.Sprint("h", i), "--", "sh", "-c", "echo ready; read x || true")
+		if l := p.line(); l != "ready" {
+			t.Fatalf("holder %d said %q", i, l)
+		}
+		holders = append(holders, func() {
+			_ = in.Close()
+			if c := p.wait(); c != 0 {
+				t.Errorf("holder %d: exit %d: %s", i, c, p.stderr.String())
+			}
+		})
+	}
+	w, _ := startWatch(t, env, "prio")
+	var sbs []*lr
+	for _, p := range []int{0, 5} { // the better one joins last
+		label := fmt.Sprint("p", p)
+		sbs = append(sbs, start(t, env, "--slots", "2", "--name", "prio", "--holder", label, "--priority", strconv.Itoa(p),
+			"--", "sh", "-c", `echo "$0 $(date +%s%N)" >> "$1"`, label, marks))
+		awaitEvent(t, w, "standby_joined "+label, false)
+	}
+	holders[0]()
+	if c := sbs[1].wait(); c != 0 {
+		t.Fatalf("standby p5: exit %d: %s", c, sbs[1].stderr.String())
+	}
+	holders[1]()
+	if c := sbs[0].wait(); c != 0 {
+		t.Fatalf("standby p0: exit %d: %s", c, sbs[0].stderr.String())
+	}
+	if labels, _ := runs(t, marks); fmt.Sprint(labels) != "[p5 p0]" {
+		t.Fatalf("standbys ran in order %v; want [p5 p0]", labels)
+	}
+}

@@ -1,0 +1,222 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// The slot cases of Run: lease.Request.Slots over the store, through
+// lease.Acquire (each slot is a lease of the store's own).
+
+// slotReq is a request for one of n slots of nm.
+func slotReq(nm, holder string, n int, h Harness) lease.Request {
+	r := req(nm, holder, h)
+	r.Slots = n
+	return r
+}
+
+// acquireSlot takes a slot of r.Name, waiting up to the test's deadline.
+func acquireSlot(t *testing.T, s lease.Store, r lease.Request, wait time.Duration) (lease.Lease, error) {
+	t.Helper()
+	acq, err := lease.Acquire(ctxT(t), s, r, lease.AcquireOptions{Wait: wait, CallTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return acq.Lease, nil
+}
+
+// testSlotsNeverExceed: n+1 contenders take and give back the n slots of
+// one lease, many times over. At no moment do more than n hold a slot, no
+// two hold the same slot, every token is new, and each acquisition's token
+// is above every token granted before it began (the tokens of the slots
+// of a lease come from one counter).
+func testSlotsNeverExceed(t *testing.T, h Harness) {
+	const n, rounds = 3, 50 // 200 runs
+	nm := name(t)
+	var (
+		mu      sync.Mutex
+		active  = map[int]string{} // slot → holder
+		granted uint64             // the highest token granted so far
+		tokens  = map[uint64]bool{}
+		wg      sync.WaitGroup
+	)
+	for c := range n + 1 {
+		s := open(t, h)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				mu.Lock()
+				before := granted
+				mu.Unlock()
+				l, err := acquireSlot(t, s, slotReq(nm, fmt.Sprintf("c%d", c), n, h), lease.WaitForever)
+				if err != nil {
+					t.Errorf("contender %d round %d: %v", c, r, err)
+					return
+				}
+				info := l.Info()
+				mu.Lock()
+				if who, ok := active[info.Slot]; ok {
+					t.Errorf("slot %d taken by c%d while %s holds it", info.Slot, c, who)
+				}
+				active[info.Slot] = fmt.Sprint("c", c)
+				switch {
+				case len(active) > n:
+					t.Errorf("%d holders of %d slots: %v", len(active), n, active)
+				case info.Slots != n || info.Slot < 0 || info.Slot >= n || info.Name != nm || info.Label != fmt.Sprint("c", c):
+					t.Errorf("Info() = %+v; want slot 0-%d of %d of %s, holder c%d", info, n-1, n, nm, c)
+				case tokens[info.Token]:
+					t.Errorf("token %d granted twice", info.Token)
+				case info.Token <= before:
+					t.Errorf("token %d of slot %d is not above %d, granted before the acquisition began", info.Token, info.Slot, before)
+				}
+				tokens[info.Token] = true
+				granted = max(granted, info.Token)
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // a run, however short
+				mu.Lock()
+				delete(active, info.Slot)
+				mu.Unlock()
+				if err := l.Release(ctxT(t)); err != nil {
+					t.Errorf("Release of slot %d: %v", info.Slot, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// testSlotCrashFreed: a holder of one of the slots that stops (abandoned,
+// as by a crash) frees its slot, after the TTL on an expiring store; a
+// waiter for a full lease takes that slot, with a higher token.
+func testSlotCrashFreed(t *testing.T, h Harness) {
+	const n = 3
+	nm := name(t)
+	s := open(t, h)
+	ls := make([]lease.Lease, n)
+	var sent time.Time // when the acquisition of the slot that crashes was sent
+	for i := range ls {
+		if i == 1 {
+			sent = time.Now()
+		}
+		l, err := acquireSlot(t, s, slotReq(nm, fmt.Sprint("h", i), n, h), 0)
+		if err != nil {
+			t.Fatalf("slot %d: %v", i, err)
+		}
+		ls[i] = l
+	}
+	b := open(t, h)
+	if _, err := acquireSlot(t, b, slotReq(nm, "late", n, h), 0); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a fourth contender with all %d slots held: %v; want ErrHeld", n, err)
+	}
+	// The live holders renew theirs while the crashed one's runs out.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for _, live := range []lease.Lease{ls[0], ls[2]} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			renewUntil(t, live, max(h.TTL/4, 10*time.Millisecond), stop)
+		}()
+	}
+	crashed := ls[1].Info()
+	if h.Abandon != nil {
+		h.Abandon(t, ls[1].(interface{ StoreLease() lease.Lease }).StoreLease())
+	}
+	l, err := acquireSlot(t, b, slotReq(nm, "late", n, h), lease.WaitForever)
+	if err != nil {
+		t.Fatalf("waiting for the crashed holder's slot: %v", err)
+	}
+	took := time.Since(sent)
+	info := l.Info()
+	if lim := s.Limits(); lim.Expires {
+		if least := time.Duration(float64(h.TTL)*(1-h.Rho)) - lim.Epsilon; took < least {
+			t.Fatalf("slot %d taken %v after the crash; it was valid for %v", info.Slot, took, least)
+		}
+	}
+	if info.Slot != crashed.Slot || info.Token <= ls[n-1].Info().Token {
+		t.Fatalf("took slot %d token %d; want slot %d with a token above %d", info.Slot, info.Token, crashed.Slot, ls[n-1].Info().Token)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// testSlotsMismatchRefused: a contender with another number of slots than
+// a holder it finds is refused (ErrSlotsMismatch, ErrConfig), whether it
+// asks for slots or not, and whether the holder took slots or not.
+func testSlotsMismatchRefused(t *testing.T, h Harness) {
+	nm := name(t)
+	s := open(t, h)
+	l, err := acquireSlot(t, s, slotReq(nm, "three", 3, h), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 2, 5} {
+		_, err := acquireSlot(t, s, slotReq(nm, "other", n, h), 0)
+		if !errors.Is(err, lease.ErrSlotsMismatch) || !errors.Is(err, lease.ErrConfig) {
+			t.Errorf("--slots %d against a holder of 3 slots: %v; want ErrSlotsMismatch", n, err)
+		}
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	plain := mustAcquire(t, s, req(nm, "plain", h))
+	if _, err := acquireSlot(t, s, slotReq(nm, "three", 3, h), 0); !errors.Is(err, lease.ErrSlotsMismatch) {
+		t.Errorf("3 slots against a holder without slots: %v; want ErrSlotsMismatch", err)
+	}
+	if err := plain.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testOneSlotIsPlain: one slot is the plain lease: the same name, label and
+// record, and no slot of another name is written.
+func testOneSlotIsPlain(t *testing.T, h Harness) {
+	nm := name(t)
+	s := open(t, h)
+	l, err := acquireSlot(t, s, slotReq(nm, "one", 1, h), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := l.Info()
+	st, err := s.Status(ctxT(t), nm)
+	if err != nil || st == nil || st.Label != "one" || st.Token != info.Token || info.Slots != 0 || info.Label != "one" {
+		t.Fatalf("with 1 slot: Info() = %+v, Status = %+v, %v; want the plain lease held by one", info, st, err)
+	}
+	if st, err := s.Status(ctxT(t), lease.SlotName(nm, 1)); err != nil || st != nil {
+		t.Fatalf("with 1 slot, slot 1 reads %+v, %v; want nothing", st, err)
+	}
+	hs, n, err := lease.SlotStatus(ctxT(t), s, nm, 0)
+	if err != nil || n != 1 || len(hs) != 1 || hs[0].Label != "one" {
+		t.Fatalf("SlotStatus of a plain lease = %+v, %d, %v", hs, n, err)
+	}
+	if err := l.Release(context.WithoutCancel(ctxT(t))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renewUntil renews l every interval until stop closes.
+func renewUntil(t *testing.T, l lease.Lease, every time.Duration, stop <-chan struct{}) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if err := l.Renew(context.Background()); err != nil {
+				t.Errorf("renewing slot %d: %v", l.Info().Slot, err)
+				return
+			}
+		}
+	}
+}
