@@ -1,0 +1,4 @@
+package kubelease
+
+// ObjectName is objName, for the tests.
+var ObjectName = objName
