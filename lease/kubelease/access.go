@@ -34,7 +34,9 @@ func missingVerbs(rules []authzv1.ResourceRule) []string {
 	return missing
 }
 
-func anyOf(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+func anyOf(list []string, v string) bool {
+	return slices.Contains(list, v) || slices.Contains(list, "*")
+}
 
 // joinVerbs writes "get, list or watch".
 func joinVerbs(vs []string) string {

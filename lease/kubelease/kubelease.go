@@ -450,4 +450,3 @@ func ptrVal[T any](p *T) T {
 	}
 	return *p
 }
-
