@@ -46,6 +46,7 @@ type Store struct {
 	leases      coordclient.LeaseInterface
 	clock       lease.BootClock
 	seen        observations
+	regs        registrations
 	bg          background.Group
 	closed      atomic.Bool
 }

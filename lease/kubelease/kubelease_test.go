@@ -2,6 +2,7 @@ package kubelease_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,7 +61,27 @@ func harness(t *testing.T) leasetest.Harness {
 				t.Fatalf("delete the Lease of %s: %v", name, err)
 			}
 		},
+		PutRunEntry: func(t *testing.T, name string, token uint64, value []byte) {
+			putRunEntry(t, adm, name, token, value)
+		},
+	}
+}
+
+// putRunEntry writes value as the run annotation of token in name's
+// history, as kubectl annotate would.
+func putRunEntry(t *testing.T, adm coordclient.LeaseInterface, name string, token uint64, value []byte) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := adm.Get(ctx, kubelease.HistoryName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the history of %s: %v", name, err)
+	}
+	o.Annotations[fmt.Sprintf("leaderrun/run-%d", token)] = string(value)
+	if _, err := adm.Update(ctx, o, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("annotate the history of %s: %v", name, err)
 	}
 }
 
 func TestConformance(t *testing.T) { leasetest.Run(t, harness(t)) }
+
+func TestCandidates(t *testing.T) { leasetest.RunCandidates(t, harness(t)) }
