@@ -1,5 +1,4 @@
 package kubelease
 
-// ObjectName is objName, for the tests.
-var ObjectName = objName
+// HistoryName is historyName, for the tests.
 var HistoryName = historyName

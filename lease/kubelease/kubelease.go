@@ -235,7 +235,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return s.create(cctx, req, rev+1)
 	}
 	r := readRecord(cur)
-	if r.holder != "" && r.id == req.ID && r.heldUntil.IsZero() {
+	if r.holder == req.Label && r.id == req.ID && r.heldUntil.IsZero() {
 		return s.adopt(cctx, req, cur, r)
 	}
 	if !s.free(req.Name, cur, r) {
@@ -434,7 +434,7 @@ func (l *kubeLease) write(ctx context.Context, op string, gone error, change fun
 		if cur == nil {
 			return lease.NewError(fmt.Sprintf("%s no longer has the Lease object of %s (it was deleted)", s.cfg.where, l.info.Name), gone)
 		}
-		if r := readRecord(cur); r.holder == "" || r.id != l.info.ID || r.token != l.info.Token {
+		if r := readRecord(cur); r.holder != l.info.Label || r.id != l.info.ID || r.token != l.info.Token {
 			return lease.NewError(fmt.Sprintf("%s: the Lease %s no longer names us (released, taken over by %q, or edited)", s.cfg.where, l.info.Name, r.holder), gone)
 		}
 		l.last = cur // still ours: write again on this version

@@ -43,6 +43,7 @@ func admin(t testing.TB) coordclient.LeaseInterface {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rc.QPS = -1 // no client-side rate limit
 	cc, err := coordclient.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,10 @@ const (
 	labelManaged = "app.kubernetes.io/managed-by"
 )
 
+// ObjectName returns the name of the Lease object that holds the lease
+// name (see objName), for kubectl and for tests.
+func ObjectName(name string) string { return objName(name) }
+
 // objName maps a lease name to a Lease object name: the name itself when
 // it is already a valid object name (so `kubectl get lease NAME` finds
 // it), else a lower-case form of it with a hash of the name appended, so

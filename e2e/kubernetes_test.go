@@ -1,0 +1,114 @@
+package e2e
+
+// Black-box tests of leaderrun on a real Kubernetes API server (leaderrun
+// execs leaderrun-kubernetes for kubernetes:// URLs). Tests that only add
+// Leases use the shared API server of scripts/test.sh
+// (LEADERRUN_TEST_KUBECONFIG: its admin kubeconfig), each with its own
+// lease names; tests that freeze or kill the API server start a private one
+// with scripts/kubernetes.sh and stop it by PID.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/lease/kubelease"
+)
+
+// kubeStore is the API server for the shared store tests
+// (storefaults_test.go); its target is an admin kubeconfig.
+var kubeStore = faultStore{
+	envVar:      "LEADERRUN_TEST_KUBECONFIG",
+	pidVar:      "LEADERRUN_TEST_KUBE_APISERVER_PID",
+	storeURL:    func(kubeconfig string) string { return "kubernetes://default?kubeconfig=" + kubeconfig },
+	script:      "scripts/kubernetes.sh",
+	benchScript: "scripts/kubernetes.sh",
+	wakeBy:      "its watch",
+}
+
+// kubectl runs kubectl with kubeconfig and returns its trimmed output.
+func kubectl(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "--namespace", "default"}, args...)...)
+	return toolOutput(t, cmd)
+}
+
+// The shared store tests on Kubernetes (storefaults_test.go). A waiter is
+// woken by its watch of the Lease object at a clean release, and judges a
+// SIGKILLed leader gone when the record has not changed for a full TTL on
+// its own clock. The token is the revision of the acquiring write.
+func TestKubernetesManyInstancesNoOverlap(t *testing.T) { testManyInstances(t, kubeStore) }
+func TestKubernetesNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, kubeStore) }
+func TestKubernetesCleanHandover(t *testing.T)          { testCleanHandover(t, kubeStore) }
+func TestKubernetesLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, kubeStore) }
+func TestKubernetesTokensIncrease(t *testing.T)         { testTokensIncrease(t, kubeStore) }
+
+// The API server frozen (SIGSTOP) or killed under a running leader: the
+// child is dead before last_sent + TTL, the earliest a waiter may judge the
+// lease expired; exit 124 (testServerFault).
+func TestKubernetesServerFrozenStopsChild(t *testing.T) {
+	t.Parallel()
+	testServerFault(t, kubeStore, syscall.SIGSTOP, false)
+}
+
+func TestKubernetesServerKilledStopsChild(t *testing.T) {
+	t.Parallel()
+	testServerFault(t, kubeStore, syscall.SIGKILL, false)
+}
+
+// The Lease deleted, or its holder edited, with kubectl under a running
+// leader: the child is stopped within one renew interval, exit 124
+// (testRecordBroken).
+func TestKubernetesLeaseDeletedStopsChild(t *testing.T) {
+	t.Parallel()
+	testRecordBroken(t, kubeStore, func(kubeconfig, name string) {
+		kubectl(t, kubeconfig, "delete", "lease", kubelease.ObjectName(name))
+	})
+}
+
+func TestKubernetesHolderEditedStopsChild(t *testing.T) {
+	t.Parallel()
+	testRecordBroken(t, kubeStore, func(kubeconfig, name string) {
+		kubectl(t, kubeconfig, "patch", "lease", kubelease.ObjectName(name), "--type", "merge", "-p", `{"spec":{"holderIdentity":"intruder"}}`)
+	})
+}
+
+// A user whose Role lacks update on leases: one line naming the missing
+// verb and RBAC, exit 125 (bad configuration), no child.
+func TestKubernetesNoUpdatePermission(t *testing.T) {
+	t.Parallel()
+	admin := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	limited := requireEnv(t, "LEADERRUN_TEST_KUBE_LIMITED_KUBECONFIG")
+	role := `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: leaderrun-no-update, namespace: default}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: leaderrun-no-update, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: leaderrun-no-update}
+subjects:
+- {kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}
+`
+	f := filepath.Join(t.TempDir(), "role.yaml")
+	if err := os.WriteFile(f, []byte(role), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, admin, "apply", "-f", f)
+	marker := filepath.Join(t.TempDir(), "started")
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + kubeStore.storeURL(limited)}, "--name", e2eName(t, "rbac"), "--", "touch", marker)
+	line := strings.TrimSpace(stderr)
+	if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, "update") || !strings.Contains(line, "RBAC") {
+		t.Fatalf("exit %d, stderr %q; want 125 and one line naming the missing verb update and RBAC", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child started")
+	}
+}
