@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd|kubernetes] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -24,11 +24,14 @@
 #   etcd         a three-member cluster: one member SIGSTOP/SIGCONT; one
 #                member SIGKILLed and restarted with its data; the lease key
 #                deleted
+#   kubernetes   kube-apiserver SIGSTOP/SIGCONT; SIGKILLed and restarted (its
+#                etcd keeps the data); the Lease deleted, or its
+#                holderIdentity edited, with kubectl
 # Then scripts/chaoscheck reads the logs and prints the totals; the script
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
 # Servers are private (scripts/redis.sh, scripts/azurite.sh,
-# scripts/postgres.sh, scripts/etcd.sh, 127.0.0.1 only)
+# scripts/postgres.sh, scripts/etcd.sh, scripts/kubernetes.sh, 127.0.0.1 only)
 # and stopped by PID. Logs are kept when the check fails or with --keep
 # (CHAOS_KEEP=1). CHAOS_CONTENDERS, CHAOS_TTL and CHAOS_SEED override the
 # defaults (20; 3s, or 15s on Azure; random); CHAOS_BIN names a directory
@@ -43,7 +46,7 @@ duration=10m
 keep=${CHAOS_KEEP:-0}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--store) store=${2:?--store needs file, redis, azurite, postgres or etcd}; shift 2 ;;
+	--store) store=${2:?--store needs file, redis, azurite, postgres, etcd or kubernetes}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -52,9 +55,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $store in
-file | redis | postgres | etcd) ttl=${CHAOS_TTL:-3s} ;;
+file | redis | postgres | etcd | kubernetes) ttl=${CHAOS_TTL:-3s} ;;
 azurite) ttl=${CHAOS_TTL:-15s} ;;
-*) echo "chaos.sh: --store must be file, redis, azurite, postgres or etcd" >&2; exit 2 ;;
+*) echo "chaos.sh: --store must be file, redis, azurite, postgres, etcd or kubernetes" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d /tmp/leaderrun-chaos.XXXXXX)
@@ -77,6 +80,7 @@ cleanup() {
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
 	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
 	[ -f "$work/etcd/pids" ] && scripts/etcd.sh stop "$work/etcd" || true
+	[ -f "$work/kubernetes/pids" ] && scripts/kubernetes.sh stop "$work/kubernetes" || true
 	if [ "$rc" -eq 0 ] && [ "$keep" != 1 ]; then
 		rm -rf "$work"
 	else
@@ -137,6 +141,12 @@ etcd)
 	url=$(sed -n 's/^LEADERRUN_TEST_ETCD_CLUSTER_URL=//p' "$work/etcd/env")
 	args+=(-url "$url" -etcd-dir "$work/etcd")
 	unset ETCDCTL_USER ETCDCTL_PASSWORD
+	;;
+kubernetes)
+	scripts/kubernetes.sh start "$work/kubernetes"
+	kc=$(sed -n 's/^LEADERRUN_TEST_KUBECONFIG=//p' "$work/kubernetes/env")
+	args+=(-url "kubernetes://default?kubeconfig=$kc" -kube-dir "$work/kubernetes")
+	unset KUBECONFIG
 	;;
 esac
 

@@ -10,7 +10,8 @@
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
 #
 # The whole suite (no args) ends with a chaos run per store (scripts/chaos.sh:
-# 30 s each on file, Redis, PostgreSQL and an etcd cluster of three, 45 s on
+# 30 s each on file, Redis, PostgreSQL, an etcd cluster of three and a
+# kube-apiserver, 45 s on
 # Azurite, whose TTL is 15 s; about 3 minutes in all, with start-up and
 # shutdown); LEADERRUN_CHAOS_DURATION=5m sets one length for
 # every store, =0 skips it.
@@ -169,7 +170,7 @@ if [ $# -eq 0 ] && [ "$chaos" != 0 ]; then
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()
-	for store in file redis postgres etcd azurite; do
+	for store in file redis postgres etcd azurite kubernetes; do
 		chaos_runs=$((chaos_runs + 1))
 		d=$chaos
 		if [ -z "$d" ]; then
