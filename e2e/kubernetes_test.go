@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/lease/kubelease"
 )
@@ -111,4 +112,48 @@ subjects:
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the child started")
 	}
+}
+
+// Run history on Kubernetes: one of each outcome, history, status and
+// check (testRunHistory); the lease broken by deleting its Lease.
+func TestKubernetesRunHistory(t *testing.T) {
+	t.Parallel()
+	kc, env := kubeStore.shared(t)
+	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
+		kubectl(t, kc, "delete", "lease", kubelease.ObjectName(name))
+	})
+}
+
+// --once-per on Kubernetes, whose tokens are revisions, not clock readings.
+func TestKubernetesOncePer(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	testOncePer(t, env, e2eName(t, "daily"), "2s", false)
+}
+
+// kubeShared is set when scripts/test.sh (its last phase) or the caller
+// started an API server: the store lists of the tests that run on every
+// store gain a "kubernetes" case then (scripts/test.sh runs those cases
+// with -run 'TEST/^kubernetes$'), and lack it in the main phase, which
+// runs before the API server can be built.
+var kubeShared = os.Getenv("LEADERRUN_TEST_KUBECONFIG") != ""
+
+func init() {
+	if kubeShared {
+		healthStores = append(healthStores, healthStore{"kubernetes", func(t *testing.T) []string { _, env := kubeStore.shared(t); return env }})
+	}
+}
+
+// kubeStandbyStores is the Kubernetes case of the standby tests
+// (standbyStores), when an API server runs. A killed standby's object
+// lapses three heartbeats (1 s each) after its last one.
+func kubeStandbyStores() []standbyStore {
+	if !kubeShared {
+		return nil
+	}
+	return []standbyStore{{name: "kubernetes", delta: 200 * time.Millisecond, lapse: 10 * time.Second,
+		setup: func(t *testing.T) ([]string, string, []string) {
+			_, env := kubeStore.shared(t)
+			return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
+		}}}
 }

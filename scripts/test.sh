@@ -147,12 +147,16 @@ if [ $# -eq 0 ]; then
 		wait "$kube_build" || { tail -n 20 "$work/kube-build.log" >&2; kube_build=; exit 1; }
 		kube_build=
 	fi
-	phase "Kubernetes: go test -race ./lease/kubelease and e2e -run '^TestKubernetes'"
+	phase "Kubernetes: go test -race ./lease/kubelease, e2e's TestKubernetes* and the Kubernetes cases of its every-store tests"
 	start_kubernetes
 	set +e
 	{
 		go test -race -count=1 -timeout 9m -json ./lease/kubelease
 		go test -race -count=1 -parallel 4 -timeout 9m -json -run '^TestKubernetes' ./e2e
+		# The Kubernetes cases of the tests that run on every store (their
+		# store lists gain one when LEADERRUN_TEST_KUBECONFIG is set).
+		go test -race -count=1 -parallel 4 -timeout 9m -json \
+			-run '^(TestHoldAtLeast|TestHoldWaiterWakesAtEnd|TestStandbysInStatus|TestPriorityTakeover|TestPriorityFrozenBetterStandby|TestWatchSequence)$/^kubernetes$' ./e2e
 	} 2>&1 | "$work/testsummary" -counts "$work/counts-kube"
 	test_rc=$?
 	set -e

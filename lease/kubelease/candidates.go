@@ -155,9 +155,9 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 }
 
 // Candidates lists the live standbys (the holder's own registration left
-// out) in takeover order, and the holder as this Store judges it (nil when
-// the lease looks free), with the time left before it would judge the
-// holder gone.
+// out) in takeover order, and the holder (nil when the lease looks free by
+// this Store's count or by the wall clock, see Status), with the time left
+// before either would judge the holder gone.
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -168,13 +168,16 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 	var h *lease.Holder
 	holderID := ""
 	if cur != nil {
-		if r := readRecord(cur); !s.free(name, cur, r) {
-			hh := holderOf(name, r)
-			hh.Remaining = max(s.expiresAt(name, cur, r)-s.clock.Now(), 0)
-			if !r.heldUntil.IsZero() {
-				hh.Remaining = min(hh.Remaining, max(time.Until(r.heldUntil), 0))
+		// Held as both this Store's count and the wall clock say: either
+		// saying free costs at most one attempt that TryAcquire refuses.
+		r := readRecord(cur)
+		if wh, left := wallView(name, cur, r, time.Now()); wh != nil && !s.free(name, cur, r) {
+			mono := max(s.expiresAt(name, cur, r)-s.clock.Now(), 0)
+			if left > 0 {
+				mono = min(mono, left)
 			}
-			h, holderID = &hh, r.id
+			wh.Remaining = mono
+			h, holderID = wh, r.id
 		}
 	}
 	cs, err := s.standbys(cctx, name, holderID)

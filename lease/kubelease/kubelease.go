@@ -304,9 +304,12 @@ func (s *Store) newLease(req lease.Request, got *coordv1.Lease, token uint64, si
 }
 
 // Status returns the holder the record names (ID left out), or nil when
-// the Lease object is absent, released, or its hold is over. The API server
-// expires nothing, so a record its holder stopped renewing still names it:
-// Holder.Remaining is left unknown.
+// the Lease object is absent, released, its hold is over, or its renewTime
+// plus leaseDurationSeconds has passed by this host's wall clock. That is
+// a reading for people and probes, never a decision: the API server
+// expires nothing, and only a waiter's own count (see the package doc)
+// lets anyone take the lease over. Holder.Remaining is what is left by the
+// same wall-clock reading.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -314,12 +317,25 @@ func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) 
 	if err != nil || cur == nil {
 		return nil, err
 	}
-	r := readRecord(cur)
-	if r.holder == "" || (!r.heldUntil.IsZero() && !time.Now().Before(r.heldUntil)) {
-		return nil, nil
+	h, _ := wallView(name, cur, readRecord(cur), time.Now())
+	return h, nil
+}
+
+// wallView is the holder of record r of object cur by the wall clock now,
+// or nil (see Status); the time left by that reading, 0 when unknown.
+func wallView(name string, cur *coordv1.Lease, r record, now time.Time) (*lease.Holder, time.Duration) {
+	if r.holder == "" || (!r.heldUntil.IsZero() && !now.Before(r.heldUntil)) {
+		return nil, 0
 	}
 	h := holderOf(name, r)
-	return &h, nil
+	if !r.heldUntil.IsZero() {
+		h.Remaining = r.heldUntil.Sub(now)
+	} else if cur.Spec.RenewTime != nil && r.ttl > 0 {
+		if h.Remaining = cur.Spec.RenewTime.Add(r.ttl).Sub(now); h.Remaining <= 0 {
+			return nil, 0
+		}
+	}
+	return &h, h.Remaining
 }
 
 // Limits: leases expire (as waiters judge them); whole seconds from MinTTL.
