@@ -8,6 +8,7 @@ package e2e
 // with scripts/kubernetes.sh and stop it by PID.
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +157,53 @@ func kubeStandbyStores() []standbyStore {
 			_, env := kubeStore.shared(t)
 			return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
 		}}}
+}
+
+// BenchmarkKubernetesHandover is BenchmarkFileHandover on Kubernetes: the
+// waiter is woken by its watch of the Lease object.
+func BenchmarkKubernetesHandover(b *testing.B) {
+	benchHandover(b, kubeStore.benchEnv(b))
+}
+
+// BenchmarkKubernetesFailover is benchFailover on Kubernetes: nobody
+// expires the Lease; the waiter takes it over once the record has not
+// changed for a whole TTL on its own clock.
+func BenchmarkKubernetesFailover(b *testing.B) {
+	benchFailover(b, kubeStore.benchEnv(b))
+}
+
+// The readiness probe of docs/kubernetes.md, as it is written there, in a
+// leading and in a waiting replica: exit 0 and 1; and 1 again once the
+// leader is gone.
+func TestKubernetesReadinessProbe(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	name := strings.ToLower(e2eName(t, "probe"))
+	probe := func(pod string) int {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", `leaderrun status --json `+name+` | grep -q "\"held\":true,\"holder\":\"$POD_NAME\""`)
+		cmd.Env = append(append(os.Environ(), env...), "POD_NAME="+pod, "PATH="+filepath.Dir(lrBin)+":"+os.Getenv("PATH"))
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		t.Fatal(err)
+		return -1
+	}
+	leader, _ := holdLease(t, append(env, "LEADERRUN_HOLDER=billing-7d9f-a"), name)
+	if code := probe("billing-7d9f-a"); code != 0 {
+		t.Fatalf("probe in the leading pod: exit %d; want 0", code)
+	}
+	if code := probe("billing-7d9f-b"); code != 1 {
+		t.Fatalf("probe in a waiting pod: exit %d; want 1", code)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+	if code := probe("billing-7d9f-a"); code != 1 {
+		t.Fatalf("probe after the leader released: exit %d; want 1", code)
+	}
 }
