@@ -30,18 +30,19 @@ const (
 func ObjectName(name string) string { return objName(name) }
 
 // objName maps a lease name to a Lease object name: the name itself when
-// it is already a valid object name (so `kubectl get lease NAME` finds
-// it), else a lower-case form of it with a hash of the name appended, so
-// that different names never share an object.
+// it is already a valid object name of at most 200 bytes (so `kubectl get
+// lease NAME` finds it), else the first 50 bytes of a lower-case form of it
+// ('-' for anything but letters and digits) and a hash of the name: one
+// DNS label, and different names never share an object.
 func objName(name string) string {
 	if dnsSubdomain(name) && len(name) <= 200 {
 		return name
 	}
 	var b strings.Builder
-	for i := 0; i < len(name) && b.Len() < 180; i++ {
+	for i := 0; i < len(name) && b.Len() < 50; i++ {
 		c := name[i]
 		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '.':
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
 			b.WriteByte(c)
 		case 'A' <= c && c <= 'Z':
 			b.WriteByte(c + 'a' - 'A')
@@ -49,7 +50,7 @@ func objName(name string) string {
 			b.WriteByte('-')
 		}
 	}
-	s := strings.Trim(b.String(), "-.")
+	s := strings.Trim(b.String(), "-")
 	if s == "" {
 		s = "lease"
 	}
