@@ -13,11 +13,10 @@ import (
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
+	authzv1 "k8s.io/api/authorization/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -43,7 +42,8 @@ type Store struct {
 	cfg         *config
 	callTimeout time.Duration
 	log         *slog.Logger
-	leases      coordclient.LeaseInterface
+	leases      leaseAPI
+	reviews     rulesReviewer
 	clock       lease.BootClock
 	seen        observations
 	regs        registrations
@@ -66,11 +66,16 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc, err := coordclient.NewForConfig(c.rest)
+	lc, err := restClient(c.rest, coordv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, storeerr.Config("%s: %s", c.where, storeerr.Quote(storeerr.FirstLine(err.Error()), c.secrets, 8))
 	}
-	s := &Store{cfg: c, callTimeout: o.CallTimeout, log: o.Log.With("store", c.where, "namespace", c.namespace), leases: cc.Leases(c.namespace)}
+	ac, err := restClient(c.rest, authzv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, storeerr.Config("%s: %s", c.where, storeerr.Quote(storeerr.FirstLine(err.Error()), c.secrets, 8))
+	}
+	s := &Store{cfg: c, callTimeout: o.CallTimeout, log: o.Log.With("store", c.where, "namespace", c.namespace),
+		leases: leaseAPI{rc: lc, ns: c.namespace}, reviews: rulesReviewer{rc: ac}}
 	if err := s.checkAccess(ctx); err != nil {
 		return nil, err
 	}
@@ -85,13 +90,9 @@ var verbs = []string{"get", "list", "watch", "create", "update", "delete"}
 // Leases in the namespace. An answer the server marks incomplete (an
 // authorizer that cannot list rules) is not held against the user.
 func (s *Store) checkAccess(ctx context.Context) error {
-	ac, err := authzclient.NewForConfig(s.cfg.rest)
-	if err != nil {
-		return storeerr.Config("%s: %s", s.cfg.where, storeerr.Quote(storeerr.FirstLine(err.Error()), s.cfg.secrets, 8))
-	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	rev, err := ac.SelfSubjectRulesReviews().Create(cctx, rulesReview(s.cfg.namespace), metav1.CreateOptions{})
+	rev, err := s.reviews.Create(cctx, rulesReview(s.cfg.namespace))
 	if err != nil {
 		e := s.classify("create selfsubjectrulesreviews", "check permissions", err)
 		if isUnavailable(e) && ctx.Err() == nil {
