@@ -207,3 +207,50 @@ func TestKubernetesReadinessProbe(t *testing.T) {
 		t.Fatalf("probe after the leader released: exit %d; want 1", code)
 	}
 }
+
+// The kubeconfig's token never shows on stderr or in status's output, in
+// text or JSON logs, whether the API server takes it or refuses it (401:
+// one line, exit 125).
+func TestKubernetesTokenNeverPrinted(t *testing.T) {
+	t.Parallel()
+	admin := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	b, err := os.ReadFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "token: "); ok {
+			token = v
+		}
+	}
+	if len(token) < 16 {
+		t.Fatalf("no token in %s", admin)
+	}
+	const wrong = "Wr0ng-s3cret-T0ken-0123456789"
+	bad := filepath.Join(t.TempDir(), "wrong.kubeconfig")
+	if err := os.WriteFile(bad, []byte(strings.ReplaceAll(string(b), token, wrong)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testSecretsNotPrinted(t, []string{token, wrong}, []secretCase{
+		{"url", kubeStore.storeURL(admin), nil, true},
+		{"env", "kubernetes://default", []string{"KUBECONFIG=" + admin}, true},
+		{"url-wrong", kubeStore.storeURL(bad), nil, false},
+		{"env-wrong", "kubernetes://default", []string{"KUBECONFIG=" + bad}, false},
+	}, nil, func(t *testing.T) string { return e2eName(t, "tok") }, "true")
+}
+
+// A TTL that leaseDurationSeconds cannot say (not whole seconds): one
+// line, exit 125, no child.
+func TestKubernetesTTLRefused(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	code, stderr := runLR(t, env, "--ttl", "2500ms", "--name", e2eName(t, "ttl"), "--", "touch", marker)
+	if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "--ttl") {
+		t.Fatalf("exit %d, stderr %q; want 125 and one line about --ttl", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child started")
+	}
+}

@@ -62,10 +62,12 @@ var _ lease.Store = (*Store)(nil)
 // until it answers.
 func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	o.CallTimeout, o.Getenv, o.Log = storeopt.Defaults(o.CallTimeout, DefaultCallTimeout, o.Getenv, o.Log)
+	routeLibraryLog(o.Log)
 	c, err := parseURL(raw, o.Getenv)
 	if err != nil {
 		return nil, err
 	}
+	c.rest.WarningHandler = warnings{o.Log}
 	lc, err := restClient(c.rest, coordv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, storeerr.Config("%s: %s", c.where, storeerr.Quote(storeerr.FirstLine(err.Error()), c.secrets, 8))
