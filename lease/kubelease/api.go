@@ -51,34 +51,40 @@ type leaseAPI struct {
 	ns string
 }
 
+// List lists the namespace's Leases that opts selects.
 func (a leaseAPI) List(ctx context.Context, opts metav1.ListOptions) (*coordv1.LeaseList, error) {
 	out := &coordv1.LeaseList{}
 	err := a.rc.Get().Namespace(a.ns).Resource("leases").VersionedParams(&opts, paramCodec).Do(ctx).Into(out)
 	return out, err
 }
 
+// Get reads one Lease.
 func (a leaseAPI) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordv1.Lease, error) {
 	out := &coordv1.Lease{}
 	err := a.rc.Get().Namespace(a.ns).Resource("leases").Name(name).Do(ctx).Into(out)
 	return out, err
 }
 
+// Create creates l; it fails with 409 AlreadyExists if it exists.
 func (a leaseAPI) Create(ctx context.Context, l *coordv1.Lease, _ metav1.CreateOptions) (*coordv1.Lease, error) {
 	out := &coordv1.Lease{}
 	err := a.rc.Post().Namespace(a.ns).Resource("leases").Body(l).Do(ctx).Into(out)
 	return out, err
 }
 
+// Update writes l, conditional on its resourceVersion (409 Conflict).
 func (a leaseAPI) Update(ctx context.Context, l *coordv1.Lease, _ metav1.UpdateOptions) (*coordv1.Lease, error) {
 	out := &coordv1.Lease{}
 	err := a.rc.Put().Namespace(a.ns).Resource("leases").Name(l.Name).Body(l).Do(ctx).Into(out)
 	return out, err
 }
 
+// Delete deletes one Lease, under opts' preconditions.
 func (a leaseAPI) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return a.rc.Delete().Namespace(a.ns).Resource("leases").Name(name).Body(&opts).Do(ctx).Error()
 }
 
+// Watch watches the Leases that opts selects, from opts.ResourceVersion.
 func (a leaseAPI) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return a.rc.Get().Namespace(a.ns).Resource("leases").VersionedParams(&opts, paramCodec).Watch(ctx)
@@ -87,6 +93,7 @@ func (a leaseAPI) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Int
 // rulesReviewer posts SelfSubjectRulesReviews.
 type rulesReviewer struct{ rc *rest.RESTClient }
 
+// Create asks what the user may do (rev.Spec.Namespace).
 func (r rulesReviewer) Create(ctx context.Context, rev *authzv1.SelfSubjectRulesReview) (*authzv1.SelfSubjectRulesReview, error) {
 	out := &authzv1.SelfSubjectRulesReview{}
 	err := r.rc.Post().Resource("selfsubjectrulesreviews").Body(rev).Do(ctx).Into(out)

@@ -364,6 +364,7 @@ type kubeLease struct {
 	last *coordv1.Lease
 }
 
+// Info returns the acquisition.
 func (l *kubeLease) Info() lease.Holder { return l.info }
 
 // Renew writes a new renewTime, conditional on the version of our last

@@ -28,6 +28,7 @@ func routeLibraryLog(log *slog.Logger) {
 // klogWriter is klog's output: one debug line per write.
 type klogWriter struct{ log *slog.Logger }
 
+// Write logs p as one line.
 func (w klogWriter) Write(p []byte) (int, error) {
 	w.log.Debug("client-go", "line", strings.TrimSpace(string(p)))
 	return len(p), nil
