@@ -55,10 +55,11 @@ var drivers = map[string]string{
 	"azblob": "leaderrun-azblob", "azblob+https": "leaderrun-azblob", "azblob+http": "leaderrun-azblob",
 	"etcd": "leaderrun-etcd", "etcds": "leaderrun-etcd",
 	"postgres": "leaderrun-postgres", "postgresql": "leaderrun-postgres",
+	"kubernetes": "leaderrun-kubernetes",
 }
 
 // knownSchemes lists every scheme for messages, linked or not.
-const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres or postgresql"
+const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres, postgresql or kubernetes"
 
 // register links stores into this program.
 func register(stores []LinkedStore) {

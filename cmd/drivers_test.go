@@ -14,6 +14,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/lease/bloblease"
 	"github.com/leaderrun/leaderrun/lease/etcdlease"
+	"github.com/leaderrun/leaderrun/lease/kubelease"
 	"github.com/leaderrun/leaderrun/lease/pglease"
 	"github.com/leaderrun/leaderrun/lease/redislease"
 	"github.com/leaderrun/leaderrun/runner"
@@ -25,10 +26,11 @@ import (
 func TestDrivers(t *testing.T) {
 	served := map[string]string{}
 	for prog, schemes := range map[string][]string{
-		"leaderrun-redis":    redislease.Schemes,
-		"leaderrun-azblob":   bloblease.Schemes(),
-		"leaderrun-etcd":     etcdlease.Schemes,
-		"leaderrun-postgres": pglease.Schemes,
+		"leaderrun-redis":      redislease.Schemes,
+		"leaderrun-azblob":     bloblease.Schemes(),
+		"leaderrun-etcd":       etcdlease.Schemes,
+		"leaderrun-postgres":   pglease.Schemes,
+		"leaderrun-kubernetes": kubelease.Schemes,
 	} {
 		for _, s := range schemes {
 			served[s] = prog

@@ -26,7 +26,7 @@ func TestDispatchMissingStoreProgram(t *testing.T) {
 	}
 	marker := filepath.Join(dir, "ran")
 	empty := t.TempDir()
-	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob"} {
+	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob", "kubernetes": "leaderrun-kubernetes"} {
 		cmd := exec.Command(lone, "--store", scheme+"://user:SECRETPW@127.0.0.1:1/x", "--name", "d", "--", "touch", marker)
 		// PATH holds no store program: TestDebPackage may have one in
 		// /usr/bin at this moment (the run is refused before COMMAND is

@@ -553,7 +553,7 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 // storePrograms are what an installation must hold: leaderrun, whose
 // module is the leaderrun directory, the store programs and leaderrun-ping
 // (--ping).
-var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres", "leaderrun-ping"}
+var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres", "leaderrun-kubernetes", "leaderrun-ping"}
 
 // Install, in a copy of the tree as a fresh clone has it: the go build
 // line installs leaderrun and every store program, executable, into

@@ -32,7 +32,7 @@ type standbyStore struct {
 }
 
 func standbyStores() []standbyStore {
-	return []standbyStore{
+	return append(kubeStandbyStores(), []standbyStore{
 		{name: "file", delta: 100 * time.Millisecond, lapse: 5 * time.Second,
 			setup: func(t *testing.T) ([]string, string, []string) {
 				return []string{"LEADERRUN_STORE=" + fileStore(t)}, "job", nil
@@ -63,7 +63,7 @@ func standbyStores() []standbyStore {
 				_, store := azShared(t, "poll=200ms")
 				return append(azEnv(azDevKey), "LEADERRUN_STORE="+store), "job", []string{"--ttl", "15s"}
 			}},
-	}
+	}...)
 }
 
 // watchEvent is one line of watch --json.

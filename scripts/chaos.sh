@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd] [--slots N] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd|kubernetes] [--slots N] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -24,6 +24,9 @@
 #   etcd         a three-member cluster: one member SIGSTOP/SIGCONT; one
 #                member SIGKILLed and restarted with its data; the lease key
 #                deleted
+#   kubernetes   kube-apiserver SIGSTOP/SIGCONT; SIGKILLed and restarted (its
+#                etcd keeps the data); the Lease deleted, or its
+#                holderIdentity edited, with kubectl
 # With --slots N (CHAOS_SLOTS) every leaderrun runs with --slots N: up to N
 # children at once, each slot with its own fencing resource, and the check
 # judges overlaps and token order per slot and tokens across slots; the
@@ -32,7 +35,7 @@
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
 # Servers are private (scripts/redis.sh, scripts/azurite.sh,
-# scripts/postgres.sh, scripts/etcd.sh, 127.0.0.1 only)
+# scripts/postgres.sh, scripts/etcd.sh, scripts/kubernetes.sh, 127.0.0.1 only)
 # and stopped by PID. Logs are kept when the check fails or with --keep
 # (CHAOS_KEEP=1). CHAOS_CONTENDERS, CHAOS_TTL and CHAOS_SEED override the
 # defaults (20; 3s, or 15s on Azure; random); CHAOS_BIN names a directory
@@ -48,7 +51,7 @@ keep=${CHAOS_KEEP:-0}
 slots=${CHAOS_SLOTS:-1}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--store) store=${2:?--store needs file, redis, azurite, postgres or etcd}; shift 2 ;;
+	--store) store=${2:?--store needs file, redis, azurite, postgres, etcd or kubernetes}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
 	--slots) slots=${2:?--slots needs a number}; shift 2 ;;
 	--slots=*) slots=${1#--slots=}; shift ;;
@@ -59,9 +62,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $store in
-file | redis | postgres | etcd) ttl=${CHAOS_TTL:-3s} ;;
+file | redis | postgres | etcd | kubernetes) ttl=${CHAOS_TTL:-3s} ;;
 azurite) ttl=${CHAOS_TTL:-15s} ;;
-*) echo "chaos.sh: --store must be file, redis, azurite, postgres or etcd" >&2; exit 2 ;;
+*) echo "chaos.sh: --store must be file, redis, azurite, postgres, etcd or kubernetes" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d /tmp/leaderrun-chaos.XXXXXX)
@@ -84,6 +87,7 @@ cleanup() {
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
 	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
 	[ -f "$work/etcd/pids" ] && scripts/etcd.sh stop "$work/etcd" || true
+	[ -f "$work/kubernetes/pids" ] && scripts/kubernetes.sh stop "$work/kubernetes" || true
 	if [ "$rc" -eq 0 ] && [ "$keep" != 1 ]; then
 		rm -rf "$work"
 	else
@@ -144,6 +148,12 @@ etcd)
 	url=$(sed -n 's/^LEADERRUN_TEST_ETCD_CLUSTER_URL=//p' "$work/etcd/env")
 	args+=(-url "$url" -etcd-dir "$work/etcd")
 	unset ETCDCTL_USER ETCDCTL_PASSWORD
+	;;
+kubernetes)
+	scripts/kubernetes.sh start "$work/kubernetes"
+	kc=$(sed -n 's/^LEADERRUN_TEST_KUBECONFIG=//p' "$work/kubernetes/env")
+	args+=(-url "kubernetes://default?kubeconfig=$kc" -kube-dir "$work/kubernetes")
+	unset KUBECONFIG
 	;;
 esac
 

@@ -10,10 +10,20 @@
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
 #
 # The whole suite (no args) ends with a chaos run per store (scripts/chaos.sh:
-# 30 s each on file, Redis, PostgreSQL and an etcd cluster of three, 45 s on
+# 30 s each on file, Redis, PostgreSQL, an etcd cluster of three and a
+# kube-apiserver, 45 s on
 # Azurite, whose TTL is 15 s; about 3 minutes in all, with start-up and
 # shutdown); LEADERRUN_CHAOS_DURATION=5m sets one length for
 # every store, =0 skips it.
+#
+# Kubernetes: the tests of the Kubernetes store need a kube-apiserver and
+# its etcd, which scripts/kubernetes.sh builds from Go modules into a cache
+# outside the repository (about an hour and 5 GB of build cache the first
+# time on a loaded 2-core machine; nothing afterwards). The whole suite
+# starts that build first, in the background, runs everything else, and
+# runs the Kubernetes tests (./lease/kubelease and e2e's TestKubernetes*)
+# last, so that a fresh CI machine stays within its time limit. With
+# arguments, the API server is started only when the binaries are cached.
 #
 # Progress: each phase is announced with the time since the start; go test's
 # JSON is summarised by scripts/testsummary (one line per package as it ends,
@@ -43,6 +53,11 @@ cleanup() {
 	for d in "$work"/etcd-*; do
 		[ -f "$d/pids" ] && scripts/etcd.sh stop "$d" || true
 	done
+	[ -f "$work/kubernetes/pids" ] && scripts/kubernetes.sh stop "$work/kubernetes" || true
+	if [ -n "$kube_build" ]; then
+		kill -- -"$kube_build" 2>/dev/null || true # its own process group (setsid)
+		wait "$kube_build" 2>/dev/null || true
+	fi
 	rm -rf "$work"
 	if [ "$rc" -ne 0 ] && [ "$n_failed" -eq 0 ]; then
 		echo "== failed in phase: $phase_name"
@@ -52,6 +67,7 @@ cleanup() {
 	echo "$n_passed passed, $n_failed failed"
 	exit $rc
 }
+kube_build=
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -61,6 +77,12 @@ if [ "$(id -u)" = 0 ]; then
 	# e2e's package test renders the man page and verifies the unit;
 	# gendocs' test parses the completions in their shells.
 	apt_ensure man systemd-analyze dpkg zsh fish promtool -- man-db systemd zsh fish prometheus
+fi
+kube_cached() { [ -x "${XDG_CACHE_HOME:-$HOME/.cache}/leaderrun/kubernetes/kube-apiserver-1.37.2" ] && [ -x "${XDG_CACHE_HOME:-$HOME/.cache}/leaderrun/kubernetes/etcd-3.6.16" ]; }
+if [ $# -eq 0 ] && ! kube_cached; then
+	echo "scripts/test.sh: building kube-apiserver and etcd in the background for the Kubernetes tests, which run last (about an hour the first time; log in $work/kube-build.log)"
+	setsid scripts/kubernetes.sh build >"$work/kube-build.log" 2>&1 &
+	kube_build=$!
 fi
 phase "gofmt, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
@@ -90,29 +112,69 @@ set -a; . "$work/postgres/env"; set +a
 # (passwords masked: the tests check that nothing prints them)
 env | grep '^LEADERRUN_TEST_' | grep -v 'PID\|ADDRS' | sed -e 's/^/   /' -e 's#://\([^:/@]*\):[^@]*@#://\1:xxxxx@#'
 
+# start_kubernetes: start the API server and export its variables.
+start_kubernetes() {
+	mkdir -p "$work/kubernetes"
+	scripts/kubernetes.sh start "$work/kubernetes"
+	set -a; . "$work/kubernetes/env"; set +a
+	echo "   LEADERRUN_TEST_KUBECONFIG=$LEADERRUN_TEST_KUBECONFIG"
+}
 args=("$@")
-[ ${#args[@]} -eq 0 ] && args=(./...)
-phase "go test -race ${args[*]}"
+skip=()
+shown="${args[*]}"
+if [ ${#args[@]} -eq 0 ]; then
+	shown="./... but ./lease/kubelease and TestKubernetes*"
+	# Everything but the Kubernetes tests, which run last (below).
+	mapfile -t args < <(go list ./... | grep -v '/lease/kubelease$')
+	skip=(-skip '^TestKubernetes')
+elif kube_cached; then
+	start_kubernetes
+fi
+phase "go test -race $shown"
 go build -o "$work/testsummary" ./scripts/testsummary
 set +e
 # -parallel 4: most of e2e's parallel tests wait on a TTL or a server, not a
 # core; with GOMAXPROCS (2) slots e2e alone took about 290 s, with 4 about 220.
-go test -race -count=1 -parallel 4 -timeout 9m -json "${args[@]}" 2>&1 | "$work/testsummary" -counts "$work/counts"
+go test -race -count=1 -parallel 4 -timeout 9m -json "${skip[@]}" "${args[@]}" 2>&1 | "$work/testsummary" -counts "$work/counts"
 test_rc=$?
 set -e
 read -r n_passed n_failed < "$work/counts" || { n_passed=0 n_failed=1; }
 [ "$test_rc" -eq 0 ] || exit 1
 
+if [ $# -eq 0 ]; then
+	if [ -n "$kube_build" ]; then
+		phase "waiting for the kube-apiserver build (log: $work/kube-build.log)"
+		wait "$kube_build" || { tail -n 20 "$work/kube-build.log" >&2; kube_build=; exit 1; }
+		kube_build=
+	fi
+	phase "Kubernetes: go test -race ./lease/kubelease, e2e's TestKubernetes* and the Kubernetes cases of its every-store tests"
+	start_kubernetes
+	set +e
+	{
+		go test -race -count=1 -timeout 9m -json ./lease/kubelease
+		go test -race -count=1 -parallel 4 -timeout 9m -json -run '^TestKubernetes' ./e2e
+		# The Kubernetes cases of the tests that run on every store (their
+		# store lists gain one when LEADERRUN_TEST_KUBECONFIG is set).
+		go test -race -count=1 -parallel 4 -timeout 9m -json \
+			-run '^(TestHoldAtLeast|TestHoldWaiterWakesAtEnd|TestStandbysInStatus|TestPriorityTakeover|TestPriorityFrozenBetterStandby|TestWatchSequence)$/^kubernetes$' ./e2e
+	} 2>&1 | "$work/testsummary" -counts "$work/counts-kube"
+	test_rc=$?
+	set -e
+	read -r kp kf < "$work/counts-kube" || { kp=0 kf=1; }
+	n_passed=$((n_passed + kp)) n_failed=$((n_failed + kf))
+	[ "$test_rc" -eq 0 ] || exit 1
+fi
+
 chaos=${LEADERRUN_CHAOS_DURATION:-}
-if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
-	phase "chaos: ${chaos:-30s per store, 45s on Azurite}"
+if [ $# -eq 0 ] && [ "$chaos" != 0 ]; then
+	phase "chaos: ${chaos:-30s per store, 45s on Azurite}, one lease and --slots 3 side by side"
 	chaos_runs=0
 	mkdir -p "$work/chaosbin"
 	go build -o "$work/chaosbin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()
-	for store in file redis postgres etcd azurite; do
+	for store in file redis postgres etcd azurite kubernetes; do
 		chaos_runs=$((chaos_runs + 1))
 		d=$chaos
 		if [ -z "$d" ]; then
@@ -121,7 +183,16 @@ if [ ${#args[@]} -eq 1 ] && [ "${args[0]}" = ./... ] && [ "$chaos" != 0 ]; then
 			*) d=30s ;;
 			esac
 		fi
-		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$d" || failed+=("$store")
+		# One lease and --slots 3 side by side, each with servers of its own.
+		chaos_runs=$((chaos_runs + 1))
+		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$d" >"$work/chaos-$store.log" 2>&1 &
+		one=$!
+		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" --slots 3 "$d" >"$work/chaos-$store-slots.log" 2>&1 &
+		three=$!
+		wait "$one" || failed+=("$store")
+		wait "$three" || failed+=("$store --slots 3")
+		echo "-- $store"; cat "$work/chaos-$store.log"
+		echo "-- $store --slots 3"; cat "$work/chaos-$store-slots.log"
 	done
 	n_passed=$((n_passed + chaos_runs - ${#failed[@]}))
 	n_failed=$((n_failed + ${#failed[@]}))

@@ -375,7 +375,7 @@ func check(dir string) (*Report, error) {
 	// Overlaps and their causes.
 	// store_restart_persist_sigkill: Azurite did not stop on SIGTERM in time
 	// and was SIGKILLed; it autosaves every 5 s, so recent writes are lost.
-	lost := map[string]bool{"key_delete": true, "lockfile_replace": true, "lockfile_delete": true, "lease_break": true,
+	lost := map[string]bool{"key_delete": true, "key_edit": true, "lockfile_replace": true, "lockfile_delete": true, "lease_break": true,
 		"store_restart_empty": true, "store_restart_persist_sigkill": true}
 	const slack = int64(time.Second)
 	var longest int64

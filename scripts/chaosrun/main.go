@@ -3,7 +3,7 @@
 // injected at random; and the child those runs start. Everything it knows
 // goes to JSON-lines logs in one directory, which scripts/chaoscheck reads.
 //
-//	chaosrun run   -dir D -store file|redis|azurite|postgres|etcd -url URL -leaderrun BIN [flags]
+//	chaosrun run   -dir D -store file|redis|azurite|postgres|etcd|kubernetes -url URL -leaderrun BIN [flags]
 //	chaosrun child (under leaderrun; reads CHAOS_DIR, CHAOS_CONTENDER, LEADERRUN_LEASE_TOKEN,
 //	               and with -slots LEADERRUN_SLOT)
 //
@@ -235,6 +235,8 @@ type config struct {
 	pgDir, pgScripts string
 	// etcd: the etcd.sh directory of a three-member cluster.
 	etcdDir string
+	// Kubernetes: the kubernetes.sh directory.
+	kubeDir string
 	extra   []string // more leaderrun flags
 }
 
@@ -243,7 +245,7 @@ func run(args []string) error {
 	var extra string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.dir, "dir", "", "log directory")
-	fs.StringVar(&c.store, "store", "file", "file, redis, azurite, postgres or etcd")
+	fs.StringVar(&c.store, "store", "file", "file, redis, azurite, postgres, etcd or kubernetes")
 	fs.StringVar(&c.url, "url", "", "--store URL for leaderrun")
 	fs.StringVar(&c.leaderrun, "leaderrun", "", "leaderrun binary")
 	fs.StringVar(&c.name, "name", "chaos", "lease name")
@@ -260,6 +262,7 @@ func run(args []string) error {
 	fs.StringVar(&c.pgDir, "pg-dir", "", "postgres.sh directory (env, pids, rundir)")
 	fs.StringVar(&c.pgScripts, "pg-scripts", "scripts", "directory of postgres.sh, for restarts")
 	fs.StringVar(&c.etcdDir, "etcd-dir", "", "etcd.sh directory of a cluster (env, pids)")
+	fs.StringVar(&c.kubeDir, "kube-dir", "", "kubernetes.sh directory (env, pids)")
 	fs.StringVar(&extra, "leaderrun-flags", "", "more leaderrun flags, space separated")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -328,6 +331,8 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 		d.store, err = newPgFaults(d)
 	case "etcd":
 		d.store, err = newEtcdFaults(d)
+	case "kubernetes":
+		d.store, err = newKubeFaults(d)
 	default:
 		err = fmt.Errorf("unknown store %q", c.store)
 	}

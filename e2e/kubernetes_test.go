@@ -1,0 +1,256 @@
+package e2e
+
+// Black-box tests of leaderrun on a real Kubernetes API server (leaderrun
+// execs leaderrun-kubernetes for kubernetes:// URLs). Tests that only add
+// Leases use the shared API server of scripts/test.sh
+// (LEADERRUN_TEST_KUBECONFIG: its admin kubeconfig), each with its own
+// lease names; tests that freeze or kill the API server start a private one
+// with scripts/kubernetes.sh and stop it by PID.
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease/kubelease"
+)
+
+// kubeStore is the API server for the shared store tests
+// (storefaults_test.go); its target is an admin kubeconfig.
+var kubeStore = faultStore{
+	envVar:      "LEADERRUN_TEST_KUBECONFIG",
+	pidVar:      "LEADERRUN_TEST_KUBE_APISERVER_PID",
+	storeURL:    func(kubeconfig string) string { return "kubernetes://default?kubeconfig=" + kubeconfig },
+	script:      "scripts/kubernetes.sh",
+	benchScript: "scripts/kubernetes.sh",
+	wakeBy:      "its watch",
+}
+
+// kubectl runs kubectl with kubeconfig and returns its trimmed output.
+func kubectl(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "--namespace", "default"}, args...)...)
+	return toolOutput(t, cmd)
+}
+
+// The shared store tests on Kubernetes (storefaults_test.go). A waiter is
+// woken by its watch of the Lease object at a clean release, and judges a
+// SIGKILLed leader gone when the record has not changed for a full TTL on
+// its own clock. The token is the revision of the acquiring write.
+func TestKubernetesManyInstancesNoOverlap(t *testing.T) { testManyInstances(t, kubeStore) }
+func TestKubernetesNoWaitConflict(t *testing.T)         { testNoWaitConflict(t, kubeStore) }
+func TestKubernetesCleanHandover(t *testing.T)          { testCleanHandover(t, kubeStore) }
+func TestKubernetesLeaderKilledFailover(t *testing.T)   { testLeaderKilledFailover(t, kubeStore) }
+func TestKubernetesTokensIncrease(t *testing.T)         { testTokensIncrease(t, kubeStore) }
+
+// The API server frozen (SIGSTOP) or killed under a running leader: the
+// child is dead before last_sent + TTL, the earliest a waiter may judge the
+// lease expired; exit 124 (testServerFault).
+func TestKubernetesServerFrozenStopsChild(t *testing.T) {
+	t.Parallel()
+	testServerFault(t, kubeStore, syscall.SIGSTOP, false)
+}
+
+func TestKubernetesServerKilledStopsChild(t *testing.T) {
+	t.Parallel()
+	testServerFault(t, kubeStore, syscall.SIGKILL, false)
+}
+
+// The Lease deleted, or its holder edited, with kubectl under a running
+// leader: the child is stopped within one renew interval, exit 124
+// (testRecordBroken).
+func TestKubernetesLeaseDeletedStopsChild(t *testing.T) {
+	t.Parallel()
+	testRecordBroken(t, kubeStore, func(kubeconfig, name string) {
+		kubectl(t, kubeconfig, "delete", "lease", kubelease.ObjectName(name))
+	})
+}
+
+func TestKubernetesHolderEditedStopsChild(t *testing.T) {
+	t.Parallel()
+	testRecordBroken(t, kubeStore, func(kubeconfig, name string) {
+		kubectl(t, kubeconfig, "patch", "lease", kubelease.ObjectName(name), "--type", "merge", "-p", `{"spec":{"holderIdentity":"intruder"}}`)
+	})
+}
+
+// A user whose Role lacks update on leases: one line naming the missing
+// verb and RBAC, exit 125 (bad configuration), no child.
+func TestKubernetesNoUpdatePermission(t *testing.T) {
+	t.Parallel()
+	admin := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	limited := requireEnv(t, "LEADERRUN_TEST_KUBE_LIMITED_KUBECONFIG")
+	role := `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: leaderrun-no-update, namespace: default}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: leaderrun-no-update, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: leaderrun-no-update}
+subjects:
+- {kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}
+`
+	f := filepath.Join(t.TempDir(), "role.yaml")
+	if err := os.WriteFile(f, []byte(role), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, admin, "apply", "-f", f)
+	marker := filepath.Join(t.TempDir(), "started")
+	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + kubeStore.storeURL(limited)}, "--name", e2eName(t, "rbac"), "--", "touch", marker)
+	line := strings.TrimSpace(stderr)
+	if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, "update") || !strings.Contains(line, "RBAC") {
+		t.Fatalf("exit %d, stderr %q; want 125 and one line naming the missing verb update and RBAC", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child started")
+	}
+}
+
+// Run history on Kubernetes: one of each outcome, history, status and
+// check (testRunHistory); the lease broken by deleting its Lease.
+func TestKubernetesRunHistory(t *testing.T) {
+	t.Parallel()
+	kc, env := kubeStore.shared(t)
+	testRunHistory(t, env, e2eName(t, "hist"), "2s", func(name string) {
+		kubectl(t, kc, "delete", "lease", kubelease.ObjectName(name))
+	})
+}
+
+// --once-per on Kubernetes, whose tokens are revisions, not clock readings.
+func TestKubernetesOncePer(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	testOncePer(t, env, e2eName(t, "daily"), "2s", false)
+}
+
+// kubeShared is set when scripts/test.sh (its last phase) or the caller
+// started an API server: the store lists of the tests that run on every
+// store gain a "kubernetes" case then (scripts/test.sh runs those cases
+// with -run 'TEST/^kubernetes$'), and lack it in the main phase, which
+// runs before the API server can be built.
+var kubeShared = os.Getenv("LEADERRUN_TEST_KUBECONFIG") != ""
+
+func init() {
+	if kubeShared {
+		healthStores = append(healthStores, healthStore{"kubernetes", func(t *testing.T) []string { _, env := kubeStore.shared(t); return env }})
+	}
+}
+
+// kubeStandbyStores is the Kubernetes case of the standby tests
+// (standbyStores), when an API server runs. A killed standby's object
+// lapses three heartbeats (1 s each) after its last one.
+func kubeStandbyStores() []standbyStore {
+	if !kubeShared {
+		return nil
+	}
+	return []standbyStore{{name: "kubernetes", delta: 200 * time.Millisecond, lapse: 10 * time.Second,
+		setup: func(t *testing.T) ([]string, string, []string) {
+			_, env := kubeStore.shared(t)
+			return env, e2eName(t, "sb"), []string{"--ttl", "2s"}
+		}}}
+}
+
+// BenchmarkKubernetesHandover is BenchmarkFileHandover on Kubernetes: the
+// waiter is woken by its watch of the Lease object.
+func BenchmarkKubernetesHandover(b *testing.B) {
+	benchHandover(b, kubeStore.benchEnv(b))
+}
+
+// BenchmarkKubernetesFailover is benchFailover on Kubernetes: nobody
+// expires the Lease; the waiter takes it over once the record has not
+// changed for a whole TTL on its own clock.
+func BenchmarkKubernetesFailover(b *testing.B) {
+	benchFailover(b, kubeStore.benchEnv(b))
+}
+
+// The readiness probe of docs/kubernetes.md, as it is written there, in a
+// leading and in a waiting replica: exit 0 and 1; and 1 again once the
+// leader is gone.
+func TestKubernetesReadinessProbe(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	name := strings.ToLower(e2eName(t, "probe"))
+	probe := func(pod string) int {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", `leaderrun status --json `+name+` | grep -q "\"held\":true,\"holder\":\"$POD_NAME\""`)
+		cmd.Env = append(append(os.Environ(), env...), "POD_NAME="+pod, "PATH="+filepath.Dir(lrBin)+":"+os.Getenv("PATH"))
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		t.Fatal(err)
+		return -1
+	}
+	leader, _ := holdLease(t, append(env, "LEADERRUN_HOLDER=billing-7d9f-a"), name)
+	if code := probe("billing-7d9f-a"); code != 0 {
+		t.Fatalf("probe in the leading pod: exit %d; want 0", code)
+	}
+	if code := probe("billing-7d9f-b"); code != 1 {
+		t.Fatalf("probe in a waiting pod: exit %d; want 1", code)
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	leader.wait()
+	if code := probe("billing-7d9f-a"); code != 1 {
+		t.Fatalf("probe after the leader released: exit %d; want 1", code)
+	}
+}
+
+// The kubeconfig's token never shows on stderr or in status's output, in
+// text or JSON logs, whether the API server takes it or refuses it (401:
+// one line, exit 125).
+func TestKubernetesTokenNeverPrinted(t *testing.T) {
+	t.Parallel()
+	admin := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	b, err := os.ReadFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "token: "); ok {
+			token = v
+		}
+	}
+	if len(token) < 16 {
+		t.Fatalf("no token in %s", admin)
+	}
+	const wrong = "Wr0ng-s3cret-T0ken-0123456789"
+	bad := filepath.Join(t.TempDir(), "wrong.kubeconfig")
+	if err := os.WriteFile(bad, []byte(strings.ReplaceAll(string(b), token, wrong)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testSecretsNotPrinted(t, []string{token, wrong}, []secretCase{
+		{"url", kubeStore.storeURL(admin), nil, true},
+		{"env", "kubernetes://default", []string{"KUBECONFIG=" + admin}, true},
+		{"url-wrong", kubeStore.storeURL(bad), nil, false},
+		{"env-wrong", "kubernetes://default", []string{"KUBECONFIG=" + bad}, false},
+	}, nil, func(t *testing.T) string { return e2eName(t, "tok") }, "true")
+}
+
+// A TTL that leaseDurationSeconds cannot say (not whole seconds): one
+// line, exit 125, no child.
+func TestKubernetesTTLRefused(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	code, stderr := runLR(t, env, "--ttl", "2500ms", "--name", e2eName(t, "ttl"), "--", "touch", marker)
+	if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "--ttl") {
+		t.Fatalf("exit %d, stderr %q; want 125 and one line about --ttl", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child started")
+	}
+}

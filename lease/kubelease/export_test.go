@@ -1,0 +1,4 @@
+package kubelease
+
+// HistoryName is historyName, for the tests.
+var HistoryName = historyName
