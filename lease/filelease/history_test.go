@@ -211,8 +211,8 @@ func TestHistoryForgery(t *testing.T) {
 	})
 }
 
-// A writer killed between creating its new file and renaming it leaves the
-// file behind; the next writer of the user removes it.
+// A compaction killed between creating its new file and renaming it leaves
+// the file behind; the next compaction of the user removes it.
 func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -221,11 +221,23 @@ func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordRun(context.Background(), okRun("st", 1), 0); err != nil {
+	// keep 1: the start record of the fourth run finds three lines, more
+	// than keep + 2·slack allows, and compacts.
+	for i := range uint64(3) {
+		if err := s.RecordRun(context.Background(), okRun("st", i+1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := okRun("st", 4)
+	start.End, start.Outcome = time.Time{}, ""
+	if err := s.RecordRun(context.Background(), start, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("%s after a write: %v; want removed", stale, err)
+		t.Fatalf("%s after a compaction: %v; want removed", stale, err)
+	}
+	if runs, err := s.Runs(context.Background(), "st", 0); err != nil || len(runs) != 1 || runs[0].Token != start.Token {
+		t.Fatalf("Runs after the compaction keeping 1 = %+v, %v; want the fourth run alone", runs, err)
 	}
 	ents, _ := os.ReadDir(dir)
 	var names []string
