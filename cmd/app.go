@@ -208,6 +208,11 @@ func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...Li
 	if runner.IsGuard() {
 		return runner.GuardMain()
 	}
+	if len(args) == 2 && args[1] == "--version" {
+		// What urfave prints for it, without building the command line.
+		fmt.Fprintln(stdio.Out, versionText())
+		return 0
+	}
 	register(stores)
 	e := takeGuardProgram(env{stdio: stdio, vars: environ})
 	useTZ(e.getenv)
