@@ -36,9 +36,10 @@ import (
 // later, its end with the same token, which readers merge (the end wins).
 // An end record is synced before the lock is dropped (--once-per reads it
 // as the period's run after a power loss too); a start record is not.
-// The writer of a start record compacts the file when it holds more than
-// keep + 2·slack lines (slack = keep/10 + 1; a compaction leaves one line a
-// run, each run then adds two: start and end) or more bytes than
+// The writer of a start record compacts the file when it holds
+// keep + 2·slack lines or more (slack = keep/10 + 1; a compaction leaves one
+// line a run, its own start among them, each run then adds two: start and
+// end) or more bytes than
 // 2·(keep + slack) records can take (1 KiB each at most: junk grows it this
 // way): it reads the file, drops what is not a valid run and the runs
 // beyond the keep newest, writes the result to a new file
@@ -156,7 +157,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 func slack(keep int) int { return keep/10 + 1 }
 
 // readTail reads a history file whole when it is small enough to be
-// appended to: full reports that it holds more than keep + 2·slack lines or
+// appended to: full reports that it holds keep + 2·slack lines or more, or
 // more bytes than 2·(keep + slack) records can take, and so is to be
 // compacted (then b is all it holds, up to maxRunsFile).
 func readTail(f *os.File, keep int) (b []byte, full bool, err error) {
