@@ -34,8 +34,11 @@ import (
 // unbounded: the lock is only ever held for an append or a compaction) and
 // appends its record as one line (O_APPEND, one write): a run's start and,
 // later, its end with the same token, which readers merge (the end wins).
-// An end record is synced before the lock is dropped (--once-per reads it
-// as the period's run after a power loss too); a start record is not.
+// An end record written while its run still holds the lease (--once-per
+// writes it before the release: the next holder decides by it, after a
+// power loss too) is synced before the lock is dropped; a start record, and
+// an end written after the release, are not (a power loss may lose them, as
+// it may any best-effort history write).
 // The writer of a start record compacts the file when it holds
 // keep + 2·slack lines or more (slack = keep/10 + 1; a compaction leaves one
 // line a run, its own start among them, each run then adds two: start and
@@ -149,7 +152,23 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err != nil {
 		return err
 	}
-	return appendRun(f, last, line, true)
+	return appendRun(f, last, line, !s.releasedBy(r.Name, r.Token))
+}
+
+// releasedBy reports whether the lock file of name says that the holder
+// with token has released it: an end record written after the release is
+// best effort, one written before it (--once-per writes its end then, for
+// the next holder to read) is synced. When the lock file cannot be read,
+// it says not.
+func (s *Store) releasedBy(name string, token uint64) bool {
+	fd, err := unix.Open(s.Path(name), unix.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), s.Path(name))
+	defer f.Close()
+	rec, err := readRecordOnce(f)
+	return err == nil && rec.Token != 0 && !(rec.Held && rec.Token == token)
 }
 
 // slack is how many runs beyond keep a history file may gain before a

@@ -314,3 +314,31 @@ func TestHistoryAppendsAndCompacts(t *testing.T) {
 		t.Fatalf("Runs after the compaction = %+v, %v; want tokens 4, 3, 2", runs, err)
 	}
 }
+
+// An end record is synced when its run still holds the lease (--once-per
+// writes it before the release, for the next holder to read), not after
+// the release: releasedBy tells the two apart from the lock file, and says
+// "not released" when it cannot tell.
+func TestHistoryReleasedBy(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir())
+	if s.releasedBy("rb", 1) {
+		t.Fatal("releasedBy with no lock file = true; want false (sync when unsure)")
+	}
+	l := acquireT(t, s, "rb")
+	tok := l.Info().Token
+	if s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy while held = true; want false")
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy after the release = false; want true")
+	}
+	l2 := acquireT(t, s, "rb")
+	defer l2.Release(context.Background())
+	if !s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy with the next holder's token in the lock file = false; want true")
+	}
+}
