@@ -251,7 +251,7 @@ func invoke(ctx context.Context, args []string, e env) int {
 			return inv.finish(err)
 		}
 	}
-	return inv.finish(inv.app().RunContext(ctx, append([]string{prog}, inv.line.args...)))
+	return inv.finish(namesComputedOnce(inv.app()).RunContext(ctx, append([]string{prog}, inv.line.args...)))
 }
 
 // formFlags returns each form's flags (commands' order), each list passed
