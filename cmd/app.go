@@ -234,7 +234,7 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
-	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnv), log: slog.New(slog.DiscardHandler)}
+	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnvNamed), log: slog.New(slog.DiscardHandler)}
 	inv.line = preparse(args, hasDash, dashed, inv.scopes())
 	if err := inv.line.err; err != nil {
 		return inv.finish(err)
@@ -251,7 +251,7 @@ func invoke(ctx context.Context, args []string, e env) int {
 			return inv.finish(err)
 		}
 	}
-	return inv.finish(namesComputedOnce(inv.app()).RunContext(ctx, append([]string{prog}, inv.line.args...)))
+	return inv.finish(inv.app().RunContext(ctx, append([]string{prog}, inv.line.args...)))
 }
 
 // formFlags returns each form's flags (commands' order), each list passed

@@ -20,7 +20,7 @@ import (
 
 // envVars returns a pointer to f's EnvVars, or nil for a flag type without.
 func envVars(f cli.Flag) *[]string {
-	switch f := f.(type) {
+	switch f := unwrapNames(f).(type) {
 	case *cli.BoolFlag:
 		return &f.EnvVars
 	case *cli.StringFlag:
@@ -168,7 +168,7 @@ func waitNonZero(s string) bool {
 func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 	return func(f cli.Flag) string {
 		s := base(f)
-		if _, ok := f.(*cli.StringSliceFlag); ok {
+		if _, ok := unwrapNames(f).(*cli.StringSliceFlag); ok {
 			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;
 			// the usage says the flag is repeatable.
 			if i := strings.Index(s, " [ --"); i >= 0 {

@@ -9,11 +9,13 @@ import (
 // Context.IsSet does, and after parsing runFlagActions asks IsSet of every
 // flag, so a run paid a quadratic number of regular-expression
 // replacements (6 % of the CPU of a file run of `-- true`, page faults
-// included). The app a run hands urfave gets its flags wrapped with their
-// names computed once; each wrapper is its flag otherwise (its methods are
-// the flag's). The flags urfave adds itself (help, version) are left as
-// they are: urfave recognises them by identity. DocApp's flags are not
-// wrapped: the man page and completions look at the flags' types.
+// included), and preparse and applyEnv asked again for each flag. A run's
+// flags are wrapped with their names computed once (takeEnvNamed); each
+// wrapper is its flag otherwise (its methods are the flag's; code that
+// looks at a flag's type unwraps it first: unwrapNames). The flags urfave
+// adds itself (help, version) are left as they are: urfave recognises them
+// by identity. DocApp's flags are not wrapped: the man page and
+// completions look at the flags' types.
 
 type (
 	boolNames struct {
@@ -79,12 +81,23 @@ func withNames(flags []cli.Flag) []cli.Flag {
 	return out
 }
 
-// namesComputedOnce wraps the flags of app and of its commands (withNames)
-// and returns app.
-func namesComputedOnce(app *cli.App) *cli.App {
-	app.Flags = withNames(app.Flags)
-	for _, c := range app.Commands {
-		c.Flags = withNames(c.Flags)
+// takeEnvNamed is takeEnv, with the flags' names computed once
+// (withNames): the flags a run hands preparse, applyEnv and urfave.
+func takeEnvNamed(flags []cli.Flag) []cli.Flag { return withNames(takeEnv(flags)) }
+
+// unwrapNames returns the flag a withNames wrapper wraps, or f itself.
+func unwrapNames(f cli.Flag) cli.Flag {
+	switch f := f.(type) {
+	case *boolNames:
+		return f.BoolFlag
+	case *stringNames:
+		return f.StringFlag
+	case *durationNames:
+		return f.DurationFlag
+	case *intNames:
+		return f.IntFlag
+	case *sliceNames:
+		return f.StringSliceFlag
 	}
-	return app
+	return f
 }

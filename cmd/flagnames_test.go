@@ -11,7 +11,7 @@ import (
 // optional interfaces urfave looks for (help, environment, categories,
 // required, actions); urfave's own flags stay themselves.
 func TestWithNamesIsTheFlag(t *testing.T) {
-	for i, flags := range formFlags(takeEnv) {
+	for i, flags := range formFlags(takeEnv) { // unwrapped
 		wrapped := withNames(slices.Concat(flags, []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
 		if n := len(wrapped); wrapped[n-2] != cli.HelpFlag || wrapped[n-1] != cli.VersionFlag {
 			t.Errorf("form %d: urfave's help or version flag was wrapped", i)
@@ -20,6 +20,9 @@ func TestWithNamesIsTheFlag(t *testing.T) {
 			w := wrapped[j]
 			if w == f {
 				continue // a kind withNames does not wrap: slower, not wrong
+			}
+			if unwrapNames(w) != f || kindOf(w) != kindOf(f) || envVars(w) != envVars(f) {
+				t.Errorf("flag %v: unwrapped %v, kind %v (want %v)", f.Names(), unwrapNames(w), kindOf(w), kindOf(f))
 			}
 			if !slices.Equal(w.Names(), f.Names()) {
 				t.Errorf("flag %v: wrapped names %v", f.Names(), w.Names())
