@@ -139,7 +139,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	defer f.Close()
 	keep = lease.HistoryKeep(keep)
 	if !r.Ended() {
-		old, full, err := readTail(f, keep)
+		old, full, err := readForStart(f, keep)
 		if err != nil {
 			return err
 		}
@@ -175,11 +175,11 @@ func (s *Store) releasedBy(name string, token uint64) bool {
 // start record compacts it.
 func slack(keep int) int { return keep/10 + 1 }
 
-// readTail reads a history file whole when it is small enough to be
-// appended to: full reports that it holds keep + 2·slack lines or more, or
+// readForStart reads a history file whole for a start record: full
+// reports that it holds keep + 2·slack lines or more, or
 // more bytes than 2·(keep + slack) records can take, and so is to be
 // compacted (then b is all it holds, up to maxRunsFile).
-func readTail(f *os.File, keep int) (b []byte, full bool, err error) {
+func readForStart(f *os.File, keep int) (b []byte, full bool, err error) {
 	// Below what readers read (maxRunsFile), so that they see what was
 	// appended last.
 	limit := min(int64(2*(keep+slack(keep)))<<10, maxRunsFile*3/4)
