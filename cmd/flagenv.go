@@ -167,8 +167,9 @@ func waitNonZero(s string) bool {
 // of EnvVars shown again.
 func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 	return func(f cli.Flag) string {
+		f = unwrapNames(f) // urfave's own stringer looks at the type too
 		s := base(f)
-		if _, ok := unwrapNames(f).(*cli.StringSliceFlag); ok {
+		if _, ok := f.(*cli.StringSliceFlag); ok {
 			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;
 			// the usage says the flag is repeatable.
 			if i := strings.Index(s, " [ --"); i >= 0 {
