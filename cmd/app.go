@@ -212,6 +212,11 @@ func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...Li
 	if runner.IsGuard(args) {
 		return runner.GuardMain(args)
 	}
+	if len(args) == 2 && args[1] == "--version" {
+		// What urfave prints for it, without building the command line.
+		fmt.Fprintln(stdio.Out, versionText())
+		return 0
+	}
 	register(stores)
 	e := takeGuardProgram(env{stdio: stdio, vars: environ})
 	useTZ(e.getenv)
@@ -233,7 +238,7 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
-	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnv), log: slog.New(slog.DiscardHandler)}
+	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnvNamed), log: slog.New(slog.DiscardHandler)}
 	inv.line = preparse(args, hasDash, dashed, inv.scopes())
 	if err := inv.line.err; err != nil {
 		return inv.finish(err)

@@ -177,7 +177,7 @@ type flagInfo struct {
 }
 
 func kindOf(f cli.Flag) flagKind {
-	switch f.(type) {
+	switch unwrapNames(f).(type) {
 	case *cli.BoolFlag:
 		return kindBool
 	case *cli.DurationFlag:

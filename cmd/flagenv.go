@@ -20,7 +20,7 @@ import (
 
 // envVars returns a pointer to f's EnvVars, or nil for a flag type without.
 func envVars(f cli.Flag) *[]string {
-	switch f := f.(type) {
+	switch f := unwrapNames(f).(type) {
 	case *cli.BoolFlag:
 		return &f.EnvVars
 	case *cli.StringFlag:
@@ -64,13 +64,27 @@ func envOf(name string) string { return flagVars[name] }
 // group silences the variables of the whole group.
 var relatedFlags = [][]string{{"wait", "no-wait"}, {"quiet", "verbose"}}
 
+// setFlags reports, by the first name of each of flags (c's own), whether
+// it was set (on the command line, under any of its names): c.IsSet for
+// each, in one pass (c.IsSet looks each name up through every flag's names,
+// which urfave/cli computes with a regular expression each time).
+func setFlags(c *cli.Context, flags []cli.Flag) map[string]bool {
+	visited := map[string]bool{}
+	for _, n := range c.LocalFlagNames() {
+		visited[n] = true
+	}
+	set := make(map[string]bool, len(flags))
+	for _, f := range flags {
+		names := f.Names()
+		set[names[0]] = f.IsSet() || slices.ContainsFunc(names, func(n string) bool { return visited[n] })
+	}
+	return set
+}
+
 // applyEnv sets each of flags that was not given on the command line from
 // its variable, then refuses contradictions within a group of related flags.
 func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) error {
-	onLine := map[string]bool{}
-	for _, f := range flags {
-		onLine[f.Names()[0]] = c.IsSet(f.Names()[0])
-	}
+	onLine := setFlags(c, flags)
 	silenced := func(name string) bool {
 		for _, g := range relatedFlags {
 			if slices.Contains(g, name) {
@@ -153,6 +167,7 @@ func waitNonZero(s string) bool {
 // of EnvVars shown again.
 func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 	return func(f cli.Flag) string {
+		f = unwrapNames(f) // urfave's own stringer looks at the type too
 		s := base(f)
 		if _, ok := f.(*cli.StringSliceFlag); ok {
 			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;

@@ -26,15 +26,34 @@ import (
 // in a file of its own beside the lease's lock file NAME.lock:
 //
 //	NAME.runs-UID       the runs uid UID wrote, one JSON lease.Run a line,
-//	                    newest first; owned by UID, mode 0644
+//	                    appended (a compaction writes them newest first);
+//	                    owned by UID, mode 0644
 //	NAME.runs-UID-lock  flock(2)ed by UID's writers, owned by UID, mode 0600
 //
 // A writer takes its lock (waiting at most historyLockWait, never
-// unbounded: the lock is only ever held for a read and a rewrite), reads its
-// file, puts its record in, drops its oldest beyond the cap, writes the
-// result to a new file (NAME.runs-UID.new-RANDOM; one that a killed writer
-// left is removed by the next) and renames it over the old one. Readers
-// take no lock: a rename is atomic, so they see one whole file or the other.
+// unbounded: the lock is only ever held for an append or a compaction) and
+// appends its record as one line (O_APPEND, one write): a run's start and,
+// later, its end with the same token, which readers merge (the end wins).
+// An end record written while its run still holds the lease (--once-per
+// writes it before the release: the next holder decides by it, after a
+// power loss too) is synced before the lock is dropped; a start record, and
+// an end written after the release, are not (a power loss may lose them, as
+// it may any best-effort history write).
+// The writer of a start record compacts the file when it holds
+// keep + 2·slack lines or more (slack = keep/10 + 1; a compaction leaves one
+// line a run, its own start among them, each run then adds two: start and
+// end) or more bytes than
+// 2·(keep + slack) records can take (1 KiB each at most: junk grows it this
+// way): it reads the file, drops what is not a valid run and the runs
+// beyond the keep newest, writes the result to a new file
+// (NAME.runs-UID.new-RANDOM; one that a killed compaction left is removed by
+// the next), syncs it and renames it over the old one. So readers see from
+// keep to keep + slack runs (more only when runs ended without their end
+// record), a run costs an append each at its start and its end, and
+// compaction comes once every slack runs. Readers take no lock: an append is
+// one write and a rename is atomic; a line cut short (a writer killed in
+// its write, a full disk) does not parse and is skipped, and the next
+// append starts a line of its own.
 //
 // What the history promises on a shared directory: a record in NAME.runs-UID
 // was written by a process of uid UID (or by root), because only UID may
@@ -86,7 +105,9 @@ func (s *Store) userRunsPath(name string, uid int) string {
 }
 
 // RecordRun writes r into this user's history file of r.Name (see
-// lease.History), creating the directory and the files if needed.
+// lease.History), creating the directory and the files if needed: it
+// appends r, or compacts the file when r is a start record and the file
+// holds more than its keep allows.
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := lease.ValidateName(r.Name); err != nil {
 		return err
@@ -107,21 +128,129 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	if err := lockBounded(ctx, lk, historyLockWait); err != nil {
 		return err
 	}
-	removeStale(path)
-	runs := []lease.Run{}
-	if f, err := openOwn(path, uid, unix.O_RDONLY, false); err == nil {
-		runs, err = parseRuns(f, r.Name)
-		f.Close()
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	f, err := openOwn(path, uid, unix.O_RDWR|unix.O_APPEND, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	keep = lease.HistoryKeep(keep)
+	if !r.Ended() {
+		old, full, err := readForStart(f, keep)
 		if err != nil {
 			return err
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+		if full {
+			return compactRuns(path, old, r, keep)
+		}
+		return appendRun(f, old, line, false)
+	}
+	last, err := lastByte(f)
+	if err != nil {
 		return err
 	}
-	runs = slices.DeleteFunc(runs, func(o lease.Run) bool { return o.Token == r.Token })
+	return appendRun(f, last, line, !s.releasedBy(r.Name, r.Token))
+}
+
+// releasedBy reports whether the lock file of name says that the holder
+// with token has released it: an end record written after the release is
+// best effort, one written before it (--once-per writes its end then, for
+// the next holder to read) is synced. When the lock file cannot be read,
+// it says not.
+func (s *Store) releasedBy(name string, token uint64) bool {
+	fd, err := unix.Open(s.Path(name), unix.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), s.Path(name))
+	defer f.Close()
+	rec, err := readRecordOnce(f)
+	return err == nil && rec.Token != 0 && !(rec.Held && rec.Token == token)
+}
+
+// slack is how many runs beyond keep a history file may gain before a
+// start record compacts it.
+func slack(keep int) int { return keep/10 + 1 }
+
+// readForStart reads a history file whole for a start record: full
+// reports that it holds keep + 2·slack lines or more, or
+// more bytes than 2·(keep + slack) records can take, and so is to be
+// compacted (then b is all it holds, up to maxRunsFile).
+func readForStart(f *os.File, keep int) (b []byte, full bool, err error) {
+	// Below what readers read (maxRunsFile), so that they see what was
+	// appended last.
+	limit := min(int64(2*(keep+slack(keep)))<<10, maxRunsFile*3/4)
+	b, err = io.ReadAll(io.NewSectionReader(f, 0, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		b, err = io.ReadAll(io.NewSectionReader(f, 0, maxRunsFile))
+		full = true
+	}
+	if err != nil {
+		return nil, false, classified(err, "cannot read "+f.Name())
+	}
+	return b, full || bytes.Count(b, []byte{'\n'}) >= keep+2*slack(keep), nil
+}
+
+// lastByte returns the last byte of f, or nothing when f is empty.
+func lastByte(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, classified(err, "cannot read "+f.Name())
+	}
+	if st.Size() == 0 {
+		return nil, nil
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, st.Size()-1); err != nil {
+		return nil, classified(err, "cannot read "+f.Name())
+	}
+	return b, nil
+}
+
+// appendRun appends line (a record ending in no newline) to f, after a
+// newline when what f held (its last bytes: before) does not end in one (a
+// write cut short), making it mode 0644 and, with sync, syncing it.
+func appendRun(f *os.File, before, line []byte, sync bool) error {
+	if len(before) > 0 && before[len(before)-1] != '\n' {
+		line = append([]byte{'\n'}, line...)
+	}
+	fail := func(err error) error { return classified(err, "cannot write "+f.Name()) }
+	if err := unix.Fchmod(int(f.Fd()), 0o644); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return fail(err)
+	}
+	if sync {
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// compactRuns writes the history file path anew from old (what it held)
+// with r: the newest keep valid runs, one line each.
+func compactRuns(path string, old []byte, r lease.Run, keep int) error {
+	removeStale(path)
+	var runs []lease.Run
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	sc.Buffer(make([]byte, 0, 4096), maxRunsFile)
+	for sc.Scan() {
+		var o lease.Run
+		if json.Unmarshal(sc.Bytes(), &o) == nil && o.Token != 0 && o.Name == r.Name {
+			runs = append(runs, o)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return classified(err, "cannot read "+path)
+	}
 	// The newest keep valid records: what is not one (another name's, a
 	// token or time from the future) is dropped, never counted.
-	runs = lease.NewestRuns(append(runs, r), runBounds(r.Name), lease.HistoryKeep(keep))
+	runs = lease.NewestRuns(append(runs, r), runBounds(r.Name), keep)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for _, run := range runs {

@@ -211,8 +211,8 @@ func TestHistoryForgery(t *testing.T) {
 	})
 }
 
-// A writer killed between creating its new file and renaming it leaves the
-// file behind; the next writer of the user removes it.
+// A compaction killed between creating its new file and renaming it leaves
+// the file behind; the next compaction of the user removes it.
 func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -221,11 +221,23 @@ func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordRun(context.Background(), okRun("st", 1), 0); err != nil {
+	// keep 1: the start record of the fourth run finds three lines, more
+	// than keep + 2·slack allows, and compacts.
+	for i := range uint64(3) {
+		if err := s.RecordRun(context.Background(), okRun("st", i+1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := okRun("st", 4)
+	start.End, start.Outcome = time.Time{}, ""
+	if err := s.RecordRun(context.Background(), start, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("%s after a write: %v; want removed", stale, err)
+		t.Fatalf("%s after a compaction: %v; want removed", stale, err)
+	}
+	if runs, err := s.Runs(context.Background(), "st", 0); err != nil || len(runs) != 1 || runs[0].Token != start.Token {
+		t.Fatalf("Runs after the compaction keeping 1 = %+v, %v; want the fourth run alone", runs, err)
 	}
 	ents, _ := os.ReadDir(dir)
 	var names []string
@@ -234,5 +246,99 @@ func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	}
 	if want := fmt.Sprintf("[st.runs-%d st.runs-%d-lock]", os.Geteuid(), os.Geteuid()); fmt.Sprint(names) != want {
 		t.Fatalf("store directory holds %v; want %s", names, want)
+	}
+}
+
+// A run appends its start and its end to the history file (no rewrite,
+// which cost a run a read of the whole file, a new file, an fsync and a
+// rename each time); the start of the run past keep + slack compacts it to
+// the keep newest runs, one line each. A line cut short (a writer killed in
+// its write) is skipped, and the next record starts a line of its own.
+func TestHistoryAppendsAndCompacts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openT(t, t.TempDir())
+	path := s.userRunsPath("ap", os.Geteuid())
+	record := func(tok uint64, keep int) {
+		t.Helper()
+		end := okRun("ap", tok)
+		start := end
+		start.End, start.Outcome = time.Time{}, ""
+		for _, r := range []lease.Run{start, end} {
+			if err := s.RecordRun(ctx, r, keep); err != nil {
+				t.Fatalf("RecordRun(%+v): %v", r, err)
+			}
+		}
+	}
+	inode := func() (uint64, int) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&0o777 != 0o644 {
+			t.Errorf("%s has mode %o; want 0644", path, st.Mode&0o777)
+		}
+		return st.Ino, strings.Count(string(b), "\n")
+	}
+	record(1, 5)
+	ino, lines := inode()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"name":"ap","tok`); err != nil { // cut short
+		t.Fatal(err)
+	}
+	f.Close()
+	for tok := uint64(2); tok <= 3; tok++ {
+		record(tok, 5)
+	}
+	// keep 5, slack 1: compaction at a start that finds 7 lines; two more
+	// runs of two lines each, and the cut line, now ended, make 7.
+	if i, n := inode(); i != ino || n != lines+5 {
+		t.Fatalf("after two more runs: inode %d, %d lines; want inode %d (appended), %d lines", i, n, ino, lines+5)
+	}
+	if runs, err := s.Runs(ctx, "ap", 0); err != nil || fmt.Sprint(tokens(runs)) != "[3 2 1]" || !runs[0].Ended() {
+		t.Fatalf("Runs = %+v, %v; want tokens 3, 2, 1, ended", runs, err)
+	}
+	record(4, 3) // its start finds 7 lines, keep + 2·slack = 5 or more: the keep is the writer's
+	if i, n := inode(); i == ino || n != 4 {
+		t.Fatalf("after the run past keep + slack: inode %d (was %d), %d lines; want a new file of 3 runs and the end appended", i, ino, n)
+	}
+	if runs, err := s.Runs(ctx, "ap", 0); err != nil || fmt.Sprint(tokens(runs)) != "[4 3 2]" || !runs[0].Ended() {
+		t.Fatalf("Runs after the compaction = %+v, %v; want tokens 4, 3, 2", runs, err)
+	}
+}
+
+// An end record is synced when its run still holds the lease (--once-per
+// writes it before the release, for the next holder to read), not after
+// the release: releasedBy tells the two apart from the lock file, and says
+// "not released" when it cannot tell.
+func TestHistoryReleasedBy(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir())
+	if s.releasedBy("rb", 1) {
+		t.Fatal("releasedBy with no lock file = true; want false (sync when unsure)")
+	}
+	l := acquireT(t, s, "rb")
+	tok := l.Info().Token
+	if s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy while held = true; want false")
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy after the release = false; want true")
+	}
+	l2 := acquireT(t, s, "rb")
+	defer l2.Release(context.Background())
+	if !s.releasedBy("rb", tok) {
+		t.Fatal("releasedBy with the next holder's token in the lock file = false; want true")
 	}
 }

@@ -1,0 +1,103 @@
+package cmd
+
+import (
+	"github.com/urfave/cli/v2"
+)
+
+// urfave/cli computes a flag's names (Names) with a regular expression on
+// every call, and finds a flag by name by asking every flag for its names:
+// Context.IsSet does, and after parsing runFlagActions asks IsSet of every
+// flag, so a run paid a quadratic number of regular-expression
+// replacements (6 % of the CPU of a file run of `-- true`, page faults
+// included), and preparse and applyEnv asked again for each flag. A run's
+// flags are wrapped with their names computed once (takeEnvNamed); each
+// wrapper is its flag otherwise (its methods are the flag's; code that
+// looks at a flag's type unwraps it first: unwrapNames). The flags urfave
+// adds itself (help, version) are left as they are: urfave recognises them
+// by identity. DocApp's flags are not wrapped: the man page and
+// completions look at the flags' types.
+
+type (
+	boolNames struct {
+		*cli.BoolFlag
+		names []string
+	}
+	stringNames struct {
+		*cli.StringFlag
+		names []string
+	}
+	durationNames struct {
+		*cli.DurationFlag
+		names []string
+	}
+	intNames struct {
+		*cli.IntFlag
+		names []string
+	}
+	sliceNames struct {
+		*cli.StringSliceFlag
+		names []string
+	}
+)
+
+// Names returns the flag's names, computed once.
+func (f *boolNames) Names() []string { return f.names }
+
+// Names returns the flag's names, computed once.
+func (f *stringNames) Names() []string { return f.names }
+
+// Names returns the flag's names, computed once.
+func (f *durationNames) Names() []string { return f.names }
+
+// Names returns the flag's names, computed once.
+func (f *intNames) Names() []string { return f.names }
+
+// Names returns the flag's names, computed once.
+func (f *sliceNames) Names() []string { return f.names }
+
+// withNames returns flags with each of the kinds leaderrun defines wrapped
+// so that its names are computed once (urfave's own flags, and any other
+// kind, as they are).
+func withNames(flags []cli.Flag) []cli.Flag {
+	out := make([]cli.Flag, len(flags))
+	for i, f := range flags {
+		out[i] = f
+		if f == cli.HelpFlag || f == cli.VersionFlag {
+			continue
+		}
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			out[i] = &boolNames{f, f.Names()}
+		case *cli.StringFlag:
+			out[i] = &stringNames{f, f.Names()}
+		case *cli.DurationFlag:
+			out[i] = &durationNames{f, f.Names()}
+		case *cli.IntFlag:
+			out[i] = &intNames{f, f.Names()}
+		case *cli.StringSliceFlag:
+			out[i] = &sliceNames{f, f.Names()}
+		}
+	}
+	return out
+}
+
+// takeEnvNamed is takeEnv, with the flags' names computed once
+// (withNames): the flags a run hands preparse, applyEnv and urfave.
+func takeEnvNamed(flags []cli.Flag) []cli.Flag { return withNames(takeEnv(flags)) }
+
+// unwrapNames returns the flag a withNames wrapper wraps, or f itself.
+func unwrapNames(f cli.Flag) cli.Flag {
+	switch f := f.(type) {
+	case *boolNames:
+		return f.BoolFlag
+	case *stringNames:
+		return f.StringFlag
+	case *durationNames:
+		return f.DurationFlag
+	case *intNames:
+		return f.IntFlag
+	case *sliceNames:
+		return f.StringSliceFlag
+	}
+	return f
+}
