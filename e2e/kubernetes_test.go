@@ -132,6 +132,12 @@ func TestKubernetesOncePer(t *testing.T) {
 	testOncePer(t, env, e2eName(t, "daily"), "2s", false)
 }
 
+func TestKubernetesSlots(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
+}
+
 // kubeShared is set when scripts/test.sh (its last phase) or the caller
 // started an API server: the store lists of the tests that run on every
 // store gain a "kubernetes" case then (scripts/test.sh runs those cases

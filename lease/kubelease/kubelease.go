@@ -235,7 +235,11 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if cur == nil {
 		// The token exceeds every revision so far, so every token this name
 		// had before the object was deleted (see the package doc).
-		return s.create(cctx, req, rev+1)
+		tok, err := s.slotToken(cctx, req, rev+1)
+		if err != nil {
+			return nil, err
+		}
+		return s.create(cctx, req, tok)
 	}
 	r := readRecord(cur)
 	if r.holder == req.Label && r.id == req.ID && r.heldUntil.IsZero() {
@@ -248,16 +252,29 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if !ok {
 		return nil, s.errRV(cur.ResourceVersion)
 	}
+	tok, err := s.slotToken(cctx, req, base+1)
+	if err != nil {
+		return nil, err
+	}
 	next := cur.DeepCopy()
 	since := time.Now()
 	next.Spec.LeaseTransitions = ptr(ptrVal(next.Spec.LeaseTransitions) + 1)
-	setHolder(next, req.Label, req.ID, base+1, req.TTL, since)
+	setHolder(next, req.Label, req.ID, tok, req.TTL, since)
 	next.Annotations[annName] = req.Name
 	got, err := s.leases.Update(cctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, s.lostRace(cctx, req.Name, "update", err)
 	}
-	return s.newLease(req, got, base+1, since), nil
+	return s.newLease(req, got, tok, since), nil
+}
+
+// slotToken is the token of an acquisition whose own object gives it
+// token: the same for a lease, the counter's for a slot (see sharedToken).
+func (s *Store) slotToken(ctx context.Context, req lease.Request, token uint64) (uint64, error) {
+	if req.Slots <= 1 {
+		return token, nil
+	}
+	return s.sharedToken(ctx, req.Name)
 }
 
 // create makes the Lease object of a first acquisition (or the first after

@@ -106,6 +106,9 @@ func readRecord(l *coordv1.Lease) record {
 
 // holderOf is the record as a lease.Holder (ID left out).
 func holderOf(name string, r record) lease.Holder {
+	if r.holder == "" { // released: whoever holds it now is unknown
+		return lease.Holder{Name: name}
+	}
 	return lease.Holder{Name: name, Label: r.holder, Token: r.token, Since: r.since, TTL: r.ttl, HeldUntil: r.heldUntil}
 }
 
