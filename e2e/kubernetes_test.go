@@ -138,6 +138,12 @@ func TestKubernetesSlots(t *testing.T) {
 	testSlots(t, env, e2eName(t, "slotjob"), "2s")
 }
 
+func TestKubernetesStatusNothingKnown(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	statusNothingKnown(t, env)
+}
+
 // kubeShared is set when scripts/test.sh (its last phase) or the caller
 // started an API server: the store lists of the tests that run on every
 // store gain a "kubernetes" case then (scripts/test.sh runs those cases

@@ -34,25 +34,28 @@ func TestStatusNothingKnownEveryStore(t *testing.T) {
 		}},
 	}
 	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			env := st.setup(t)
-			name := "unknown-" + lease.NewID()[:8]
-			code, out, stderr := leaderOut(t, env, "status", name)
-			if code != 4 || out != name+": nothing known (no holder, standby or recorded run in this store: a name never used with it, or mistyped)\n" {
-				t.Fatalf("status of a name never used: exit %d, %q (%s); want 4, nothing known", code, out, stderr)
-			}
-			code, out, _ = leaderOut(t, env, "status", "--json", name)
-			if code != 4 || !strings.Contains(out, `"unknown":true`) {
-				t.Fatalf("status --json of a name never used: exit %d, %q", code, out)
-			}
-			if code, stderr := runLR(t, env, "--name", name, "--", "true"); code != 0 {
-				t.Fatalf("run: exit %d: %s", code, stderr)
-			}
-			code, out, _ = leaderOut(t, env, "status", name)
-			if code != 3 || !strings.HasPrefix(out, name+": free\n  last run: ") {
-				t.Fatalf("status after a run: exit %d, %q; want 3, free and the last run", code, out)
-			}
-		})
+		t.Run(st.name, func(t *testing.T) { statusNothingKnown(t, st.setup(t)) })
+	}
+}
+
+// statusNothingKnown: status of a name never used with the store is exit
+// 4, "nothing known"; after one run it is 3, free, with the last run.
+func statusNothingKnown(t *testing.T, env []string) {
+	name := "unknown-" + lease.NewID()[:8]
+	code, out, stderr := leaderOut(t, env, "status", name)
+	if code != 4 || out != name+": nothing known (no holder, standby or recorded run in this store: a name never used with it, or mistyped)\n" {
+		t.Fatalf("status of a name never used: exit %d, %q (%s); want 4, nothing known", code, out, stderr)
+	}
+	code, out, _ = leaderOut(t, env, "status", "--json", name)
+	if code != 4 || !strings.Contains(out, `"unknown":true`) {
+		t.Fatalf("status --json of a name never used: exit %d, %q", code, out)
+	}
+	if code, stderr := runLR(t, env, "--name", name, "--", "true"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	code, out, _ = leaderOut(t, env, "status", name)
+	if code != 3 || !strings.HasPrefix(out, name+": free\n  last run: ") {
+		t.Fatalf("status after a run: exit %d, %q; want 3, free and the last run", code, out)
 	}
 }
 
