@@ -87,8 +87,9 @@ func (s *MemStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lea
 		e.expires = now + req.TTL
 		return &memLease{s: s, rec: e.rec}, nil
 	}
-	s.tokens[req.Name]++
-	rec := lease.Holder{Name: req.Name, Label: req.Label, ID: req.ID, Token: s.tokens[req.Name], Since: time.Now(), TTL: req.TTL}
+	base, _, _ := lease.ParseSlotName(req.Name) // the slots of a lease share its counter
+	s.tokens[base]++
+	rec := lease.Holder{Name: req.Name, Label: req.Label, ID: req.ID, Token: s.tokens[base], Since: time.Now(), TTL: req.TTL}
 	s.leases[req.Name] = &memEntry{rec: rec, expires: now + req.TTL}
 	s.notify()
 	return &memLease{s: s, rec: rec}, nil
