@@ -80,6 +80,7 @@ func (s *summary) event(e event) {
 	case "pass", "fail", "skip":
 		if e.Test != "" {
 			delete(s.state, key)
+			e.Action = s.ownTimeout(e, key)
 			if e.Action == "fail" {
 				fmt.Fprintf(s.out, "--- FAIL: %s (%s)\n%s", e.Test, e.Package, strings.Join(s.output[key], ""))
 			}
@@ -99,6 +100,25 @@ func (s *summary) event(e event) {
 		}
 		s.packageDone(e)
 	}
+}
+
+// ownTimeout hands the package's timeout panic, when go test gave it to
+// test e (the last test it had named: on a busy machine the panic can come
+// between a test's "--- PASS" line and its pass event), back to the
+// package, and returns the test's own result: pass when it said so before
+// the panic.
+func (s *summary) ownTimeout(e event, key string) string {
+	out := s.output[key]
+	i := slices.IndexFunc(out, func(l string) bool { return strings.HasPrefix(l, timeoutPanic) })
+	if i < 0 {
+		return e.Action
+	}
+	s.output[e.Package] = append(s.output[e.Package], out[i:]...)
+	s.output[key] = out[:i]
+	if slices.ContainsFunc(out[:i], func(l string) bool { return strings.HasPrefix(l, "--- PASS: "+e.Test+" (") }) {
+		return "pass"
+	}
+	return e.Action
 }
 
 // packageDone prints a package's line; a failed package with no failed

@@ -158,3 +158,33 @@ func TestSummaryTimeoutWaiting(t *testing.T) {
 		t.Errorf("passed %d, failed %d; want 0, 1", s.passed, s.failed)
 	}
 }
+
+// TestSummaryTimeoutAfterPass replays go test's JSON from a busy machine:
+// the timeout panic came after TestParallelDone printed "--- PASS" but
+// before its pass event, so test2json gave the panic to that test.
+func TestSummaryTimeoutAfterPass(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "timeout-after-pass.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	s := newSummary(&b)
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var e event
+		if json.Unmarshal(line, &e) == nil {
+			s.event(e)
+		}
+	}
+	got := b.String()
+	for _, want := range []string{
+		"TIMED OUT after 3s (go test -timeout)",
+		"running when it timed out: TestHangs, TestHangsInSub, TestHangsInSub/sub\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if s.passed != 2 || s.failed != 2 || len(s.timedOut) != 1 {
+		t.Errorf("passed %d, failed %d, timed out %v; want 2, 2, [example.com/slow]:\n%s", s.passed, s.failed, s.timedOut, got)
+	}
+}
