@@ -73,21 +73,8 @@ func (c *changes) Next(ctx context.Context, h *lease.Holder, cands []lease.Candi
 		}
 		return ctx.Err() // look again now: something may have changed unwatched
 	}
-	var due time.Duration = -1
-	at := func(d time.Duration) {
-		if d > 0 && (due < 0 || d < due) {
-			due = d
-		}
-	}
-	if h != nil {
-		at(h.Remaining)
-	}
-	for _, cd := range cands {
-		at(cd.Remaining)
-	}
-	var timer <-chan time.Time
-	if due >= 0 {
-		t := time.NewTimer(due + epsilon)
+	var timer <-chan time.Time // nil: no time left known
+	if t := wakeup.Soonest(h, cands, epsilon); t != nil {
 		defer t.Stop()
 		timer = t.C
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,21 +58,8 @@ type changes struct {
 // Next returns on a message on the lease's channels, when the holder's TTL
 // or a standby's registration runs out, or when ctx ends.
 func (c *changes) Next(ctx context.Context, h *lease.Holder, cands []lease.Candidate) error {
-	var due time.Duration = -1
-	at := func(d time.Duration) {
-		if d > 0 && (due < 0 || d < due) {
-			due = d
-		}
-	}
-	if h != nil {
-		at(h.Remaining)
-	}
-	for _, cd := range cands {
-		at(cd.Remaining)
-	}
-	var timer <-chan time.Time
-	if due >= 0 {
-		t := time.NewTimer(due + expirySlack)
+	var timer <-chan time.Time // nil: no time left known
+	if t := wakeup.Soonest(h, cands, expirySlack); t != nil {
 		defer t.Stop()
 		timer = t.C
 	}

@@ -53,3 +53,25 @@ func Poll(held *lease.HeldError, poll time.Duration) time.Duration {
 	}
 	return poll
 }
+
+// Soonest is a watch's timer: when the first of the holder's and the
+// standbys' times left (as Status and Candidates read them) runs out, plus
+// slack; nil when none is known. Stop the timer when done with it.
+func Soonest(h *lease.Holder, cands []lease.Candidate, slack time.Duration) *time.Timer {
+	due := time.Duration(-1)
+	at := func(d time.Duration) {
+		if d > 0 && (due < 0 || d < due) {
+			due = d
+		}
+	}
+	if h != nil {
+		at(h.Remaining)
+	}
+	for _, cd := range cands {
+		at(cd.Remaining)
+	}
+	if due < 0 {
+		return nil
+	}
+	return time.NewTimer(due + slack)
+}
