@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -40,25 +39,20 @@ func newEtcdFaults(d *driver) (*etcdFaults, error) {
 	if e.dir == "" {
 		return nil, fmt.Errorf("etcd: -etcd-dir is required")
 	}
-	f, err := os.Open(filepath.Join(e.dir, "env"))
+	env, err := serverEnv(e.dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		switch k {
-		case "LEADERRUN_TEST_ETCD_CLUSTER_ADDRS":
-			e.addrs = strings.Split(v, ",")
-		case "LEADERRUN_TEST_ETCD_CLUSTER_PIDS":
-			for _, p := range strings.Split(v, ",") {
-				pid, err := strconv.Atoi(p)
-				if err != nil {
-					return nil, fmt.Errorf("etcd: bad PID %q in %s/env", p, e.dir)
-				}
-				e.pids = append(e.pids, pid)
+	if v := env["LEADERRUN_TEST_ETCD_CLUSTER_ADDRS"]; v != "" {
+		e.addrs = strings.Split(v, ",")
+	}
+	if v := env["LEADERRUN_TEST_ETCD_CLUSTER_PIDS"]; v != "" {
+		for _, p := range strings.Split(v, ",") {
+			pid, err := strconv.Atoi(p)
+			if err != nil {
+				return nil, fmt.Errorf("etcd: bad PID %q in %s/env", p, e.dir)
 			}
+			e.pids = append(e.pids, pid)
 		}
 	}
 	if len(e.addrs) == 0 || len(e.addrs) != len(e.pids) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -35,21 +34,12 @@ func newKubeFaults(d *driver) (*kubeFaults, error) {
 	if k.dir == "" {
 		return nil, fmt.Errorf("kubernetes: -kube-dir is required")
 	}
-	f, err := os.Open(filepath.Join(k.dir, "env"))
+	env, err := serverEnv(k.dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, v, _ := strings.Cut(sc.Text(), "=")
-		switch key {
-		case "LEADERRUN_TEST_KUBECONFIG":
-			k.kubeconfig = v
-		case "LEADERRUN_TEST_KUBE_APISERVER_PID":
-			k.pid, _ = strconv.Atoi(v)
-		}
-	}
+	k.kubeconfig = env["LEADERRUN_TEST_KUBECONFIG"]
+	k.pid, _ = strconv.Atoi(env["LEADERRUN_TEST_KUBE_APISERVER_PID"])
 	if k.kubeconfig == "" || k.pid == 0 {
 		return nil, fmt.Errorf("kubernetes: no kubeconfig and API server PID in %s/env", k.dir)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -42,21 +41,12 @@ func newPgFaults(d *driver) (*pgFaults, error) {
 
 // readEnv reads the server's URL and PID from DIR/env.
 func (p *pgFaults) readEnv() error {
-	f, err := os.Open(filepath.Join(p.dir, "env"))
+	env, err := serverEnv(p.dir)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		switch k {
-		case "LEADERRUN_TEST_POSTGRES_URL":
-			p.url = v
-		case "LEADERRUN_TEST_POSTGRES_PID":
-			p.pid, _ = strconv.Atoi(v)
-		}
-	}
+	p.url = env["LEADERRUN_TEST_POSTGRES_URL"]
+	p.pid, _ = strconv.Atoi(env["LEADERRUN_TEST_POSTGRES_PID"])
 	if p.url == "" || p.pid == 0 {
 		return fmt.Errorf("postgres: no URL or PID in %s/env", p.dir)
 	}

@@ -363,3 +363,18 @@ func (a *azuriteFaults) restart(ctx context.Context, kind string, down time.Dura
 	}
 	return fmt.Errorf("restarted azurite does not answer")
 }
+
+// serverEnv reads DIR/env, the variables a scripts/*.sh start wrote.
+func serverEnv(dir string) (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}
