@@ -97,10 +97,12 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if !vlim.Expires {
 		vlim = lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
 	}
+	// A CPU limit on our cgroup can hold the kill back: the kill bound grows.
+	rc.timing.Stall, rc.timing.StallCause = runner.CPULimitStall()
 	if r.timing, err = rc.timing.Resolve(vlim); err != nil {
 		return nil, classify(err)
 	}
-	log.Debug("timing", "ttl", r.timing.TTL, "renew_every", r.timing.RenewEvery, "grace", r.timing.Grace, "call_timeout", r.timing.CallTimeout)
+	log.Debug("timing", "ttl", r.timing.TTL, "renew_every", r.timing.RenewEvery, "grace", r.timing.Grace, "call_timeout", r.timing.CallTimeout, "kill_bound", r.timing.KillBound)
 	reportShrunkGrace(log, rc.timing, r.timing)
 	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	r.watch = watchSignals(ctx, r.sigs)

@@ -66,7 +66,7 @@ cores=$(nproc)
 echo "== overload margin: $trials trials a row, $cores cores, $(uname -r)"
 printf '   %-8s %7s %10s %12s %9s  %s\n' row trials min-ms median-ms outlived "load (1 min) before → after"
 for row in "${rows[@]}"; do
-	unset LEADERRUN_BENCH_CGROUP
+	unset LEADERRUN_BENCH_CGROUP LEADERRUN_BENCH_TTL
 	case $row in
 	none) ;;
 	cpu8x)
@@ -78,6 +78,9 @@ for row in "${rows[@]}"; do
 	cpumax[0-9]*)
 		cg=$(cpu_cgroup "${row#cpumax}" 2>/dev/null) || { echo "   $row: cannot create a cgroup here (root and a writable cgroup fs are needed)"; cg=; continue; }
 		export LEADERRUN_BENCH_CGROUP=$cg
+		# The limit's stall adds to the kill bound (leaderrun refuses
+		# --ttl 2s under it): a TTL that fits every limit measured.
+		export LEADERRUN_BENCH_TTL=4s
 		;;
 	*)
 		echo "unknown row $row" >&2
