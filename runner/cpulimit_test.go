@@ -11,15 +11,16 @@ import (
 )
 
 // The stall is whole periods until the cgroup has been granted KillPathCPU:
-// 20 periods at 1 ms a period, 4 at 5 ms, one at a quota that covers it.
+// 50 periods at 1 ms a period, 10 at 5 ms, one at a quota that covers it.
 func TestCPULimitStall(t *testing.T) {
 	for _, c := range []struct {
 		quota, period, want time.Duration
 	}{
-		{time.Millisecond, 100 * time.Millisecond, 2 * time.Second},
-		{5 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond},
+		{time.Millisecond, 100 * time.Millisecond, 5 * time.Second},
+		{5 * time.Millisecond, 100 * time.Millisecond, time.Second},
 		{50 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
-		{7 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond},
+		{70 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		{7 * time.Millisecond, 10 * time.Millisecond, 80 * time.Millisecond},
 	} {
 		l := CPULimit{Quota: c.quota, Period: c.period}
 		if got := l.Stall(); got != c.want {
