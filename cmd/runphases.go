@@ -247,6 +247,12 @@ func (r *runState) supervise(ld *leadership) childRun {
 			rec.start()
 		},
 		Exited: health.end, // before the sweep: a running check is no leftover
+		MayStart: func() error { // the stop point may pass on the way (a CPU limit)
+			if ld.keeper.PastStopPoint() {
+				return lease.NewError("the lease's stop point passed before the child could start", lease.ErrLost)
+			}
+			return nil
+		},
 	})
 	health.end()
 	tap.close()
