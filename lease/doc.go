@@ -99,8 +99,8 @@
 //     runner.KillPathCPU (50ms) of CPU time: 1s at 5% of a core, 5s at 1%.
 //     The stop and kill points come that much earlier, a default grace
 //     shrinks, and values given that leave no room are refused by rule 6,
-//     naming the limit. The 50ms is measured (the worst seen was about 26ms:
-//     at 1% of a core, 26 periods), not derived.
+//     naming the limit. The 50ms is measured (the worst seen was about 23ms:
+//     at 1% of a core, 23 periods), not derived.
 //
 // # Standbys and takeover order
 //

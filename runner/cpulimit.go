@@ -20,7 +20,7 @@ import (
 // may take a whole period's quota on its own CPU: CFS hands quota out to
 // each CPU in slices of up to 5 ms). Measured on a 2-core VM
 // (scripts/bench-overload.sh): at 1 % of a core (1 ms a period) the child
-// died up to 26 periods after its kill point was due, at 5 % 2 periods
+// died up to 23 periods after its kill point was due, at 5 % 2 periods
 // after; this is about twice the larger.
 const KillPathCPU = 50 * time.Millisecond
 
