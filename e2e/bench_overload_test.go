@@ -135,10 +135,21 @@ func overloadTrial(b *testing.B, addr, name, cgroup, ttl, renew string) (time.Du
 	werr := cmd.Wait()
 	lines := <-stderrDone
 	unpause(b, addr)
+	// 124: leaderrun stopped the child at its deadline; 137: the guard
+	// did first, on an older deadline than leaderrun had confirmed (its
+	// messages to the guard were late: the load delays both).
 	var ee *exec.ExitError
-	if !errors.As(werr, &ee) || ee.ExitCode() != 124 {
-		b.Fatalf("leaderrun: %v; want exit 124: %s", werr, strings.Join(lines, "\n"))
+	if !errors.As(werr, &ee) || ee.ExitCode() != 124 && ee.ExitCode() != 137 {
+		b.Fatalf("leaderrun: %v; want exit 124 (or 137): %s", werr, strings.Join(lines, "\n"))
 	}
+	// The store's expiry read above is early by as long as this process
+	// waited between reading its clock and the server's answer (never
+	// late), which on a machine this busy can be most of a second. The
+	// lease's end is also no earlier than the last confirmed renewal's
+	// send time plus the TTL (the server starts counting when it gets
+	// it): the later of the two is the better bound, and still one that
+	// is never late.
+	storeEnd = max(storeEnd, renewedEnd(lines, ttl, death))
 	// What was late: leaderrun's SIGKILL (its "stopping child" line plus
 	// the delay its final line gives) or the child's exit after it.
 	offset := time.Now().Sub(time.Unix(0, 0)) - (lease.BootClock{}).Now() // wall − boot
@@ -161,6 +172,30 @@ func overloadTrial(b *testing.B, addr, name, cgroup, ttl, renew string) (time.Du
 		}
 	}
 	return storeEnd - death.Boot, append(lines, why)
+}
+
+// renewedEnd is the last confirmed renewal's send time (leaderrun's
+// "sent", on the wall clock) plus ttl, on the boot clock of death; zero
+// when no renewal is logged.
+func renewedEnd(lines []string, ttl string, death leasetest.Death) time.Duration {
+	l, err := time.ParseDuration(ttl)
+	if err != nil {
+		return 0
+	}
+	var sent time.Time
+	for _, line := range lines {
+		var m struct {
+			Event string
+			Sent  time.Time
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Event == "renewed" && m.Sent.After(sent) {
+			sent = m.Sent
+		}
+	}
+	if sent.IsZero() {
+		return 0
+	}
+	return death.Boot + sent.Add(l).Sub(death.Wall)
 }
 
 // unpause ends the CLIENT PAUSE of redisHoldWrites.
