@@ -250,12 +250,15 @@ func BenchmarkOverloadFileMargin(b *testing.B) {
 	cgroup := os.Getenv("LEADERRUN_BENCH_CGROUP")
 	// The file lease has no TTL, but its timing is checked as for one
 	// (the defaults do not fit under 1.2 % of a core).
-	ttl := cmp.Or(os.Getenv("LEADERRUN_BENCH_TTL"), "15s")
+	timing := []string{"--ttl", cmp.Or(os.Getenv("LEADERRUN_BENCH_TTL"), "15s")}
+	if r := os.Getenv("LEADERRUN_BENCH_RENEW_EVERY"); r != "" {
+		timing = append(timing, "--renew-every", r)
+	}
 	var margins []time.Duration
 	outlived := 0
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("overload-%d-%d-%d", os.Getpid(), b.N, i)
-		m := fileTrial(b, dir, name, cgroup, ttl)
+		m := fileTrial(b, dir, name, cgroup, timing)
 		margins = append(margins, m)
 		if m <= 0 {
 			b.Logf("trial %d: the lock was free %v before the child died", i, -m)
@@ -268,10 +271,10 @@ func BenchmarkOverloadFileMargin(b *testing.B) {
 // fileTrial runs one leader on the file store in dir (inside cgroup when
 // set), SIGKILLs it once its child runs, and returns the moment the lock
 // passed to a waiter minus the child's death.
-func fileTrial(b *testing.B, dir, name, cgroup, ttl string) time.Duration {
+func fileTrial(b *testing.B, dir, name, cgroup string, timing []string) time.Duration {
 	b.Helper()
-	args := []string{"--store", "file://" + dir, "--name", name, "--ttl", ttl,
-		"--", "sh", "-c", `trap '' TERM; echo "ready $$"; while :; do :; done`}
+	args := append([]string{"--store", "file://" + dir, "--name", name}, timing...)
+	args = append(args, "--", "sh", "-c", `trap '' TERM; echo "ready $$"; while :; do :; done`)
 	cmd := exec.Command(lrBin, args...)
 	if cgroup != "" {
 		cmd = exec.Command("sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cgroup, lrBin}, args...)...)
