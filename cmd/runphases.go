@@ -106,10 +106,12 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 	if !vlim.Expires {
 		vlim = lease.Limits{Expires: true, Epsilon: 5 * time.Millisecond}
 	}
+	// A CPU limit on our cgroup can hold the kill back: the kill bound grows.
+	rc.timing.Stall, rc.timing.StallCause = runner.CPULimitStall()
 	if r.timing, err = rc.timing.Resolve(vlim); err != nil {
 		return nil, classify(err)
 	}
-	log.Debug("timing", "ttl", r.timing.TTL, "renew_every", r.timing.RenewEvery, "grace", r.timing.Grace, "call_timeout", r.timing.CallTimeout)
+	log.Debug("timing", "ttl", r.timing.TTL, "renew_every", r.timing.RenewEvery, "grace", r.timing.Grace, "call_timeout", r.timing.CallTimeout, "kill_bound", r.timing.KillBound)
 	reportShrunkGrace(log, rc.timing, r.timing)
 	// Until the child starts, INT, TERM, HUP and QUIT mean "don't start it".
 	r.watch = watchSignals(ctx, r.sigs)
@@ -285,6 +287,12 @@ func (r *runState) supervise(ld *leadership) childRun {
 			rec.start()
 		},
 		Exited: health.end, // before the sweep: a running check is no leftover
+		MayStart: func() error { // the stop point may pass on the way (a CPU limit)
+			if ld.keeper.PastStopPoint() {
+				return lease.NewError("the lease's stop point passed before the child could start", lease.ErrLost)
+			}
+			return nil
+		},
 	})
 	health.end()
 	tap.close()

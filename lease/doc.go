@@ -10,7 +10,7 @@
 // an acquire or renew request is sent; ρ bounds how much faster our clock may
 // run than the store's (1%); ε is the store's granularity (Redis a few ms,
 // etcd 10ms, Azure 1s); K bounds how long SIGKILL takes to empty a process group
-// (250ms); G is the grace between the stop signal and SIGKILL.
+// (250ms; more under a CPU limit, item 13); G is the grace between the stop signal and SIGKILL.
 //
 //  1. The store cannot expire a lease before t_s + L in real time: it starts
 //     counting no earlier than it receives the request. So the lease is
@@ -42,7 +42,10 @@
 //     (renew-every L/3, call timeout renew-every/2, grace shrunk to fit); only
 //     values the user gave are refused, with a message saying what would fit.
 //  7. Keep starts a child only with runway: if E − now ≤ K + G + renew-every
-//     after acquiring, it renews first and refuses if that does not help.
+//     after acquiring, it renews first and refuses if that does not help;
+//     and the runner starts it only if the stop point has still not passed
+//     right before the exec (runner.Config.MayStart), however long the way
+//     there took.
 //  8. The caller releases only after the runner confirmed the child's whole
 //     tree gone (its cgroup empty, or its process group); the release is
 //     conditional on our token. If the tree cannot be confirmed gone, the
@@ -86,6 +89,21 @@
 //     guard knows it before the child exists); every descendant stays in it
 //     whatever it does with sessions, SIGKILL is cgroup.kill, and the tree is
 //     gone when the cgroup is empty. Elsewhere the process group is the unit.
+//  13. CPU limits (Timing.Stall). A CFS bandwidth limit on a cgroup that
+//     holds leaderrun (cgroup v2 cpu.max, v1 cpu.cfs_quota_us: a Kubernetes
+//     CPU limit, systemd's CPUQuota=) holds every process under it,
+//     leaderrun and its guard included, off the CPU once a period's quota is
+//     spent, whatever their priority; with a CPU-bound child the way from a
+//     deadline to the child's death (the timer's wake-up, the Go runtime's
+//     hand-offs between threads, the SIGKILL, the child's exit) can take many
+//     periods. So K is not fixed: at start leaderrun reads the limit of its
+//     cgroup and of every ancestor (runner.CPULimitStall) and K becomes
+//     250ms plus the periods the tightest limit needs to grant
+//     runner.KillPathCPU (50ms) of CPU time: 1s at 5% of a core, 5s at 1%.
+//     The stop and kill points come that much earlier, a default grace
+//     shrinks, and values given that leave no room are refused by rule 6,
+//     naming the limit. The 50ms is measured (the worst seen was about 23ms:
+//     at 1% of a core, 23 periods), not derived.
 //
 // # Standbys and takeover order
 //
@@ -152,6 +170,12 @@
 // close these windows; a resource that rejects writes carrying a token lower
 // than one it has seen can. Without such a resource, exclusion is best
 // effort under process pauses and store failover.
+//
+// Under a CPU limit, K covers what was measured (item 13), not a proven
+// bound: a limit changed after leaderrun started is not seen, and a host
+// slower than the one measured may need more. A limit leaderrun's child can
+// use up also slows renewals, which may then time out and end leadership
+// early (safely).
 //
 // With the process group as the unit (no writable cgroup, or --contain
 // group), a descendant that calls setsid leaves the group and escapes every

@@ -47,6 +47,14 @@ type Timing struct {
 	KillBound time.Duration
 	// Rho is ρ; default 0.01.
 	Rho float64
+	// Stall is how long a CPU limit on leaderrun's cgroup can hold the
+	// child's death back after a deadline (runner.CPULimitStall): the
+	// default KillBound is DefaultKillBound + Stall, so the stop and kill
+	// points come that much earlier. Zero when no limit binds.
+	Stall time.Duration
+	// StallCause names the limit behind Stall, for the message that
+	// refuses a timing it does not leave room for.
+	StallCause string
 	// Explicit records which of RenewEvery, Grace and CallTimeout the user
 	// gave: only those are refused when unsafe, the others adapt.
 	Explicit struct{ RenewEvery, Grace, CallTimeout bool }
@@ -87,7 +95,7 @@ func (t Timing) resolve(lim Limits) (Timing, error) {
 		t.Rho = DefaultRho
 	}
 	if t.KillBound == 0 {
-		t.KillBound = DefaultKillBound
+		t.KillBound = DefaultKillBound + min(max(t.Stall, 0), MaxTTL)
 	}
 	if err := t.checkBounds(); err != nil {
 		return t, err
@@ -197,7 +205,14 @@ func (t Timing) checkStoreTTL(lim Limits) error {
 func (t Timing) unsafe(lim Limits) error {
 	v := t.Validity(lim)
 	stop := v - t.KillBound - t.Grace
-	parts := fmt.Sprintf("ttl·%.2f − %s store margin − %s kill bound − --grace %s", 1-t.Rho, FormatDuration(lim.Epsilon), FormatDuration(t.KillBound), FormatDuration(t.Grace))
+	kill := FormatDuration(t.KillBound) + " kill bound"
+	if t.Stall > 0 && t.KillBound == DefaultKillBound+t.Stall {
+		if t.StallCause == "" {
+			t.StallCause = "the CPU limit"
+		}
+		kill += fmt.Sprintf(" (%s + %s that %s can hold the child's death back)", FormatDuration(DefaultKillBound), FormatDuration(t.Stall), t.StallCause)
+	}
+	parts := fmt.Sprintf("ttl·%.2f − %s store margin − %s − --grace %s", 1-t.Rho, FormatDuration(lim.Epsilon), kill, FormatDuration(t.Grace))
 	retry := fmt.Sprintf("--renew-every %s plus one retry (2 × %s call timeout + %s)", FormatDuration(t.RenewEvery.Round(time.Millisecond)), FormatDuration(t.CallTimeout.Round(time.Millisecond)), FormatDuration(FirstRetry))
 	var msg string
 	if stop <= 0 {

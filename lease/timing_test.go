@@ -41,6 +41,25 @@ func TestTimingResolve(t *testing.T) {
 		{name: "explicit renew-every too slow refused", in: lease.Timing{TTL: 15 * time.Second, RenewEvery: 10 * time.Second, Grace: 10 * time.Second, Explicit: explicit{RenewEvery: true, Grace: true}}, lim: redis,
 			wantErr: lease.ErrUnsafeTiming, errHas: []string{"--renew-every"}},
 		{name: "ttl too short for anything", in: lease.Timing{TTL: 300 * time.Millisecond}, lim: redis, wantErr: lease.ErrUnsafeTiming},
+		// A CPU limit's stall adds to the default kill bound: the stop and
+		// kill points come earlier, a default grace shrinks for it, and
+		// values given that no longer fit are refused naming the limit.
+		{name: "cpu limit grows the kill bound", in: lease.Timing{Stall: 400 * time.Millisecond, StallCause: "a CPU limit of 5% of a core"}, lim: redis, check: func(t *testing.T, got lease.Timing) {
+			if got.KillBound != lease.DefaultKillBound+400*time.Millisecond || got.StopLead() != got.KillBound+got.Grace {
+				t.Fatalf("kill bound %v, stop lead %v; want %v + 400ms", got.KillBound, got.StopLead(), lease.DefaultKillBound)
+			}
+		}},
+		{name: "cpu limit shrinks the default grace", in: lease.Timing{TTL: 5 * time.Second, Stall: time.Second}, lim: redis, check: func(t *testing.T, got lease.Timing) {
+			if got.Validity(redis)-got.KillBound-got.Grace < got.RenewEvery+2*got.CallTimeout+lease.FirstRetry || got.Grace <= 0 {
+				t.Fatalf("resolved timing %+v violates the rule", got)
+			}
+		}},
+		{name: "cpu limit refuses what no longer fits, naming it", in: lease.Timing{TTL: 2 * time.Second, RenewEvery: 500 * time.Millisecond, Grace: 300 * time.Millisecond,
+			Stall: 400 * time.Millisecond, StallCause: "a CPU limit of 5% of a core (cpu.max 5000 100000 in /sys/fs/cgroup/x)", Explicit: explicit{RenewEvery: true, Grace: true}}, lim: redis,
+			wantErr: lease.ErrUnsafeTiming, errHas: []string{"650ms kill bound (250ms + 400ms that a CPU limit of 5% of a core (cpu.max 5000 100000 in /sys/fs/cgroup/x) can hold", "--ttl ≥ "}},
+		{name: "cpu limit fits a longer ttl", in: lease.Timing{TTL: 3 * time.Second, RenewEvery: 500 * time.Millisecond, Grace: 300 * time.Millisecond,
+			Stall: 400 * time.Millisecond, Explicit: explicit{RenewEvery: true, Grace: true}}, lim: redis},
+		{name: "huge stall refused, no overflow", in: lease.Timing{Stall: time.Duration(1<<63 - 1)}, lim: redis, wantErr: lease.ErrUnsafeTiming},
 		{name: "azure 10s refused locally", in: lease.Timing{TTL: 10 * time.Second}, lim: azure, wantErr: lease.ErrConfig, errHas: []string{"15s to 1m"}},
 		{name: "azure 61s refused", in: lease.Timing{TTL: 61 * time.Second}, lim: azure, wantErr: lease.ErrConfig},
 		{name: "azure fractional refused", in: lease.Timing{TTL: 15500 * time.Millisecond}, lim: azure, wantErr: lease.ErrConfig, errHas: []string{"whole number"}},

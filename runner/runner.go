@@ -187,6 +187,11 @@ type Config struct {
 	// stop health checks, whose processes in the child's cgroup would
 	// otherwise be taken for leftovers. It may block briefly.
 	Exited func()
+	// MayStart, if not nil, is called right before the child is started;
+	// an error means it is not, and Run returns the error wrapped (the
+	// lease's stop point passed on the way to the start, which a CPU limit
+	// can make seconds long, before a watchdog could cancel ctx).
+	MayStart func() error
 }
 
 // Result says how the child ended.
@@ -250,6 +255,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.notifyJobSignals()
 	defer signal.Stop(r.jobSigs)
 
+	if err := mayStart(cfg); err != nil {
+		return Result{}, err
+	}
 	exited, states, err := start(cmd, cfg.Guard)
 	if err != nil {
 		// The child may have made itself the foreground group before its
