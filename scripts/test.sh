@@ -122,14 +122,18 @@ start_kubernetes() {
 args=("$@")
 skip=()
 shown="${args[*]}"
-if [ ${#args[@]} -eq 0 ]; then
+kube_last=
+if [ ${#args[@]} -eq 0 ] && [ -n "$kube_build" ]; then
 	shown="./... but ./lease/kubelease and TestKubernetes*"
-	# Everything but the Kubernetes tests, which run last (below).
+	# Everything but the Kubernetes tests, which run last (below), once
+	# the API server is built.
 	mapfile -t args < <(go list ./... | grep -v '/lease/kubelease$')
 	skip=(-skip '^TestKubernetes')
+	kube_last=1
 elif kube_cached; then
-	start_kubernetes
+	start_kubernetes # its tests run with the rest
 fi
+[ ${#args[@]} -eq 0 ] && args=(./...) shown=./...
 phase "go test -race $shown"
 go build -o "$work/testsummary" ./scripts/testsummary
 set +e
@@ -141,7 +145,7 @@ set -e
 read -r n_passed n_failed < "$work/counts" || { n_passed=0 n_failed=1; }
 [ "$test_rc" -eq 0 ] || exit 1
 
-if [ $# -eq 0 ]; then
+if [ -n "$kube_last" ]; then
 	if [ -n "$kube_build" ]; then
 		phase "waiting for the kube-apiserver build (log: $work/kube-build.log)"
 		wait "$kube_build" || { tail -n 20 "$work/kube-build.log" >&2; kube_build=; exit 1; }
@@ -167,32 +171,40 @@ fi
 
 chaos=${LEADERRUN_CHAOS_DURATION:-}
 if [ $# -eq 0 ] && [ "$chaos" != 0 ]; then
-	phase "chaos: ${chaos:-30s per store, 45s on Azurite}, one lease and --slots 3 side by side"
+	phase "chaos: ${chaos:-30s per store, 45s on Azurite}, one lease and --slots 3, two stores at a time"
 	chaos_runs=0
 	mkdir -p "$work/chaosbin"
 	go build -o "$work/chaosbin/" . ./cmd/... # leaderrun and its store programs
 	go build -o "$work/chaosbin/chaosrun" ./scripts/chaosrun
 	go build -o "$work/chaosbin/chaoscheck" ./scripts/chaoscheck
 	failed=()
-	for store in file redis postgres etcd azurite kubernetes; do
-		chaos_runs=$((chaos_runs + 1))
-		d=$chaos
+	# chaos_pair STORE: one lease and --slots 3 side by side, each on
+	# servers of its own, logged to $work/chaos-STORE{,-slots}.log.
+	chaos_pair() {
+		local d=$chaos
 		if [ -z "$d" ]; then
-			case $store in
+			case $1 in
 			azurite) d=45s ;; # TTL 15s: fewer fault cycles per second
 			*) d=30s ;;
 			esac
 		fi
-		# One lease and --slots 3 side by side, each with servers of its own.
-		chaos_runs=$((chaos_runs + 1))
-		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" "$d" >"$work/chaos-$store.log" 2>&1 &
-		one=$!
-		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$store" --slots 3 "$d" >"$work/chaos-$store-slots.log" 2>&1 &
-		three=$!
-		wait "$one" || failed+=("$store")
-		wait "$three" || failed+=("$store --slots 3")
-		echo "-- $store"; cat "$work/chaos-$store.log"
-		echo "-- $store --slots 3"; cat "$work/chaos-$store-slots.log"
+		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$1" "$d" >"$work/chaos-$1.log" 2>&1 &
+		pids+=($!) runs+=("$1") logs+=("$work/chaos-$1.log")
+		CHAOS_BIN=$work/chaosbin scripts/chaos.sh --store "$1" --slots 3 "$d" >"$work/chaos-$1-slots.log" 2>&1 &
+		pids+=($!) runs+=("$1 --slots 3") logs+=("$work/chaos-$1-slots.log")
+	}
+	# Two stores at a time (four runs): the runs wait on TTLs and faults
+	# more than on the cores.
+	for stores in "file redis" "postgres etcd" "azurite kubernetes"; do
+		pids=() runs=() logs=()
+		for store in $stores; do
+			chaos_pair "$store"
+		done
+		for i in "${!pids[@]}"; do
+			chaos_runs=$((chaos_runs + 1))
+			wait "${pids[$i]}" || failed+=("${runs[$i]}")
+			echo "-- ${runs[$i]}"; cat "${logs[$i]}"
+		done
 	done
 	n_passed=$((n_passed + chaos_runs - ${#failed[@]}))
 	n_failed=$((n_failed + ${#failed[@]}))
