@@ -221,18 +221,7 @@ func TestForeignFlock(t *testing.T) {
 	if code, stderr := runLR(t, env, "--name", "foreign", "--", "true"); code != 0 {
 		t.Fatalf("first run: exit %d: %s", code, stderr)
 	}
-	fl := exec.Command("flock", "-x", filepath.Join(dir, "foreign.lock"), "sh", "-c", "echo locked; exec sleep 300")
-	out, err := fl.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
-		t.Fatalf("flock(1) said %q, %v", line, err)
-	}
+	flockHeld(t, filepath.Join(dir, "foreign.lock"))
 	p := start(t, env, "status", "foreign")
 	got := p.line()
 	if code := p.wait(); code != 0 || got != "foreign: held by an unknown process (no leaderrun record)" {
@@ -246,7 +235,7 @@ func TestForeignFlock(t *testing.T) {
 	const wait = 2 * time.Second
 	w := exec.Command(lrBin, "--name", "foreign", "--wait", wait.String(), "--", "true")
 	w.Env = append(os.Environ(), env...)
-	err = w.Run()
+	err := w.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 75 {
 		t.Fatalf("waiter: %v; want exit 75 after the wait", err)
 	}
@@ -258,10 +247,12 @@ func TestForeignFlock(t *testing.T) {
 }
 
 // flockHeld holds an exclusive flock on path from flock(1), a process of its
-// own, until the test ends.
+// own, until the test ends; then it kills flock and the sleep that holds
+// the lock with it (their own process group).
 func flockHeld(t *testing.T, path string) {
 	t.Helper()
 	fl := exec.Command("flock", "-x", path, "sh", "-c", "echo locked; exec sleep 300")
+	fl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := fl.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +260,7 @@ func flockHeld(t *testing.T, path string) {
 	if err := fl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-fl.Process.Pid, syscall.SIGKILL); _ = fl.Wait() })
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
 		t.Fatalf("flock(1) said %q, %v", line, err)
 	}

@@ -22,6 +22,7 @@ import (
 func foreignFlock(t *testing.T, path string) {
 	t.Helper()
 	fl := exec.Command("flock", "-x", path, "sh", "-c", "echo locked; exec sleep 300")
+	fl.SysProcAttr = &unix.SysProcAttr{Setpgid: true} // killed with the sleep that holds the lock
 	out, err := fl.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func foreignFlock(t *testing.T, path string) {
 	if err := fl.Start(); err != nil {
 		t.Skipf("flock(1) from util-linux: %v", err)
 	}
-	t.Cleanup(func() { _ = fl.Process.Kill(); _ = fl.Wait() })
+	t.Cleanup(func() { _ = unix.Kill(-fl.Process.Pid, unix.SIGKILL); _ = fl.Wait() })
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
 		t.Fatalf("flock(1) said %q, %v", line, err)
 	}
