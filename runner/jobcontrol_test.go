@@ -48,9 +48,13 @@ func TestForwardedStopSignal(t *testing.T) {
 			sigs := make(chan os.Signal, 1)
 			c := startRun(t, runner.Config{Args: args, Env: env, Signals: sigs, StopSignal: tt.stop, Grace: tt.grace})
 			fd := c.expectPID("ready ")
-			for _, s := range tt.send {
+			// A signal that kills at once (the second) is forwarded and
+			// followed by SIGKILL straight away: whether the recorder
+			// prints it first is a race, so only the first is awaited.
+			atOnce := tt.killed && tt.grace == time.Hour
+			for i, s := range tt.send {
 				sigs <- s
-				if tt.mode == "sigrec" {
+				if tt.mode == "sigrec" && !(atOnce && i == len(tt.send)-1) {
 					c.expect("signal " + unix.SignalName(s))
 				}
 			}
