@@ -9,21 +9,23 @@
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -run Redis ./lease/redislease   # extra args go to `go test`
 #
-# The whole suite (no args) ends with a chaos run per store (scripts/chaos.sh:
-# 30 s each on file, Redis, PostgreSQL, an etcd cluster of three and a
-# kube-apiserver, 45 s on
-# Azurite, whose TTL is 15 s; about 3 minutes in all, with start-up and
-# shutdown); LEADERRUN_CHAOS_DURATION=5m sets one length for
-# every store, =0 skips it.
+# The whole suite (no args) ends with chaos runs (scripts/chaos.sh): per
+# store one with one lease and one with --slots 3, side by side, two stores
+# at a time; 30 s each on file, Redis, PostgreSQL, an etcd cluster of three
+# and a kube-apiserver, 45 s on Azurite, whose TTL is 15 s; about 3 minutes
+# in all, with start-up and shutdown. LEADERRUN_CHAOS_DURATION=5m sets one
+# length for every store, =0 skips them.
 #
 # Kubernetes: the tests of the Kubernetes store need a kube-apiserver and
 # its etcd, which scripts/kubernetes.sh builds from Go modules into a cache
 # outside the repository (about an hour and 5 GB of build cache the first
-# time on a loaded 2-core machine; nothing afterwards). The whole suite
-# starts that build first, in the background, runs everything else, and
-# runs the Kubernetes tests (./lease/kubelease and e2e's TestKubernetes*)
-# last, so that a fresh CI machine stays within its time limit. With
-# arguments, the API server is started only when the binaries are cached.
+# time on a loaded 2-core machine; nothing afterwards). With the binaries
+# cached, the API server starts with the other servers and its tests run
+# with the rest. Without them, the whole suite starts that build first, in
+# the background, runs everything else, and runs the Kubernetes tests
+# (./lease/kubelease and e2e's TestKubernetes*) last, so that a fresh CI
+# machine stays within its time limit. With arguments, the API server is
+# started only when the binaries are cached.
 #
 # Progress: each phase is announced with the time since the start; go test's
 # JSON is summarised by scripts/testsummary (one line per package as it ends,
