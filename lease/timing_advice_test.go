@@ -14,12 +14,15 @@ import (
 // ≤ 9ms" → "below the floor of 10ms"; "--ttl 99ms" → "100ms to 0s").
 func TestTimingAdviceIsAccepted(t *testing.T) {
 	stores := map[string]Limits{
-		"file":  {Expires: true, Epsilon: 5 * time.Millisecond}, // as cmd validates it
-		"redis": {Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 100 * time.Millisecond, TTLUnit: time.Millisecond},
-		"azure": {Expires: true, Epsilon: time.Second, MinTTL: 15 * time.Second, MaxTTL: 60 * time.Second, TTLUnit: time.Second},
-		"etcd":  {Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 2 * time.Second, TTLUnit: time.Second},
+		"file":       {Expires: true, Epsilon: 5 * time.Millisecond}, // as cmd validates it
+		"redis":      {Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 100 * time.Millisecond, TTLUnit: time.Millisecond},
+		"azure":      {Expires: true, Epsilon: time.Second, MinTTL: 15 * time.Second, MaxTTL: 60 * time.Second, TTLUnit: time.Second},
+		"etcd":       {Expires: true, Epsilon: 5 * time.Millisecond, MinTTL: 2 * time.Second, TTLUnit: time.Second},
+		"kubernetes": {Expires: true, Epsilon: 10 * time.Millisecond, MinTTL: time.Second, TTLUnit: time.Second},
 	}
 	ms := time.Millisecond
+	// What a CPU limit adds to the kill bound (none; 5 % and 1 % of a core).
+	stalls := []time.Duration{0, time.Second, 5 * time.Second}
 	ttls := []time.Duration{0, 50 * ms, 99 * ms, 100 * ms, 328 * ms, 500 * ms, 943 * ms, 2 * time.Second, 2500 * ms, 5 * time.Second, 15 * time.Second, 15500 * ms, 16 * time.Second, 61 * time.Second, 25 * time.Hour}
 	renews := []time.Duration{0, 9 * ms, 10 * ms, 100 * ms, 500 * ms, 3 * time.Second, 20 * time.Second}
 	graces := []time.Duration{-1, 0, 100 * ms, time.Second, 4 * time.Second, 30 * time.Second}
@@ -31,45 +34,47 @@ func TestTimingAdviceIsAccepted(t *testing.T) {
 			for _, r := range renews {
 				for _, g := range graces {
 					for _, c := range calls {
-						in := Timing{TTL: ttl, RenewEvery: r, CallTimeout: c}
-						in.Explicit.RenewEvery, in.Explicit.CallTimeout = r != 0, c != 0
-						if g >= 0 {
-							in.Grace, in.Explicit.Grace = g, true
-						}
-						_, err := in.Resolve(lim)
-						if err == nil {
-							continue
-						}
-						refused++
-						if msg := err.Error(); badDurationRE.MatchString(msg) && !strings.Contains(msg, "must not be negative") {
-							t.Errorf("%s: %+v: a negative or long-form duration in %q", store, in, msg)
-						}
-						_, advice, _ := strings.Cut(err.Error(), "; use ")
-						fixes := fixRE.FindAllStringSubmatch(advice, -1)
-						if len(fixes) > 0 {
-							advised++
-						}
-						for _, m := range fixes {
-							v, perr := time.ParseDuration(m[3])
-							if perr != nil {
-								t.Fatalf("%s: advice %q: %v", store, m[0], perr)
+						for _, stall := range stalls {
+							in := Timing{TTL: ttl, RenewEvery: r, CallTimeout: c, Stall: stall, StallCause: "a CPU limit"}
+							in.Explicit.RenewEvery, in.Explicit.CallTimeout = r != 0, c != 0
+							if g >= 0 {
+								in.Grace, in.Explicit.Grace = g, true
 							}
-							fixed := in
-							switch m[1] {
-							case "--ttl":
-								fixed.TTL = v
-							case "--renew-every":
-								fixed.RenewEvery, fixed.Explicit.RenewEvery = v, true
-							case "--grace":
-								fixed.Grace, fixed.Explicit.Grace = v, true
-							case "--call-timeout":
-								fixed.CallTimeout, fixed.Explicit.CallTimeout = v, true
-							default:
-								t.Fatalf("%s: advice names %s", store, m[1])
+							_, err := in.Resolve(lim)
+							if err == nil {
+								continue
 							}
-							checked++
-							if _, err2 := fixed.Resolve(lim); err2 != nil {
-								t.Errorf("%s: %+v refused: %v\n  followed %q: still refused: %v", store, in, err, m[0], err2)
+							refused++
+							if msg := err.Error(); badDurationRE.MatchString(msg) && !strings.Contains(msg, "must not be negative") {
+								t.Errorf("%s: %+v: a negative or long-form duration in %q", store, in, msg)
+							}
+							_, advice, _ := strings.Cut(err.Error(), "; use ")
+							fixes := fixRE.FindAllStringSubmatch(advice, -1)
+							if len(fixes) > 0 {
+								advised++
+							}
+							for _, m := range fixes {
+								v, perr := time.ParseDuration(m[3])
+								if perr != nil {
+									t.Fatalf("%s: advice %q: %v", store, m[0], perr)
+								}
+								fixed := in
+								switch m[1] {
+								case "--ttl":
+									fixed.TTL = v
+								case "--renew-every":
+									fixed.RenewEvery, fixed.Explicit.RenewEvery = v, true
+								case "--grace":
+									fixed.Grace, fixed.Explicit.Grace = v, true
+								case "--call-timeout":
+									fixed.CallTimeout, fixed.Explicit.CallTimeout = v, true
+								default:
+									t.Fatalf("%s: advice names %s", store, m[1])
+								}
+								checked++
+								if _, err2 := fixed.Resolve(lim); err2 != nil {
+									t.Errorf("%s: %+v refused: %v\n  followed %q: still refused: %v", store, in, err, m[0], err2)
+								}
 							}
 						}
 					}
