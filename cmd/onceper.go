@@ -88,15 +88,23 @@ func (r *runState) oncePerUsable() *outcome {
 	return nil
 }
 
-// oncePerClock returns now on the clock --once-per counts periods on, for
-// a lease just acquired as info: the store's clock where its tokens count
-// it (the acquisition's own token), else this host's. runStart is when run
-// started on that same clock.
-func (r *runState) oncePerClock(info lease.Holder) (now time.Time, onStore bool) {
+// oncePerClock returns the instant --once-per decides the period of, for
+// a lease just acquired as info: the acquisition on the store's clock
+// where its tokens count it (the acquisition's own token), else the
+// acquisition on this host's clock, which is also the start the history
+// records for the run (info.Since, set here if the store left it zero).
+// Deciding on a later "now" would let a run acquired just before a
+// period's end be decided for the next period but recorded in this one,
+// where the next holder would not count it for the period it ran for.
+// runStart is when a recorded run started on that same clock.
+func (r *runState) oncePerClock(info *lease.Holder) (at time.Time, onStore bool) {
 	if _, ok := r.store.(lease.ClockTokens); ok && info.Token != 0 {
 		return lease.TokenTime(info.Token), true
 	}
-	return time.Now(), false
+	if info.Since.IsZero() {
+		info.Since = time.Now()
+	}
+	return info.Since, false
 }
 
 func (r *runState) runStart(run lease.Run) time.Time {
@@ -116,8 +124,8 @@ func (r *runState) oncePerDone(ld *leadership) *outcome {
 		return nil
 	}
 	h, _ := r.store.(lease.History)
-	now, onStore := r.oncePerClock(ld.info)
-	start, end := op.period.Bounds(now)
+	at, onStore := r.oncePerClock(&ld.info)
+	start, end := op.period.Bounds(at)
 	ctx, cancel := context.WithTimeout(context.Background(), r.timing.CallTimeout)
 	runs, err := h.Runs(ctx, r.rc.name, 0)
 	cancel()

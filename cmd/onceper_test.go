@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,15 +115,31 @@ func TestOncePerFileStore(t *testing.T) {
 	}
 }
 
-// clockStore is a MemStore with a run history whose tokens count a clock
-// of its own (lease.ClockTokens): the store's clock reads at, far from this
-// host's, and moves one microsecond per acquisition.
-type clockStore struct {
+// historyStore is a MemStore with a run history, whose acquisitions read
+// a clock of its own, at (µs since the epoch), far from this host's.
+type historyStore struct {
 	*leasetest.MemStore
-	at   atomic.Int64 // the store's clock, µs since the epoch
+	at   atomic.Int64
 	mu   sync.Mutex
 	runs []lease.Run
 }
+
+func (s *historyStore) RecordRun(_ context.Context, r lease.Run, _ int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs = append(s.runs, r)
+	return nil
+}
+
+func (s *historyStore) Runs(_ context.Context, name string, _ int) ([]lease.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lease.NewestRuns(s.runs, lease.RunBounds{Name: name, Now: time.Now()}, 0), nil
+}
+
+// clockStore's tokens count its clock (lease.ClockTokens), which moves one
+// microsecond per acquisition.
+type clockStore struct{ historyStore }
 
 func (s *clockStore) TokensCountClock() {}
 
@@ -131,31 +148,58 @@ func (s *clockStore) TryAcquire(ctx context.Context, req lease.Request) (lease.L
 	if err != nil {
 		return nil, err
 	}
-	return clockLease{l, uint64(s.at.Add(1))}, nil
+	tok := uint64(s.at.Add(1))
+	return stampedLease{l, func(h *lease.Holder) { h.Token = tok }}, nil
 }
 
-type clockLease struct {
+// sinceStore's tokens count acquisitions, as etcd's do; it reports each
+// acquisition's time (Holder.Since) as at, as if this host's clock read at
+// when the lease was granted.
+type sinceStore struct{ historyStore }
+
+func (s *sinceStore) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
+	l, err := s.MemStore.TryAcquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	since := time.UnixMicro(s.at.Load())
+	return stampedLease{l, func(h *lease.Holder) { h.Since = since }}, nil
+}
+
+// stampedLease changes what Info reports.
+type stampedLease struct {
 	lease.Lease
-	token uint64
+	stamp func(*lease.Holder)
 }
 
-func (l clockLease) Info() lease.Holder {
+func (l stampedLease) Info() lease.Holder {
 	h := l.Lease.Info()
-	h.Token = l.token
+	l.stamp(&h)
 	return h
 }
 
-func (s *clockStore) RecordRun(_ context.Context, r lease.Run, _ int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.runs = append(s.runs, r)
-	return nil
-}
-
-func (s *clockStore) Runs(_ context.Context, name string, _ int) ([]lease.Run, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return lease.NewestRuns(s.runs, lease.RunBounds{Name: name, Now: time.Now()}, 0), nil
+// TestOncePerDecidesOnTheAcquisition: on a store whose tokens do not count
+// a clock, the period decided on is the one the lease was acquired in,
+// which is also the start the history records; not the time the decision
+// happens to be made, which can fall in the next period. Acquired at
+// 23:59:59.999 on 2001-01-01 and decided in 2026, the run is 2001-01-01's;
+// a second acquisition that day finds it done.
+func TestOncePerDecidesOnTheAcquisition(t *testing.T) {
+	s := &sinceStore{historyStore{MemStore: &leasetest.MemStore{}}}
+	s.at.Store(time.Date(2001, 1, 1, 23, 59, 59, 999000000, time.UTC).UnixMicro())
+	useStore(t, "sincetest", s)
+	marks := t.TempDir()
+	for i, want := range []string{"no successful run yet this day (2001-01-01 00:00 to 2001-01-02 00:00 UTC, on this host's clock)", "already done this day (2001-01-01 00:00 to 2001-01-02 00:00 UTC, on this host's clock)"} {
+		mark := filepath.Join(marks, strconv.Itoa(i))
+		code, _, errOut := runCapture(t, "--store", "sincetest://", "--once-per", "day", "--name", "d", "--", "touch", mark)
+		_, err := os.Stat(mark)
+		if code != 0 || (err == nil) != (i == 0) || !strings.Contains(errOut, want) {
+			t.Fatalf("run %d: exit %d, ran %v: %s; want %q", i+1, code, err == nil, errOut, want)
+		}
+	}
+	if runs, _ := s.Runs(context.Background(), "d", 0); len(runs) != 1 || !runs[0].Start.Equal(time.UnixMicro(s.at.Load())) {
+		t.Fatalf("history %+v; want one run that started when the lease was acquired", runs)
+	}
 }
 
 // TestOncePerOnTheStoresClock: the period is the store's (its tokens'),
@@ -163,7 +207,7 @@ func (s *clockStore) Runs(_ context.Context, name string, _ int) ([]lease.Run, e
 // that is the day decided on, done after one run, and the next store day
 // runs again.
 func TestOncePerOnTheStoresClock(t *testing.T) {
-	s := &clockStore{MemStore: &leasetest.MemStore{}}
+	s := &clockStore{historyStore{MemStore: &leasetest.MemStore{}}}
 	s.at.Store(time.Date(2001, 1, 1, 23, 0, 0, 0, time.UTC).UnixMicro())
 	useStore(t, "clocktest", s)
 	marks := t.TempDir()

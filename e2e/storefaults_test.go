@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -51,11 +52,14 @@ type faultStore struct {
 	holdWrites func(t testing.TB, target, name string) time.Duration
 }
 
-// e2eName is a lease name unique to this test and process, so tests on a
-// shared server never meet each other's records (or a previous run's).
+// e2eName is a lease name unique to this test, process and call, so tests
+// on a shared server never meet each other's records (or a previous run's,
+// or those of the same test run again by -count).
 func e2eName(t *testing.T, suffix string) string {
-	return fmt.Sprintf("e2e-%s-%d-%s", strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), os.Getpid(), suffix)
+	return fmt.Sprintf("e2e-%s-%d-%d-%s", strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), os.Getpid(), e2eNames.Add(1), suffix)
 }
+
+var e2eNames atomic.Int64
 
 // shared returns the shared server's address or URL and the env selecting it.
 func (s faultStore) shared(t *testing.T) (target string, env []string) {
