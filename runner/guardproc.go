@@ -316,11 +316,22 @@ func (g *guardProc) logf(format string, args ...any) {
 
 // read turns socket messages (text fields, maybe with descriptors) into
 // guardMsgs until the connection ends or quit closes.
+//
+// When leaderrun's end closes with a message of ours still unread in it
+// (its death before it read "ready"), the kernel reports ECONNRESET to the
+// next read here, ahead of the messages leaderrun sent before it died,
+// which stay queued: the child's group among them. So a reset is read past,
+// once: what follows is those messages, then the end (a zero read).
 func (g *guardProc) read(msgs chan<- guardMsg, quit <-chan struct{}) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*8))
+	reset := false
 	for {
 		n, oobn, err := g.conn.ReadMsg(buf, oob)
+		if errors.Is(err, unix.ECONNRESET) && !reset {
+			reset = true
+			continue
+		}
 		m := guardMsg{}
 		if err == nil && n == 0 && oobn == 0 {
 			err = errors.New("EOF") // SOCK_SEQPACKET: a zero read is the peer's close
