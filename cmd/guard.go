@@ -90,11 +90,16 @@ type guardStart struct {
 	err     error
 }
 
-func startGuardAsync(program string) *guardStart {
+// forked, when not nil, runs once the guard process has been forked (or
+// could not be).
+func startGuardAsync(program string, forked func()) *guardStart {
 	s := &guardStart{program: program, done: make(chan struct{})}
 	go func() { // owned by s: take and drop wait for it
 		defer close(s.done)
 		s.g, s.err = startGuard(program)
+		if forked != nil {
+			forked()
+		}
 	}()
 	return s
 }
@@ -108,6 +113,10 @@ func startGuard(program string) (*runner.Guard, error) {
 	}
 	return runner.StartGuardProgram(program)
 }
+
+// forked waits until the guard process has been forked (or could not be)
+// and startGuardAsync's forked has run.
+func (s *guardStart) forked() { <-s.done }
 
 // take hands the early guard over, or starts a fresh one if the early one
 // could not be started.
@@ -159,13 +168,24 @@ func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t
 		return nil, err
 	}
 	p.guard = g
-	if g.SameBuild() {
-		// The guard is this very program: the child need not wait for its
-		// handshake (runner.Guard.SameBuild says why a guard still starting
-		// up acts all the same). It is checked in the background; watch
-		// stops the child should it fail.
+	switch {
+	case g.SameBuild() && g.IgnoresHangup():
+		// The guard is this very program, ignoring SIGHUP from its start:
+		// the child need not wait for its handshake (runner.Guard.SameBuild
+		// says why a guard still starting up acts all the same). It is
+		// checked in the background; watch stops the child should it fail.
 		p.verifyAsync(guardHandshakeWait)
-	} else {
+	case g.SameBuild():
+		// Started while SIGHUP was caught (a guard started again to wait
+		// again, long before a child): no child before it ignores SIGHUP.
+		ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
+		err = g.Ready(ctx)
+		cancel()
+		if err != nil {
+			p.finish(true, log)
+			return nil, guardCause{pid: g.PID(), handshake: !errors.Is(err, runner.ErrGuardDied), within: guardHandshakeWait}
+		}
+	default:
 		// A guard from another program may be of another build: no child
 		// before it has answered.
 		ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)

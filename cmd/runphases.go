@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -56,6 +57,40 @@ func (r *runState) close() {
 	}
 }
 
+// catchSignals catches the forwarded signals for the whole run (while
+// waiting, INT, TERM and HUP end the wait; once the child runs, the runner
+// forwards them) and starts the guard. SIGHUP is caught only once the
+// guard has been forked, and ignored until then (about a millisecond, as
+// before it was caught at all), so that the guard inherits SIG_IGN for it
+// and is never killed by it (runner.Guard.IgnoresHangup): a guard stopped
+// when leaderrun dies gets SIGHUP with the SIGCONT that wakes it.
+func (r *runState) catchSignals() {
+	r.sigs = make(chan os.Signal, 16)
+	var rest []os.Signal
+	for _, s := range runner.ForwardedSignals {
+		if s != syscall.SIGHUP {
+			rest = append(rest, s)
+		}
+	}
+	signal.Notify(r.sigs, rest...)
+	if len(rest) == len(runner.ForwardedSignals) { // ignored since leaderrun started (nohup)
+		r.pre = startGuardAsync(r.e.guardPath(), nil)
+		return
+	}
+	signal.Ignore(syscall.SIGHUP)
+	r.pre = startGuardAsync(r.e.guardPath(), func() { signal.Notify(r.sigs, syscall.SIGHUP) })
+}
+
+// hupCaught holds a waiting event back until SIGHUP is caught again
+// (catchSignals): whoever reads "waiting" may send it, to end the wait.
+func (r *runState) hupCaught(report func(lease.WaitEvent)) func(lease.WaitEvent) {
+	pre := r.pre
+	return func(ev lease.WaitEvent) {
+		pre.forked()
+		report(ev)
+	}
+}
+
 // prepareRun checks everything that can be checked before a lease is
 // taken, opens the store and resolves the timing. On a non-nil outcome
 // nothing is left to close.
@@ -83,19 +118,14 @@ func prepareRun(ctx context.Context, c *cli.Context, args []string, e env, log *
 			r.close()
 		}
 	}()
-	// Catch the forwarded signals for the whole run: while waiting, INT,
-	// TERM and HUP end the wait; once the child runs, the runner forwards
-	// them.
-	r.sigs = make(chan os.Signal, 16)
-	signal.Notify(r.sigs, runner.ForwardedSignals...)
-	r.pre = startGuardAsync(r.e.guardPath())
+	r.catchSignals()
 	r.reads = newEnvReads(e.getenv)
 	store, err := openStoreFor(ctx, rc.storeURL, lease.OpenOptions{CallTimeout: provisionalCallTimeout(rc.timing), Getenv: r.reads.get, Log: log})
 	if err != nil {
 		return nil, classify(err) // store may be a typed nil: not one to close
 	}
 	r.store = store
-	if err := checkPriority(r.store, rc.priority); err != nil {
+	if err := checkPriority(r.store, rc.priority, rc.prioStep); err != nil {
 		return nil, classify(err)
 	}
 	r.notify = newNotifier(r.reads.get, log)
@@ -154,7 +184,7 @@ func (r *runState) lead(ctx context.Context) (*leadership, *outcome) {
 		if err != nil && ld.prot != nil && r.mayWaitAgain(err, began) {
 			r.log.Warn(fmt.Sprintf("lease %s could not be kept long enough to start %s; releasing it and waiting again", r.rc.name, r.args[0]), "err", err)
 			r.abandon(ld)
-			r.pre = startGuardAsync(r.e.guardPath())
+			r.pre = startGuardAsync(r.e.guardPath(), nil)
 			continue
 		}
 		r.watch.stop()
@@ -184,8 +214,8 @@ func (r *runState) acquire(began time.Time) (*leadership, error) {
 	}
 	acq, err := lease.Acquire(r.watch.ctx, r.store, lease.Request{Name: rc.name, Label: rc.holder, TTL: r.timing.TTL, Slots: rc.slots},
 		lease.AcquireOptions{Wait: wait, CallTimeout: r.timing.CallTimeout, Log: log,
-			OnWait:      refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait))),
-			RemindEvery: remindEvery, Priority: rc.priority})
+			OnWait:      r.hupCaught(refuseOwnAncestor(r.e.getenv, rc, r.watch.cancel, notifyWaiting(r.notify, rc.name, waitReporter(log, rc.name, wait)))),
+			RemindEvery: remindEvery, Priority: rc.priority, PriorityStep: rc.prioStep})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -44,6 +45,9 @@ type Guard struct {
 	cmd  *exec.Cmd
 	conn *seqConn
 	self bool // runs from this program's own image, or one vouched for
+	// hupIgnored: SIGHUP was ignored in this process when the guard was
+	// forked, so the guard ignores it from its exec on (IgnoresHangup).
+	hupIgnored bool
 
 	mu       sync.Mutex
 	until    time.Duration // the latest E to send; coalesced
@@ -127,11 +131,12 @@ func StartGuardProgram(path string) (*Guard, error) {
 		// kills the tree.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	hupIgnored := signal.Ignored(syscall.SIGHUP)
 	if err := cmd.Start(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("start the guard: %w", err)
 	}
-	g := &Guard{cmd: cmd, conn: c, self: path == selfImage, wake: make(chan struct{}, 1),
+	g := &Guard{cmd: cmd, conn: c, self: path == selfImage, hupIgnored: hupIgnored, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{}), ready: make(chan struct{})}
 	g.wg.Add(3)
 	go g.send()
@@ -181,7 +186,20 @@ func (g *Guard) Ready(ctx context.Context) error {
 // A guard from another program (StartGuardProgram, a store program's
 // guard) may be of another build, which only its handshake can tell: its
 // caller must wait for Ready before starting the child.
+//
+// Nor may the child start before Ready unless IgnoresHangup: a guard that
+// is stopped (SIGSTOP) when leaderrun dies is woken by the kernel with
+// SIGHUP and SIGCONT (its process group is orphaned then), and a guard
+// still starting up, before GuardMain ignores SIGHUP, would die of the
+// SIGHUP and leave the tree.
 func (g *Guard) SameBuild() bool { return g.self }
+
+// IgnoresHangup reports whether the guard ignores SIGHUP from its exec on:
+// it was forked while this process ignored SIGHUP (signal.Ignore), and
+// SIG_IGN survives execve (Go's runtime keeps an inherited SIG_IGN for
+// SIGHUP). Otherwise it ignores SIGHUP only once it runs GuardMain, about a
+// millisecond later, which Ready confirms.
+func (g *Guard) IgnoresHangup() bool { return g.hupIgnored }
 
 // PID returns the guard's process ID.
 func (g *Guard) PID() int { return g.cmd.Process.Pid }
