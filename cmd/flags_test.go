@@ -421,6 +421,8 @@ func TestValueMessages(t *testing.T) {
 		{"negative renew", nil, []string{"--renew-every", "-1s", "--", "true"}, "--renew-every -1s: durations must not be negative"},
 		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h: want a duration from 0 to 744h (31 days"},
 		{"negative hold", nil, []string{"--hold-at-least", "-1s", "--", "true"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
+		{"priority step too long", nil, []string{"--priority-step", "2m", "--", "true"}, "--priority-step 2m: want a duration from 1ms to 1m"},
+		{"priority step zero", map[string]string{"LEADERRUN_PRIORITY_STEP": "0s"}, []string{"--", "true"}, "--priority-step 0s: want a duration from 1ms to 1m"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

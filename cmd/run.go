@@ -29,6 +29,7 @@ type runConfig struct {
 	stopSignal   syscall.Signal
 	conflictCode int
 	priority     int
+	prioStep     time.Duration // --priority-step; 0: the store's δ
 	storeURL     string
 	contain      string
 	passEnv      map[string]bool
@@ -135,6 +136,9 @@ func (rc *runConfig) parseBehaviour(c *cli.Context) error {
 	if rc.priority = c.Int("priority"); rc.priority < -MaxPriority || rc.priority > MaxPriority {
 		return usagef("--priority %d: want a whole number from -%d to %d", rc.priority, MaxPriority, MaxPriority)
 	}
+	if rc.prioStep = c.Duration("priority-step"); rc.prioStep < 0 || rc.prioStep > MaxPriorityStep || (c.IsSet("priority-step") && rc.prioStep < time.Millisecond) {
+		return usagef("--priority-step %s: want a duration from 1ms to %s", lease.FormatDuration(rc.prioStep), lease.FormatDuration(MaxPriorityStep))
+	}
 	if rc.passEnv, err = parsePassEnv(c.StringSlice("pass-env")); err != nil {
 		return err
 	}
@@ -153,14 +157,24 @@ func (rc *runConfig) parseBehaviour(c *cli.Context) error {
 // is a typo that would block the lease for a century.
 const MaxHold = 31 * 24 * time.Hour
 
-// checkPriority refuses a --priority the store would silently ignore: one
-// without a standby list (lease.CandidateRegistry) cannot order takeovers.
-func checkPriority(store lease.Store, priority int) error {
-	if _, ok := store.(lease.CandidateRegistry); priority != 0 && !ok {
+// checkPriority refuses a --priority or --priority-step the store would
+// silently ignore: one without a standby list (lease.CandidateRegistry)
+// cannot order takeovers.
+func checkPriority(store lease.Store, priority int, step time.Duration) error {
+	_, ok := store.(lease.CandidateRegistry)
+	switch {
+	case ok:
+	case priority != 0:
 		return usagef("--priority %d: this store keeps no list of standbys, so a priority would have no effect; leave --priority out (every standby then has the same chance)", priority)
+	case step != 0:
+		return usagef("--priority-step %s: this store keeps no list of standbys, so there is no takeover order to hold back for; leave --priority-step out", lease.FormatDuration(step))
 	}
 	return nil
 }
+
+// MaxPriorityStep bounds --priority-step: a dead standby at the front of
+// the line holds a takeover back by up to three steps.
+const MaxPriorityStep = time.Minute
 
 // MaxPriority bounds --priority either way.
 const MaxPriority = 1_000_000

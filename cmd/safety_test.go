@@ -214,14 +214,17 @@ func TestNoRunwayWaitsAgain(t *testing.T) {
 // is modelled by the in-memory one).
 func TestFlagsTheStoreCannotHonour(t *testing.T) {
 	s := &leasetest.MemStore{}
-	if err := checkPriority(s, 5); err == nil || !strings.Contains(err.Error(), "--priority 5: this store keeps no list of standbys") {
+	if err := checkPriority(s, 5, 0); err == nil || !strings.Contains(err.Error(), "--priority 5: this store keeps no list of standbys") {
 		t.Fatalf("checkPriority = %v", err)
 	}
-	if err := checkPriority(s, 0); err != nil {
+	if err := checkPriority(s, 0, time.Second); err == nil || !strings.Contains(err.Error(), "--priority-step 1s: this store keeps no list of standbys") {
+		t.Fatalf("checkPriority(step) = %v", err)
+	}
+	if err := checkPriority(s, 0, 0); err != nil {
 		t.Fatalf("checkPriority(0) = %v", err)
 	}
 	reg := &leasetest.MemCandidates{MemStore: s}
-	if err := checkPriority(reg, 5); err != nil {
+	if err := checkPriority(reg, 5, time.Second); err != nil {
 		t.Fatalf("checkPriority on a registry = %v", err)
 	}
 }

@@ -120,7 +120,7 @@ func TestGuardLeaderKilledTreeGone(t *testing.T) {
 		for _, contain := range []string{"group", "auto"} {
 			t.Run(store+"/"+contain, func(t *testing.T) {
 				t.Parallel()
-				p := start(t, env, "-v", "--contain", contain, "--name", "guard-kill-"+contain, "--", treeChild(false)[0], treeChild(false)[1], treeChild(false)[2])
+				p := start(t, env, "-v", "--contain", contain, "--name", e2eName(t, "guard-kill"), "--", treeChild(false)[0], treeChild(false)[1], treeChild(false)[2])
 				pids := treePIDs(t, p)
 				gpid := guardPID(t, p)
 				// Every store's guard is leaderrun's own, smallest program.
@@ -596,7 +596,7 @@ func TestGuardStoppedAndLeaderKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			t.Fatalf("tree process %d still runs 10s after leaderrun was SIGKILLed with its guard stopped", pids[i])
+			t.Fatalf("tree process %d still runs 10s after leaderrun was SIGKILLed with its guard stopped; leaderrun and its guard said:\n%s", pids[i], p.stderr.String())
 		}
 	}
 	t.Logf("measure: tree gone %v after SIGKILL of leaderrun (guard stopped)", time.Since(killed).Round(100*time.Microsecond))

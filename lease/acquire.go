@@ -40,6 +40,14 @@ type AcquireOptions struct {
 	// the next by a bounded time (see the package doc, "Standbys and
 	// takeover order"). A holder is never pre-empted.
 	Priority int
+	// PriorityStep, when positive, replaces the store's δ
+	// (CandidateTiming.Step): how long this candidate holds back for each
+	// live candidate ranked above it when the lease becomes free. A larger
+	// step keeps the takeover order when standbys may be slow to notice a
+	// release (a loaded host, a slow network); a smaller one lets the next
+	// in line take over sooner when those before it are dead. It never
+	// affects safety.
+	PriorityStep time.Duration
 }
 
 // WaitKind says what a WaitEvent reports.
@@ -275,7 +283,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	a.report(held)
 	a.waited = true
 	if a.cand == nil && a.reg != nil {
-		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Label: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.Log)
+		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Label: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.PriorityStep, a.o.Log)
 		// With slots, the holder a listing reports is slot 0's: it says
 		// nothing of the others.
 		a.cand.anySlot = a.req.Slots > 1

@@ -34,7 +34,7 @@ func (r *crowdRegistry) CandidateTiming() CandidateTiming { return r.timing }
 func TestJoinCrowdAsksForTheRightExpiry(t *testing.T) {
 	timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: time.Second, Step: 200 * time.Millisecond}
 	r := &crowdRegistry{live: 30, expiry: make(chan time.Duration, 4), timing: timing, leftIDs: make(chan string, 1)}
-	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, time.Second, slog.New(slog.DiscardHandler))
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, time.Second, 0, slog.New(slog.DiscardHandler))
 	defer cd.leave(context.Background())
 	first := <-r.expiry
 	every, want := timing.HeartbeatEvery(r.live)

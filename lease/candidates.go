@@ -190,8 +190,11 @@ type candidacy struct {
 // wait at once: joining is not on the way to the lease); leave ends it. A
 // failed Join is logged and the heartbeat keeps trying: the registry only
 // orders takeovers.
-func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, ttl, timeout time.Duration, log *slog.Logger) *candidacy {
+func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c Candidate, ttl, timeout, step time.Duration, log *slog.Logger) *candidacy {
 	cd := &candidacy{reg: reg, name: name, c: c, timing: reg.CandidateTiming(), ttl: ttl, timeout: timeout, log: log, stop: make(chan struct{})}
+	if step > 0 {
+		cd.timing.Step = step // AcquireOptions.PriorityStep
+	}
 	cd.pos.Store(-1)
 	cd.live.Store(-1)
 	cd.wg.Add(1)

@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -34,10 +35,34 @@ func waitCandidates(t *testing.T, s lease.CandidateRegistry, name string, n int)
 // Acquire's takeover by priority is checked on every store, and on the
 // in-memory registry, by leasetest.RunCandidates (HighestPriorityTakesOver).
 
+// A standby holds back δ for a dead better-ranked one, and no more: the
+// store's δ, or AcquireOptions.PriorityStep in its place.
 func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
-	step := 200 * time.Millisecond
+	for _, tc := range []struct {
+		name              string
+		storeStep, option time.Duration
+	}{
+		{"store's", 200 * time.Millisecond, 0},
+		{"PriorityStep", 20 * time.Millisecond, 600 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			step := cmp.Or(tc.option, tc.storeStep)
+			took := deadBetterCandidateTakeover(t, tc.storeStep, tc.option)
+			if took < step {
+				t.Fatalf("p5 took over %v after the release: it did not hold back its δ (%v) for the better-ranked candidate", took, step)
+			}
+			if took > 2*step+time.Second {
+				t.Fatalf("p5 took over %v after the release; want within about its δ (%v)", took, step)
+			}
+		})
+	}
+}
+
+// deadBetterCandidateTakeover returns how long after a release a priority-5
+// standby takes the lease while a priority-10 one, registered, never tries.
+func deadBetterCandidateTakeover(t *testing.T, storeStep, option time.Duration) time.Duration {
 	s := &leasetest.MemCandidates{MemStore: &leasetest.MemStore{},
-		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: step}}
+		Timing: lease.CandidateTiming{Heartbeat: true, MinInterval: time.Second, Step: storeStep}}
 	ctx := context.Background()
 	first, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "leader", TTL: time.Minute}, lease.AcquireOptions{})
 	if err != nil {
@@ -55,7 +80,7 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "p5", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: 5})
+		a, err := lease.Acquire(ctx, s, lease.Request{Name: "j", Label: "p5", TTL: time.Minute}, lease.AcquireOptions{Wait: lease.WaitForever, Priority: 5, PriorityStep: option})
 		done <- result{a, err}
 	}()
 	waitCandidates(t, s, "j", 2)
@@ -67,13 +92,7 @@ func TestAcquireDeadBetterCandidateDelaysByStep(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	took := time.Since(released)
-	if took < step {
-		t.Fatalf("p5 took over %v after the release: it did not hold back its δ (%v) for the better-ranked candidate", took, step)
-	}
-	if took > 2*step+time.Second {
-		t.Fatalf("p5 took over %v after the release; want within about its δ (%v)", took, step)
-	}
+	return time.Since(released)
 }
 
 // A registration no heartbeat could have made (another client wrote an

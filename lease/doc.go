@@ -118,7 +118,10 @@
 // the line: higher priority first, then the longest waiting. The first in
 // line tries at once, position p of the front (the first three) after p·δ
 // (δ = CandidateTiming.Step: how long a better candidate may need to notice
-// and try). A standby further back does not even list at once: it waits 3·δ
+// and try; AcquireOptions.PriorityStep replaces it for one candidate). A
+// better candidate that is not scheduled for longer than δ loses its turn,
+// and so can one whose previous turn, for a release less than 3·δ earlier,
+// is still running in the others. A standby further back does not even list at once: it waits 3·δ
 // and a random share of a spread (all such standbys together look about 20
 // times a second, and the spread never exceeds the TTL), looks again, and
 // tries only if the lease is still free. The best live candidate therefore

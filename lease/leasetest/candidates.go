@@ -171,6 +171,11 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The order is promised to candidates that notice a release within
+		// δ of each other: a loaded machine can stall one for longer than
+		// the store's δ, so the standbys raise it (PriorityStep), as a user
+		// would there.
+		step := max(r.CandidateTiming().Step, time.Second)
 		won := make(chan string, 3)
 		var wg sync.WaitGroup
 		for _, p := range []int{0, 10, 5} {
@@ -179,7 +184,7 @@ func candidatesHighestPriority(t *testing.T, h Harness) {
 				defer wg.Done()
 				ws := open(t, h) // each standby its own store, as its own process would
 				a, err := lease.Acquire(ctx, ws, lease.Request{Name: n, Label: fmt.Sprint("p", p), TTL: h.TTL},
-					lease.AcquireOptions{Wait: lease.WaitForever, Priority: p, CallTimeout: 5 * time.Second})
+					lease.AcquireOptions{Wait: lease.WaitForever, Priority: p, CallTimeout: 5 * time.Second, PriorityStep: step})
 				if err != nil {
 					t.Error(err)
 					return
