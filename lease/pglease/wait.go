@@ -92,7 +92,12 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		} else if l := s.listen(name); l != nil {
 			wake = l.Register(name)
 			defer l.unregister(name)
-			l.Await(ctx, s.callTimeout)
+			if l.Await(ctx, s.callTimeout) {
+				// Up wakes the waiters registered while it was down: if it
+				// came up just now, this Wait reads the state below anyway
+				// (not Quiet), so the fresh channel misses nothing.
+				wake = l.Register(name)
+			}
 			quiet = l.Quiet(name)
 		}
 	}

@@ -45,12 +45,19 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		return err
 	}
 	w := s.watch(name)
-	var wake <-chan struct{}
+	var (
+		wake <-chan struct{}
+		up   bool
+	)
 	if w != nil {
-		// wake stays nil (never fires) while there is no subscription.
+		// wake fires on a release the subscription reports, and when the
+		// subscription comes up (a release before it went unnoticed).
 		wake = w.Register(name)
-		if !w.Await(ctx, s.callTimeout) {
-			wake = nil
+		if up = w.Await(ctx, s.callTimeout); up {
+			// If it came up just now, it woke the channel above; the state
+			// is read below then (not Quiet), so the fresh channel misses
+			// nothing.
+			wake = w.Register(name)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -60,7 +67,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	// by the listener (the subscription was up since the previous Wait) or
 	// by reading PTTL (first Wait, or the subscription is new).
 	var d time.Duration
-	if wake != nil && w.Quiet(name) {
+	if up && w.Quiet(name) {
 		if held == nil || held.By.Remaining <= 0 {
 			d = noTTLPoll
 		} else {
@@ -86,7 +93,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		// A release after Register closes wake, which wakeup.Sleep sees.
 		defer w.Remember(name)
 	}
-	if wake == nil && s.noChannel.Load() {
+	if !up && s.noChannel.Load() {
 		d = min(d, noChannelPoll)
 	}
 	return wakeup.Sleep(ctx, d, wake)

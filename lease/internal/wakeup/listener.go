@@ -146,6 +146,11 @@ func (l *Listener) Remember(name string) {
 }
 
 // Up is the transport's report that the store confirmed the subscription.
+// Every registered waiter wakes to re-check: it registered while the
+// subscription was down (a first Wait that did not await it, or a drop),
+// so a release since its last read went unnoticed. (A standby whose first
+// subscription came up just after the release slept by the holder's
+// remaining time, and a lower-ranked one took the lease before it.)
 func (l *Listener) Up() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -155,6 +160,10 @@ func (l *Listener) Up() {
 		l.seq++ // releases may have gone unnoticed while it was down
 		close(l.upCh)
 		l.upCh = make(chan struct{})
+		for name, ch := range l.waiters {
+			close(ch)
+			delete(l.waiters, name)
+		}
 	}
 }
 

@@ -71,3 +71,29 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("after Reset: %v, want within [100ms, 150ms]", p)
 	}
 }
+
+// A waiter registered while the subscription was down wakes when it comes
+// up: a release before that went unnoticed. One registered after it came
+// up waits for a release.
+func TestUpWakesWaitersRegisteredWhileDown(t *testing.T) {
+	l := New(nil, false)
+	before := l.Register("job")
+	l.Up()
+	select {
+	case <-before:
+	default:
+		t.Fatal("the subscription came up and a waiter registered before it still sleeps")
+	}
+	after := l.Register("job")
+	select {
+	case <-after:
+		t.Fatal("a waiter registered once the subscription was up woke without a release")
+	default:
+	}
+	l.Notify("job")
+	select {
+	case <-after:
+	default:
+		t.Fatal("a release did not wake its waiter")
+	}
+}
