@@ -51,7 +51,8 @@ type Transport interface {
 // New returns a Listener over t; Run starts it. With wakeOnDrop, the loss of
 // a subscription that was up wakes every registered waiter to re-check,
 // since a release may have gone unnoticed; without it they sleep on by the
-// remaining time they read.
+// remaining time they read, until the subscription is back up (Up wakes
+// them then).
 func New(t Transport, wakeOnDrop bool) *Listener {
 	return &Listener{t: t, wakeOnDrop: wakeOnDrop, upCh: make(chan struct{}),
 		waiters: map[string]chan struct{}{}, lastSeen: map[string]uint64{}}
