@@ -250,7 +250,8 @@ func (g *Guard) Arm(pgid int) error {
 
 // Check tells the guard the process group of a health check that has just
 // started: should leaderrun die, the guard kills it with the child's tree
-// (before the message, Pdeathsig covers the check's shell only). Checked
+// (before the message, Pdeathsig covers the check's shell only, which is
+// why a check in a process group waits at a gate until it is sent). Checked
 // must follow once the check's group is killed and before its shell is
 // reaped, while the group's ID cannot have been reused.
 func (g *Guard) Check(pgid int) error { return g.msg("check "+strconv.Itoa(pgid), nil) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -214,6 +215,15 @@ func (h *Health) loop(ctx context.Context) {
 // the rest. Pdeathsig fires when the thread that forked the shell exits, and
 // a thread ends with a goroutine that exits while locked to it: this
 // goroutine keeps the forking thread to itself until the shell is reaped.
+//
+// Before the guard knows the check's group, a SIGKILL of leaderrun would
+// leave what the check forked in that instant (Pdeathsig kills the shell
+// only; seen beside stress-ng, where the check ran before the message
+// went out). So, without a cgroup (which the guard knows before the check
+// starts), the shell first waits at a gate, a pipe that leaderrun writes
+// to once the guard has the group, and runs the command only then; if
+// leaderrun dies first, the pipe ends and the shell exits without running
+// it.
 func (h *Health) check(ctx context.Context) (why, line string) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -226,6 +236,17 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 	if cg != nil {
 		defer func() { _ = cg.Remove() }()
 	}
+	var gate *os.File // leaderrun's end of the gate; nil: no gate
+	if h.cfg.Guard != nil && cg == nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Sprintf("could not run it: %v", err), ""
+		}
+		defer r.Close()
+		defer w.Close()
+		cmd.Args[2] = checkGate + h.cfg.Cmd
+		cmd.ExtraFiles, gate = []*os.File{r}, w
+	}
 	// A check that exited but left a process holding its output is judged
 	// by its exit status once the delay passes, not by the open pipe.
 	cmd.WaitDelay = healthWaitDelay
@@ -237,6 +258,11 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 		if err := h.cfg.Guard.Check(pgid); err != nil {
 			h.log.Debug("the guard does not know this health check", "err", err)
 		}
+	}
+	if gate != nil {
+		// Opened: the guard has the group (or is gone, which stops the run).
+		_, _ = gate.Write([]byte("\n"))
+		gate.Close()
 	}
 	timedOut := h.awaitCheck(ctx, pgid, cg)
 	// The shell has exited but is not reaped yet, so its pid is still its
@@ -263,6 +289,13 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal()), line
 	}
 }
+
+// checkGate is put before the check's command when the check runs in a
+// process group only: the shell reads a line from descriptor 3 (the gate,
+// which leaderrun writes once the guard knows the group), closes it, and
+// runs the command; when the gate ends unopened (leaderrun died) it exits
+// 125 without running it.
+const checkGate = "IFS= read -r _ <&3 || exit 125\nexec 3<&-\n"
 
 // checkCgroup makes a fresh cgroup for one check, under the run's, and has
 // cmd start in it; nil when there is no run cgroup or the new one could not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -210,6 +211,37 @@ func TestPrintableLine(t *testing.T) {
 	} {
 		if got := printableLine(tc.in, healthLineMax); got != tc.want {
 			t.Errorf("printableLine(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The gate before a check in a process group only: the command runs once
+// the gate is opened, never when it ends unopened (leaderrun died before
+// the guard knew the check's group), and without the gate's descriptor.
+func TestCheckGate(t *testing.T) {
+	for _, open := range []bool{true, false} {
+		marker := filepath.Join(t.TempDir(), "ran")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", checkGate+`[ ! -e /proc/self/fd/3 ] && touch "$0"`, marker)
+		cmd.ExtraFiles = []*os.File{r}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if open {
+			w.Write([]byte("\n"))
+		}
+		w.Close()
+		err = cmd.Wait()
+		_, statErr := os.Stat(marker)
+		switch {
+		case open && (err != nil || statErr != nil):
+			t.Fatalf("opened gate: %v, marker %v; want the command run without descriptor 3", err, statErr)
+		case !open && (cmd.ProcessState.ExitCode() != 125 || statErr == nil):
+			t.Fatalf("gate ended unopened: exit %d, marker %v; want 125 and the command not run", cmd.ProcessState.ExitCode(), statErr)
 		}
 	}
 }
