@@ -377,6 +377,16 @@ func check(dir string) (*Report, error) {
 	// and was SIGKILLed; it autosaves every 5 s, so recent writes are lost.
 	lost := map[string]bool{"key_delete": true, "key_edit": true, "lockfile_replace": true, "lockfile_delete": true, "lease_break": true,
 		"store_restart_empty": true, "store_restart_persist_sigkill": true}
+	// Azurite's clean shutdown does not always write out its last
+	// autosave window either: beside stress-ng, a SIGTERM restart that
+	// ended within its 3 s lost two slots' leases acquired 1.6 s and 4.6 s
+	// before it (their holders' next renewals were answered
+	// LeaseIdMismatchWithLeaseOperation, and they stopped their children).
+	// The "lost" rule below still holds the older child to dying within a
+	// TTL of the fault.
+	if m.Store == "azurite" {
+		lost["store_restart_persist"] = true
+	}
 	const slack = int64(time.Second)
 	var longest int64
 	for j, b := range order {
