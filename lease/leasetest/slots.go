@@ -55,7 +55,14 @@ func testSlotsNeverExceed(t *testing.T, h Harness) {
 				mu.Lock()
 				before := granted
 				mu.Unlock()
-				l, err := acquireSlot(t, s, slotReq(nm, fmt.Sprintf("c%d", c), n, h), lease.WaitForever)
+				// Nothing renews these leases: a TTL that a loaded machine
+				// cannot outlast between acquisition and release (the
+				// store's shortest, 300ms on PostgreSQL, did: a slot expired
+				// and was rightly taken again while the test counted it
+				// held).
+				rq := slotReq(nm, fmt.Sprintf("c%d", c), n, h)
+				rq.TTL = max(h.TTL, time.Minute)
+				l, err := acquireSlot(t, s, rq, lease.WaitForever)
 				if err != nil {
 					t.Errorf("contender %d round %d: %v", c, r, err)
 					return
@@ -100,12 +107,18 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	nm := name(t)
 	s := open(t, h)
 	ls := make([]lease.Lease, n)
+	// The slot that crashes is taken last, and with a TTL that the next two
+	// calls outlast on a loaded machine; the others' outlast the whole
+	// set-up before their renewals start.
+	crashTTL := max(h.TTL, 2*time.Second)
 	var sent time.Time // when the acquisition of the slot that crashes was sent
 	for i := range ls {
-		if i == 1 {
-			sent = time.Now()
+		rq := slotReq(nm, fmt.Sprint("h", i), n, h)
+		rq.TTL = max(h.TTL, time.Minute)
+		if i == n-1 {
+			sent, rq.TTL = time.Now(), crashTTL
 		}
-		l, err := acquireSlot(t, s, slotReq(nm, fmt.Sprint("h", i), n, h), 0)
+		l, err := acquireSlot(t, s, rq, 0)
 		if err != nil {
 			t.Fatalf("slot %d: %v", i, err)
 		}
@@ -120,16 +133,16 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(stop)
-	for _, live := range []lease.Lease{ls[0], ls[2]} {
+	for _, live := range ls[:n-1] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			renewUntil(t, live, max(h.TTL/4, 10*time.Millisecond), stop)
 		}()
 	}
-	crashed := ls[1].Info()
+	crashed := ls[n-1].Info()
 	if h.Abandon != nil {
-		h.Abandon(t, ls[1].(interface{ StoreLease() lease.Lease }).StoreLease())
+		h.Abandon(t, ls[n-1].(interface{ StoreLease() lease.Lease }).StoreLease())
 	}
 	l, err := acquireSlot(t, b, slotReq(nm, "late", n, h), lease.WaitForever)
 	if err != nil {
@@ -138,7 +151,7 @@ func testSlotCrashFreed(t *testing.T, h Harness) {
 	took := time.Since(sent)
 	info := l.Info()
 	if lim := s.Limits(); lim.Expires {
-		if least := time.Duration(float64(h.TTL)*(1-h.Rho)) - lim.Epsilon; took < least {
+		if least := time.Duration(float64(crashTTL)*(1-h.Rho)) - lim.Epsilon; took < least {
 			t.Fatalf("slot %d taken %v after the crash; it was valid for %v", info.Slot, took, least)
 		}
 	}
