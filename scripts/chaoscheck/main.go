@@ -123,7 +123,8 @@ type run struct {
 	Slot         int   // with slots, the child's slot
 }
 
-// fault is one injected fault; pauses and restarts span [T, End].
+// fault is one injected fault; pauses, restarts and blob lease breaks span [T, End]
+// (a break: from its call to its answer).
 type fault struct {
 	Kind   string
 	PID    int
@@ -400,7 +401,7 @@ func check(dir string) (*Report, error) {
 				case strings.HasPrefix(f.Kind, "holder_pause") && f.PID == a.Wrapper && f.End-f.T > ttl &&
 					f.T <= b.Start && b.Start <= sat(f.End, slack) && a.Last <= sat(f.End, ttl+slack):
 					o.Cause = "pause"
-				case lost[f.Kind] && a.Start <= f.T+slack && f.T <= b.Start && a.Last <= sat(f.End, ttl+slack):
+				case lost[f.Kind] && a.Start <= sat(f.End, slack) && f.T <= b.Start && a.Last <= sat(f.End, ttl+slack):
 					o.Cause = "lost"
 				default:
 					continue

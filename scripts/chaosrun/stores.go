@@ -280,9 +280,12 @@ func (a *azuriteFaults) inject(ctx context.Context, kind string, rng *rand.Rand)
 	case "lease_break":
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		a.d.fault(kind, nil)
+		// The break takes effect somewhere between the call and its answer
+		// (on a loaded machine, once 1.5 s after the call): both are logged.
+		a.d.fault(kind, map[string]any{"phase": "kill"})
 		zero := int32(0)
 		_, err := a.blob.BreakLease(cctx, &azlease.BlobBreakOptions{BreakPeriod: &zero})
+		a.d.fault(kind, map[string]any{"phase": "up"})
 		return err
 	case "store_restart_persist", "store_restart_empty":
 		return a.restart(ctx, kind, time.Duration(rng.IntN(1500))*time.Millisecond)
