@@ -64,7 +64,8 @@
 //     the store's clock does not step back; see redislease and bloblease),
 //     etcd the key's create revision (the cluster's revision counter, which
 //     goes back only if the cluster's data does; see etcdlease), the file
-//     store a counter in the locked file (fdatasync'ed), PostgreSQL
+//     store max(counter in the locked file + 1, the clock in µs), handed
+//     out only once the clock has passed it (see filelease), PostgreSQL
 //     greatest(nextval(sequence), server clock in µs) under an advisory lock
 //     on the name (see pglease), Kubernetes one more than the etcd revision
 //     the acquiring write replaces or, for a create, than the cluster's

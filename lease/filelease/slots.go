@@ -20,7 +20,7 @@ import (
 // lease name, so no user names a slot). Their tokens come from one counter,
 // NAME~token: a file holding the last token minted for any slot, as
 // decimal text, locked (flock) for the instant of the mint and written
-// (fdatasync'ed) before the slot's record. A slot's token is max(its own
+// before the slot's record (not synced, for writeRecord's reason). A slot's token is max(its own
 // counter + 1, the shared counter + 1, the clock in microseconds): strictly
 // increasing across the slots of NAME. A lease taken without slots never
 // opens the shared counter, so its files are byte for byte what they were.
@@ -31,7 +31,7 @@ func (s *Store) tokenPath(name string) string {
 }
 
 // counterLockWait bounds how long a mint waits for another slot's mint
-// to let go of the shared counter (it holds it for an fdatasync).
+// to let go of the shared counter (it holds it for a read and a write).
 const counterLockWait = 2 * time.Second
 
 // mintFor mints the token of req, whose lock file at path holds counter
@@ -67,9 +67,6 @@ func (s *Store) mintFor(req lease.Request, prev uint64, path string) (uint64, er
 		return 0, classified(err, "cannot write "+cpath)
 	}
 	if err := f.Truncate(int64(len(b))); err != nil {
-		return 0, classified(err, "cannot write "+cpath)
-	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return 0, classified(err, "cannot write "+cpath)
 	}
 	return tok, nil // closing f lets go of the lock
