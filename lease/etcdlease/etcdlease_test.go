@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -149,24 +150,50 @@ func TestRefusedSaidAtOnce(t *testing.T) {
 }
 
 // TestTTLRefused: TTLs etcd cannot grant exactly are refused with ErrConfig
-// before anything is sent (the store points at a port nobody listens on),
-// and Limits says the same to the timing validation.
+// before anything is sent, and Limits says the same to the timing
+// validation. The store points at a listener that accepts connections and
+// never answers, so a call that did go out would hang until its CallTimeout:
+// a refusal well inside it was made before any call.
 func TestTTLRefused(t *testing.T) {
 	t.Parallel()
-	s := open(t, "etcd://127.0.0.1:1", etcdlease.Options{CallTimeout: 200 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // owned by the test: the cleanup closes ln and waits
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	const callTimeout = 3 * time.Second
+	s := open(t, "etcd://"+ln.Addr().String(), etcdlease.Options{CallTimeout: callTimeout})
 	for _, ttl := range []time.Duration{0, time.Second, 1500 * time.Millisecond, 2500 * time.Millisecond, 25 * time.Hour} {
 		start := time.Now()
 		_, err := s.TryAcquire(ctxT(t), req("ttl", "a", ttl))
 		if !errors.Is(err, lease.ErrConfig) || errors.Is(err, lease.ErrUnavailable) {
 			t.Fatalf("TTL %v: %v; want ErrConfig", ttl, err)
 		}
-		if took := time.Since(start); took > 100*time.Millisecond {
-			t.Fatalf("TTL %v refused after %v: it tried to reach etcd first", ttl, took)
+		if took := time.Since(start); took >= callTimeout/2 {
+			t.Fatalf("TTL %v refused after %v: it waited on etcd first", ttl, took)
 		}
 	}
-	// A valid TTL does try to reach it: unavailable, not a config error.
+	// A valid TTL does try to reach it: unavailable (at the CallTimeout),
+	// not a config error.
 	if _, err := s.TryAcquire(ctxT(t), req("ttl", "a", 3*time.Second)); !errors.Is(err, lease.ErrUnavailable) {
-		t.Fatalf("TTL 3s against no server: %v; want ErrUnavailable", err)
+		t.Fatalf("TTL 3s against a server that never answers: %v; want ErrUnavailable", err)
 	}
 	lim := s.Limits()
 	if !lim.Expires || lim.MinTTL != 2*time.Second || lim.TTLUnit != time.Second {
