@@ -12,7 +12,7 @@ import (
 
 // noReadPoll is how long a waiter sleeps when it cannot read the record
 // (the API server unreachable).
-const noReadPoll = 2 * time.Second
+const noReadPoll = wakeup.UnreadPoll
 
 // Wait blocks until the lease may have become free: the Lease object
 // changed or was deleted (an API watch from the version read, so a release
@@ -29,11 +29,11 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	cur, rev, err := s.read(rctx, "wait "+name, name)
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		d, err := wakeup.Unread(ctx, s.log, name, held, err)
+		if err != nil {
+			return err
 		}
-		s.log.Debug("cannot read the lease's record; trying again shortly", "name", name, "err", err)
-		return wakeup.Sleep(ctx, wakeup.Poll(held, noReadPoll), nil)
+		return wakeup.Sleep(ctx, d, nil)
 	}
 	if cur == nil {
 		return nil

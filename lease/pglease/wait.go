@@ -40,9 +40,6 @@ import (
 //     jittered, growing pause (minPressure to maxPressure).
 
 const (
-	// unknownPoll is how long a waiter sleeps when it could not read the
-	// row's expiry (the server did not answer).
-	unknownPoll = 2 * time.Second
 	// pressureEvery is how long the LISTEN connection may stay silent
 	// before it re-reads the server's room (which also pings it: an
 	// unanswered read means a dead connection, which is re-made, waking
@@ -115,11 +112,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	h, err := s.Status(ctx, name)
 	switch {
 	case err != nil:
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if d, err = wakeup.Unread(ctx, s.log, name, held, err); err != nil {
+			return err
 		}
-		s.log.Debug("cannot read the lease's expiry; trying again soon", "name", name, "err", err)
-		d = wakeup.Poll(held, unknownPoll)
 	case h == nil:
 		return nil // free now
 	default:

@@ -20,8 +20,8 @@ import (
 
 const (
 	// noTTLPoll is how often a waiter re-checks a record that has no TTL
-	// (written by hand) or whose PTTL it could not read.
-	noTTLPoll = 2 * time.Second
+	// (written by hand), as one whose PTTL it could not read.
+	noTTLPoll = wakeup.UnreadPoll
 	// healthEvery is how long the subscription may stay silent before it is
 	// pinged; an unanswered ping means a dead connection, which is re-made.
 	// While it is dead waiters still wake by TTL, so this only bounds how long
@@ -78,11 +78,9 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 		d, err = s.pttl(ctx, name)
 		switch {
 		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if d, err = wakeup.Unread(ctx, s.log, name, held, err); err != nil {
+				return err
 			}
-			s.log.Debug("cannot read the lease's PTTL; polling", "name", name, "err", err)
-			d = wakeup.Poll(held, noTTLPoll)
 		case d == -2*time.Millisecond: // no record: free now
 			return nil
 		case d < 0: // a record without TTL: not ours to expire

@@ -11,6 +11,7 @@ package wakeup
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -52,6 +53,22 @@ func Poll(held *lease.HeldError, poll time.Duration) time.Duration {
 		return held.By.Remaining
 	}
 	return poll
+}
+
+// UnreadPoll is how long a waiter sleeps, at most, when the store did not
+// answer its read of the lease (Unread).
+const UnreadPoll = 2 * time.Second
+
+// Unread is how long a waiter sleeps when its read of the lease failed with
+// err (the store did not answer): Poll(held, UnreadPoll), so the caller's
+// next attempt reports the failure. It returns ctx's error instead when ctx
+// ended, which is then why the read failed.
+func Unread(ctx context.Context, log *slog.Logger, name string, held *lease.HeldError, err error) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	log.Debug("cannot read the lease; waiting a short while", "name", name, "err", err)
+	return Poll(held, UnreadPoll), nil
 }
 
 // Soonest is a watch's timer: when the first of the holder's and the
