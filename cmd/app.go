@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -181,8 +182,7 @@ instead ("slots" and "holders":[{"slot","holder","token","since",...}] for a
 lease with slots); "unknown":true when the store knows nothing of NAME.
 Exit codes: 0 held, 3 free, 4 nothing known (no holder, standby or recorded
 run: a name never used with this store, or mistyped), 125 error (usage,
-configuration, store; a file store directory that does not exist).
-Flags may come before or after NAME, and before "status".`
+configuration, store; a file store directory that does not exist).`
 
 const watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
 the lease NAME changes or a standby joins or leaves, starting with the
@@ -198,8 +198,7 @@ The file and Redis stores report changes as they happen (within 100ms) and
 are polled every --interval only as a fallback; Azure is polled every
 --interval (jittered). --once prints only the next change, then exits 0.
 Exit codes: 0 after INT or TERM (or the change, with --once), 125 error
-(usage, configuration, the store unreachable at the start).
-Flags may come before or after NAME, and before "watch".`
+(usage, configuration, the store unreachable at the start).`
 
 // Main runs leaderrun with args (args[0] is the program name) and environ
 // (os.Environ form: its variables, and the child's environment, come from
@@ -365,7 +364,7 @@ func (inv *invocation) nameCommand(sub command, flags []cli.Flag) *cli.Command {
 		Name:            sub.name,
 		Usage:           sub.usage,
 		UsageText:       "leaderrun " + sub.name + " [flags] NAME",
-		Description:     reflow(sub.description),
+		Description:     reflow(sub.description + "\nFlags may come before or after NAME, and before " + strconv.Quote(sub.name) + "."),
 		ArgsUsage:       "NAME",
 		Flags:           flags,
 		HideHelpCommand: true, // `status help` asks about a lease called help

@@ -19,10 +19,13 @@ import (
 // variables (flagVars), the suggestions for a mistyped command, the help
 // and the man page and completions (DocApp).
 type command struct {
-	name        string // "" for the run form
-	synopsis    string // its line in leaderrun's usage after "leaderrun ", if not "<name> [flags] NAME"
-	usage       string // what it does, in one line
-	description string // its help text (hand-wrapped at 80 columns: see reflow)
+	name     string // "" for the run form
+	synopsis string // its line in leaderrun's usage after "leaderrun ", if not "<name> [flags] NAME"
+	usage    string // what it does, in one line
+	// description is its help text, hand-wrapped at 80 columns (see
+	// reflow). A subcommand's last line, that its flags may come before
+	// or after NAME, is added from its name (nameCommand).
+	description string
 	// flags returns its flags, each with its variable (if any) in EnvVars.
 	flags func() []cli.Flag
 	// do runs a subcommand on its one lease NAME; the run form is runCommand.

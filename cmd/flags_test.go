@@ -516,7 +516,7 @@ func checkHelpText(t *testing.T, out string) {
 	}
 }
 
-// Issue 12 item 15: --version says version, commit and Go version.
+// --version says version, commit and Go version.
 func TestVersion(t *testing.T) {
 	code, out, errOut := runEnv(t, nil, "--version")
 	if code != 0 || errOut != "" || !strings.Contains(out, runtime.Version()) || !strings.HasPrefix(out, "leaderrun ") {

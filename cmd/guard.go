@@ -147,70 +147,93 @@ func (s *guardStart) drop() {
 // makes the child's cgroup as --contain asks. On error nothing is left
 // running.
 func protect(l lease.Lease, pre *guardStart, mode string, stop syscall.Signal, t lease.Timing, log *slog.Logger) (*protection, error) {
-	p := &protection{}
-	if mode != containGroup {
-		cg, err := runner.NewCgroup()
-		switch {
-		case err == nil:
-			p.cg = cg
-			log.Debug("containment: the child runs in its own cgroup", "cgroup", cg.Path())
-		case mode == containCgroup:
-			return nil, fmt.Errorf("%w: --contain cgroup: %w", lease.ErrConfig, err)
-		default:
-			log.Debug("containment: process group only (no cgroup: a descendant that calls setsid escapes)", "reason", err)
-		}
-	} else {
-		log.Debug("containment: process group only (--contain group)")
-	}
-	g, err := pre.take()
+	cg, err := childCgroup(mode, log)
 	if err != nil {
+		return nil, err
+	}
+	p := &protection{cg: cg}
+	if p.guard, err = pre.take(); err != nil {
 		p.removeCgroup(log)
 		return nil, err
 	}
-	p.guard = g
+	if err := p.confirmGuard(pre.program); err != nil {
+		p.finish(true, log)
+		return nil, err
+	}
+	if err := p.armGuard(l, stop, t); err != nil {
+		p.finish(true, log)
+		return nil, err
+	}
+	log.Debug("guard started", "guard_pid", p.guard.PID())
+	return p, nil
+}
+
+// childCgroup makes the child's own cgroup as --contain mode asks. It
+// returns nil when the process group alone contains the child: asked so,
+// or (--contain auto) no cgroup can be made here.
+func childCgroup(mode string, log *slog.Logger) (*runner.Cgroup, error) {
+	if mode == containGroup {
+		log.Debug("containment: process group only (--contain group)")
+		return nil, nil
+	}
+	cg, err := runner.NewCgroup()
 	switch {
-	case g.SameBuild() && g.IgnoresHangup():
+	case err == nil:
+		log.Debug("containment: the child runs in its own cgroup", "cgroup", cg.Path())
+		return cg, nil
+	case mode == containCgroup:
+		return nil, fmt.Errorf("%w: --contain cgroup: %w", lease.ErrConfig, err)
+	}
+	log.Debug("containment: process group only (no cgroup: a descendant that calls setsid escapes)", "reason", err)
+	return nil, nil
+}
+
+// confirmGuard waits for the guard's handshake where the child must not
+// start before it, and otherwise has it checked in the background. The
+// guard is still to be finished when it fails.
+func (p *protection) confirmGuard(program string) error {
+	g := p.guard
+	if g.SameBuild() && g.IgnoresHangup() {
 		// The guard is this very program, ignoring SIGHUP from its start:
 		// the child need not wait for its handshake (runner.Guard.SameBuild
 		// says why a guard still starting up acts all the same). It is
 		// checked in the background; watch stops the child should it fail.
 		p.verifyAsync(guardHandshakeWait)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
+	err := g.Ready(ctx)
+	cancel()
+	switch {
+	case err == nil:
+		return nil
 	case g.SameBuild():
 		// Started while SIGHUP was caught (a guard started again to wait
 		// again, long before a child): no child before it ignores SIGHUP.
-		ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
-		err = g.Ready(ctx)
-		cancel()
-		if err != nil {
-			p.finish(true, log)
-			return nil, guardCause{pid: g.PID(), handshake: !errors.Is(err, runner.ErrGuardDied), within: guardHandshakeWait}
-		}
-	default:
-		// A guard from another program may be of another build: no child
-		// before it has answered.
-		ctx, cancel := context.WithTimeout(context.Background(), guardHandshakeWait)
-		err = g.Ready(ctx)
-		cancel()
-		if err != nil {
-			p.finish(true, log)
-			return nil, fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, pre.program, guardFailure(err), guardHandshakeWait)
+		return guardCause{pid: g.PID(), handshake: !errors.Is(err, runner.ErrGuardDied), within: guardHandshakeWait}
+	}
+	// A guard from another program may be of another build: no child
+	// before it has answered.
+	return fmt.Errorf("%w: the guard program %s %v within %v: it is not a leaderrun of this build (mixed installation?); install leaderrun and its store programs from one build", lease.ErrConfig, program, guardFailure(err), guardHandshakeWait)
+}
+
+// armGuard tells the guard what it enforces: the stop signal with its
+// bounds, the child's cgroup and, for the file store, the lock to keep.
+func (p *protection) armGuard(l lease.Lease, stop syscall.Signal, t lease.Timing) error {
+	if err := p.guard.Timing(stop, t.Grace, t.KillBound); err != nil {
+		return err
+	}
+	if p.cg != nil {
+		if err := p.guard.Cgroup(p.cg); err != nil {
+			return err
 		}
 	}
-	err = g.Timing(stop, t.Grace, t.KillBound)
-	if err == nil && p.cg != nil {
-		err = g.Cgroup(p.cg)
-	}
-	if lf, ok := l.(lockFiler); ok && err == nil {
+	if lf, ok := l.(lockFiler); ok {
 		if f := lf.LockFile(); f != nil {
-			err = g.Hold(f)
+			return p.guard.Hold(f)
 		}
 	}
-	if err != nil {
-		p.finish(true, log)
-		return nil, err
-	}
-	log.Debug("guard started", "guard_pid", g.PID())
-	return p, nil
+	return nil
 }
 
 // guardHandshakeWait bounds how long the guard may take to say it is

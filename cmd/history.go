@@ -39,8 +39,7 @@ own --history-keep, so the smallest one in use wins (give every host the
 same). Entries that are not records leaderrun wrote (another program's,
 or dated more than 5 minutes ahead of this host's clock) are not shown.
 Exit codes: 0, 125 error (usage, configuration, store, a store that keeps no
-history).
-Flags may come before or after NAME, and before "history".`
+history).`
 
 const checkDescription = `Says whether a run of the lease NAME started within --ran-within, on any
 host: exit 0 when one did (one that ended with exit 0, with --succeeded), 2
@@ -56,8 +55,7 @@ slot already used, nor records dated more than 5 minutes ahead of this
 host's clock. --json prints {"name","ok","ran_within_ms","succeeded",
 "match","last_run"} instead (runs as in history --json).
 Exit codes: 0 a run was found, 2 none was, 125 error (usage, configuration,
-store, a store that keeps no history).
-Flags may come before or after NAME, and before "check".`
+store, a store that keeps no history).`
 
 // openHistory opens the store of a history or check command and returns
 // its history.

@@ -48,7 +48,8 @@ func parseOncePer(c *cli.Context, historyKeep int) (oncePerConfig, error) {
 		return o, err
 	}
 	if o.period, err = lease.ParsePeriod(s, loc); err != nil {
-		return o, usagef("--once-per %v", strings.TrimPrefix(err.Error(), lease.ErrBadPeriod.Error()+": "))
+		// Its one error (lease.ErrBadPeriod), said of the flag.
+		return o, usagef("--once-per %q: want %s", s, lease.PeriodForms())
 	}
 	if !o.period.Calendar() && loc != time.UTC {
 		return o, usagef("--once-per-zone %s applies to hour, day, week and month; a duration such as --once-per %s is counted from the Unix epoch in UTC", zone, s)

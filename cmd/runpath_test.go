@@ -106,7 +106,7 @@ func TestLauncherNeedsName(t *testing.T) {
 	}
 }
 
-// Issue 13 item 13: --holder with control characters is refused, and the
+// --holder with control characters is refused, and the
 // refusal does not echo them raw.
 func TestHolderControlCharacters(t *testing.T) {
 	store := "file://" + t.TempDir()

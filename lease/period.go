@@ -61,9 +61,16 @@ func ParsePeriod(s string, loc *time.Location) (Period, error) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d < MinPeriod || d > MaxPeriod {
-		return Period{}, fmt.Errorf("%w: %q: want hour, day, week or month, or a duration from %s to %s such as 4s or 24h", ErrBadPeriod, s, FormatDuration(MinPeriod), FormatDuration(MaxPeriod))
+		return Period{}, fmt.Errorf("%w: %q: want %s", ErrBadPeriod, s, PeriodForms())
 	}
 	return Period{every: d, loc: time.UTC}, nil
+}
+
+// PeriodForms says what ParsePeriod reads, for a message about a value it
+// refused: "hour, day, week or month, or a duration from 1s to 8784h such
+// as 4s or 24h".
+func PeriodForms() string {
+	return fmt.Sprintf("hour, day, week or month, or a duration from %s to %s such as 4s or 24h", FormatDuration(MinPeriod), FormatDuration(MaxPeriod))
 }
 
 // Calendar reports whether p is a calendar unit (hour, day, week, month),

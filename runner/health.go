@@ -254,16 +254,7 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 		return fmt.Sprintf("could not run it: %v", err), ""
 	}
 	pgid := cmd.Process.Pid
-	if h.cfg.Guard != nil {
-		if err := h.cfg.Guard.Check(pgid); err != nil {
-			h.log.Debug("the guard does not know this health check", "err", err)
-		}
-	}
-	if gate != nil {
-		// Opened: the guard has the group (or is gone, which stops the run).
-		_, _ = gate.Write([]byte("\n"))
-		gate.Close()
-	}
+	h.admit(pgid, gate)
 	timedOut := h.awaitCheck(ctx, pgid, cg)
 	// The shell has exited but is not reaped yet, so its pid is still its
 	// group's ID, which no other group can take: whatever the check left
@@ -274,19 +265,38 @@ func (h *Health) check(ctx context.Context) (why, line string) {
 		h.cfg.Guard.Checked(pgid)
 	}
 	err := cmd.Wait()
-	line = lastLine(out.Bytes())
-	st := cmd.ProcessState
+	return h.verdict(timedOut, cmd.ProcessState, err), lastLine(out.Bytes())
+}
+
+// admit lets the started check (the group pgid) run its command: the guard
+// is told the group first, then the gate, if any, is opened.
+func (h *Health) admit(pgid int, gate *os.File) {
+	if h.cfg.Guard != nil {
+		if err := h.cfg.Guard.Check(pgid); err != nil {
+			h.log.Debug("the guard does not know this health check", "err", err)
+		}
+	}
+	if gate != nil {
+		// Opened: the guard has the group (or is gone, which stops the run).
+		_, _ = gate.Write([]byte("\n"))
+		gate.Close()
+	}
+}
+
+// verdict says how a check ended, from its process state st and the error
+// of its Wait: "" when it passed, else why it failed.
+func (h *Health) verdict(timedOut bool, st *os.ProcessState, waitErr error) string {
 	switch {
 	case timedOut:
-		return fmt.Sprintf("timed out after %v; killed", h.cfg.Timeout), line
+		return fmt.Sprintf("timed out after %v; killed", h.cfg.Timeout)
 	case st == nil:
-		return fmt.Sprintf("could not wait for it: %v", err), line
+		return fmt.Sprintf("could not wait for it: %v", waitErr)
 	case st.Exited() && st.ExitCode() == 0:
-		return "", line
+		return ""
 	case st.Exited():
-		return fmt.Sprintf("exit code %d", st.ExitCode()), line
+		return fmt.Sprintf("exit code %d", st.ExitCode())
 	default:
-		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal()), line
+		return "killed by " + unix.SignalName(st.Sys().(syscall.WaitStatus).Signal())
 	}
 }
 

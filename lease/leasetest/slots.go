@@ -38,29 +38,22 @@ func acquireSlot(t *testing.T, s lease.Store, r lease.Request, wait time.Duratio
 // of a lease come from one counter).
 func testSlotsNeverExceed(t *testing.T, h Harness) {
 	const n, rounds = 3, 50 // 200 runs
-	nm := name(t)
-	var (
-		mu      sync.Mutex
-		active  = map[int]string{} // slot → holder
-		granted uint64             // the highest token granted so far
-		tokens  = map[uint64]bool{}
-		wg      sync.WaitGroup
-	)
+	ledger := &slotLedger{n: n, name: name(t), active: map[int]string{}, tokens: map[uint64]bool{}}
+	var wg sync.WaitGroup
 	for c := range n + 1 {
 		s := open(t, h)
+		holder := fmt.Sprint("c", c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				mu.Lock()
-				before := granted
-				mu.Unlock()
+				before := ledger.highest()
 				// Nothing renews these leases: a TTL that a loaded machine
 				// cannot outlast between acquisition and release (the
 				// store's shortest, 300ms on PostgreSQL, did: a slot expired
 				// and was rightly taken again while the test counted it
 				// held).
-				rq := slotReq(nm, fmt.Sprintf("c%d", c), n, h)
+				rq := slotReq(ledger.name, holder, n, h)
 				rq.TTL = max(h.TTL, time.Minute)
 				l, err := acquireSlot(t, s, rq, lease.WaitForever)
 				if err != nil {
@@ -68,28 +61,9 @@ func testSlotsNeverExceed(t *testing.T, h Harness) {
 					return
 				}
 				info := l.Info()
-				mu.Lock()
-				if who, ok := active[info.Slot]; ok {
-					t.Errorf("slot %d taken by c%d while %s holds it", info.Slot, c, who)
-				}
-				active[info.Slot] = fmt.Sprint("c", c)
-				switch {
-				case len(active) > n:
-					t.Errorf("%d holders of %d slots: %v", len(active), n, active)
-				case info.Slots != n || info.Slot < 0 || info.Slot >= n || info.Name != nm || info.Label != fmt.Sprint("c", c):
-					t.Errorf("Info() = %+v; want slot 0-%d of %d of %s, holder c%d", info, n-1, n, nm, c)
-				case tokens[info.Token]:
-					t.Errorf("token %d granted twice", info.Token)
-				case info.Token <= before:
-					t.Errorf("token %d of slot %d is not above %d, granted before the acquisition began", info.Token, info.Slot, before)
-				}
-				tokens[info.Token] = true
-				granted = max(granted, info.Token)
-				mu.Unlock()
+				ledger.take(t, holder, info, before)
 				time.Sleep(time.Millisecond) // a run, however short
-				mu.Lock()
-				delete(active, info.Slot)
-				mu.Unlock()
+				ledger.give(info.Slot)
 				if err := l.Release(ctxT(t)); err != nil {
 					t.Errorf("Release of slot %d: %v", info.Slot, err)
 				}
@@ -97,6 +71,57 @@ func testSlotsNeverExceed(t *testing.T, h Harness) {
 		}()
 	}
 	wg.Wait()
+}
+
+// slotLedger is what testSlotsNeverExceed's contenders hold at each
+// moment, and the tokens granted so far; it reports every broken promise.
+type slotLedger struct {
+	n    int    // the lease's slots
+	name string // the lease's name
+
+	mu      sync.Mutex
+	active  map[int]string // slot → holder
+	granted uint64         // the highest token granted so far
+	tokens  map[uint64]bool
+}
+
+// highest returns the highest token granted so far.
+func (g *slotLedger) highest() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.granted
+}
+
+// take records that holder got the slot info describes, having begun to
+// acquire it when before was the highest token granted.
+func (g *slotLedger) take(t *testing.T, holder string, info lease.Holder, before uint64) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if who, ok := g.active[info.Slot]; ok {
+		t.Errorf("slot %d taken by %s while %s holds it", info.Slot, holder, who)
+	}
+	g.active[info.Slot] = holder
+	switch {
+	case len(g.active) > g.n:
+		t.Errorf("%d holders of %d slots: %v", len(g.active), g.n, g.active)
+	case info.Slots != g.n || info.Slot < 0 || info.Slot >= g.n || info.Name != g.name || info.Label != holder:
+		t.Errorf("Info() = %+v; want slot 0-%d of %d of %s, holder %s", info, g.n-1, g.n, g.name, holder)
+	case g.tokens[info.Token]:
+		t.Errorf("token %d granted twice", info.Token)
+	case info.Token <= before:
+		t.Errorf("token %d of slot %d is not above %d, granted before the acquisition began", info.Token, info.Slot, before)
+	}
+	g.tokens[info.Token] = true
+	g.granted = max(g.granted, info.Token)
+}
+
+// give records that slot is no longer held: called before its release,
+// after which another contender may take it at once.
+func (g *slotLedger) give(slot int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.active, slot)
 }
 
 // testSlotCrashFreed: a holder of one of the slots that stops (abandoned,
