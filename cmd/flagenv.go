@@ -58,7 +58,7 @@ func takeEnv(flags []cli.Flag) []cli.Flag {
 }
 
 // envOf returns the variable of the flag called name, or "".
-func envOf(name string) string { return flagVars[name] }
+func envOf(name string) string { return flagVars()[name] }
 
 // relatedFlags are flags that say the same thing: a command-line flag of a
 // group silences the variables of the whole group.

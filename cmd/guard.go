@@ -311,6 +311,15 @@ func (p *protection) watch(ctx context.Context) (context.Context, func()) {
 // removed; otherwise the guard is left to kill and wait for the tree when
 // leaderrun exits, holding the file lock until then.
 func (p *protection) finish(treeGone bool, log *slog.Logger) {
+	p.dismiss(treeGone, log)
+	if treeGone {
+		p.guard.Disarm()
+	}
+}
+
+// dismiss is finish without waiting for the guard to be gone: a run's
+// last steps then overlap the guard's exit, and finish reaps it.
+func (p *protection) dismiss(treeGone bool, log *slog.Logger) {
 	if p.stopVerify != nil {
 		p.stopVerify()
 		p.verifying.Wait()
@@ -321,7 +330,7 @@ func (p *protection) finish(treeGone bool, log *slog.Logger) {
 	// The cgroup first: should leaderrun die in between, the guard still
 	// knows it (and finds it gone), rather than nobody removing it.
 	p.removeCgroup(log)
-	p.guard.Disarm()
+	p.guard.Dismiss()
 }
 
 func (p *protection) removeCgroup(log *slog.Logger) {
@@ -331,4 +340,5 @@ func (p *protection) removeCgroup(log *slog.Logger) {
 	if err := p.cg.Remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Debug("removing the child's cgroup", "cgroup", p.cg.Path(), "err", err)
 	}
+	p.cg = nil
 }

@@ -92,7 +92,7 @@ const testVarPrefix = "LEADERRUN_TEST_"
 // knownVars are the LEADERRUN_* variables leaderrun reads or sets.
 func knownVars() []string {
 	known := slices.Clone(otherVars)
-	for _, v := range flagVars {
+	for _, v := range flagVars() {
 		known = append(known, v)
 	}
 	return known

@@ -53,6 +53,7 @@ type Guard struct {
 	until    time.Duration // the latest E to send; coalesced
 	sent     time.Duration
 	disarmed bool
+	reaped   bool          // a Disarm call took the reap on
 	wake     chan struct{} // has room for one: a new E is pending
 	quit     chan struct{}
 	died     chan struct{} // closed when the guard's end closes, or it stops, before Disarm
@@ -287,19 +288,36 @@ func (g *Guard) Gone() { _ = g.msg("gone", nil) }
 // lock it may hold was unlocked by the release, which drops the flock for
 // every duplicate), so it is simply SIGKILLed and reaped: that does not wait
 // for a guard still starting up, which a short run would otherwise pay for.
+// Disarm after Dismiss only reaps.
 func (g *Guard) Disarm() {
-	g.mu.Lock()
-	already := g.disarmed
-	g.disarmed = true
-	g.mu.Unlock()
-	if already {
-		return
+	if g.end(true) {
+		_ = g.cmd.Wait()
+		g.conn.Close()
+		g.wg.Wait()
 	}
-	close(g.quit)
-	_ = g.cmd.Process.Kill()
-	_ = g.cmd.Wait()
-	g.conn.Close()
-	g.wg.Wait()
+}
+
+// Dismiss is Disarm's first half: it SIGKILLs the guard and returns without
+// waiting for it to be gone, so that leaderrun's last steps (the run's end
+// in the history) overlap the guard's exit; Disarm then reaps it. Only for
+// when Disarm may be called: the tree gone and the lease released.
+func (g *Guard) Dismiss() { g.end(false) }
+
+// end SIGKILLs the guard the first time it is called; with reap, it
+// reports whether the caller is the first to reap it.
+func (g *Guard) end(reap bool) (reaper bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.disarmed {
+		g.disarmed = true
+		close(g.quit)
+		_ = g.cmd.Process.Kill()
+	}
+	if !reap || g.reaped {
+		return false
+	}
+	g.reaped = true
+	return true
 }
 
 func (g *Guard) msg(s string, oob []byte) error {

@@ -197,6 +197,37 @@ func TestGuardDisarm(t *testing.T) {
 	}
 }
 
+// Dismiss SIGKILLs the guard without reaping it: the guard exits (its
+// pidfd says so) while the caller goes on, and the Disarm after it reaps it
+// (the process is then gone from the process table, not a zombie).
+func TestGuardDismissThenDisarm(t *testing.T) {
+	t.Parallel()
+	g, err := runner.StartGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gfd := pidfd(t, g.PID())
+	g.Dismiss()
+	if !exited(t, gfd, time.Minute) {
+		t.Fatal("the guard still runs a minute after Dismiss")
+	}
+	// Exited, not yet reaped: a zombie still holds its PID.
+	if err := unix.Waitid(unix.P_PIDFD, gfd, &unix.Siginfo{}, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatalf("the dismissed guard was already reaped: %v", err)
+	}
+	g.Dismiss() // idempotent
+	g.Disarm()
+	if err := unix.Waitid(unix.P_PIDFD, gfd, &unix.Siginfo{}, unix.WEXITED|unix.WNOWAIT, nil); err != unix.ECHILD {
+		t.Fatalf("after Disarm, waitid on the guard = %v; want ECHILD (reaped)", err)
+	}
+	g.Disarm() // idempotent
+	select {
+	case <-g.Died():
+		t.Fatal("Died closed after a Dismiss")
+	default:
+	}
+}
+
 // A daemon that calls setsid stays in the child's cgroup: Run stops it after
 // the child exits, and the tree is gone only when the cgroup is empty.
 func TestCgroupContainsSetsidDaemon(t *testing.T) {
