@@ -201,3 +201,49 @@ func TestURL(t *testing.T) {
 		}
 	}
 }
+
+// The run history stays within what Kubernetes lets an object's
+// annotations hold (256 KiB), whatever keep says: 120 runs of about 3 KiB
+// each (the longest text fields a record may have) are all recorded, the
+// oldest dropped to make room, the newest kept in order.
+func TestHistoryBytesBounded(t *testing.T) {
+	s := openStore(t, storeURL(t))
+	defer s.Close()
+	adm := admin(t)
+	ctx := context.Background()
+	name := "history-bytes-" + lease.NewID()[:8]
+	long := func(c string) string { return strings.Repeat(c, 1000) }
+	const n = 120
+	start := time.Now().Add(-time.Hour)
+	for tok := uint64(1); tok <= n; tok++ {
+		r := lease.Run{Name: name, Label: long("h"), Token: tok, Start: start, End: start.Add(time.Second),
+			Outcome: lease.OutcomeFailed, ExitCode: 1, Signal: long("s"), Version: long("v")}
+		if err := s.RecordRun(ctx, r, lease.MaxHistoryKeep); err != nil {
+			t.Fatalf("RecordRun %d: %v", tok, err)
+		}
+	}
+	runs, err := s.Runs(ctx, name, lease.MaxHistoryKeep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) == 0 || len(runs) >= n {
+		t.Fatalf("%d runs kept of %d; want the newest that fit in 200 KiB", len(runs), n)
+	}
+	for i, r := range runs {
+		if want := uint64(n - i); r.Token != want {
+			t.Fatalf("run %d has token %d; want %d (the newest, in order)", i, r.Token, want)
+		}
+	}
+	o, err := adm.Get(ctx, kubelease.HistoryName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range o.Annotations {
+		size += len(k) + len(v)
+	}
+	if size > 256<<10 {
+		t.Fatalf("the history's annotations hold %d bytes; Kubernetes allows 256 KiB", size)
+	}
+	t.Logf("%d of %d runs kept, %d bytes of annotations", len(runs), n, size)
+}
