@@ -73,10 +73,9 @@
 //     goes back only if the cluster's data does; see etcdlease), the file
 //     store a counter in the locked file (fdatasync'ed), PostgreSQL
 //     greatest(nextval(sequence), server clock in µs) under an advisory lock
-//     on the name (see pglease), Kubernetes one more than the etcd revision
-//     the acquiring write replaces or, for a create, than the cluster's
-//     revision at the read (see kubelease: never back, also when the Lease
-//     object is deleted and re-created).
+//     on the name (see pglease), Kubernetes one more than the cluster's
+//     etcd revision at the acquiring read (see kubelease: never back, also
+//     when the Lease object is deleted and re-created).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
 //     guard process is started in a process group of its own, deaf to forwarded

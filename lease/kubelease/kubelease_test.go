@@ -247,3 +247,43 @@ func TestHistoryBytesBounded(t *testing.T) {
 	}
 	t.Logf("%d of %d runs kept, %d bytes of annotations", len(runs), n, size)
 }
+
+// A plain acquisition's token is above every token the name's slots were
+// given, also when slot 0's object was last written before another slot
+// was taken: slot 0 taken with --slots 3, slot 1 taken after it, slot 0's
+// holder gone without another write; once slot 0 expires, the lease taken
+// without --slots (slot 0's object) must not get a token below slot 1's.
+func TestTokenAboveOtherSlots(t *testing.T) {
+	s := openStore(t, storeURL(t))
+	defer s.Close()
+	ctx := context.Background()
+	name := "token-slots-" + lease.NewID()[:8]
+	slot := func(k int) lease.Lease {
+		t.Helper()
+		l, err := s.TryAcquire(ctx, lease.Request{Name: lease.SlotName(name, k), Label: fmt.Sprint("s", k), ID: lease.NewID(), TTL: ttl, Slots: 3})
+		if err != nil {
+			t.Fatalf("TryAcquire slot %d: %v", k, err)
+		}
+		return l
+	}
+	slot(0) // abandoned: never renewed or released
+	l1 := slot(1)
+	defer func() { _ = l1.Release(ctx) }()
+	for {
+		l, err := s.TryAcquire(ctx, lease.Request{Name: name, Label: "plain", ID: lease.NewID(), TTL: ttl})
+		if err == nil {
+			if l.Info().Token <= l1.Info().Token {
+				t.Fatalf("token %d of the plain lease <= token %d of slot 1, taken earlier", l.Info().Token, l1.Info().Token)
+			}
+			_ = l.Release(ctx)
+			return
+		}
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatal(err)
+		}
+		if err := s.Wait(ctx, name, he); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
