@@ -9,14 +9,17 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/kubelease"
 )
 
@@ -125,6 +128,14 @@ func TestKubernetesRunHistory(t *testing.T) {
 	})
 }
 
+// history --format prom on Kubernetes says what history --json says
+// (testHistoryProm, as on every store).
+func TestKubernetesHistoryProm(t *testing.T) {
+	t.Parallel()
+	_, env := kubeStore.shared(t)
+	testHistoryProm(t, env, e2eName(t, "hprom"))
+}
+
 // --once-per on Kubernetes, whose tokens are revisions, not clock readings.
 func TestKubernetesOncePer(t *testing.T) {
 	t.Parallel()
@@ -144,11 +155,12 @@ func TestKubernetesStatusNothingKnown(t *testing.T) {
 	statusNothingKnown(t, env)
 }
 
-// kubeShared is set when scripts/test.sh (its last phase) or the caller
-// started an API server: the store lists of the tests that run on every
-// store gain a "kubernetes" case then (scripts/test.sh runs those cases
-// with -run 'TEST/^kubernetes$'), and lack it in the main phase, which
-// runs before the API server can be built.
+// kubeShared is set when scripts/test.sh or the caller started an API
+// server: the store lists of the tests that run on every store gain a
+// "kubernetes" case then. scripts/test.sh starts it with the other servers
+// once its binaries are cached; on a machine where they are still being
+// built, its main phase runs without it, and its last phase runs those
+// cases with -run 'TEST/^kubernetes$'.
 var kubeShared = os.Getenv("LEADERRUN_TEST_KUBECONFIG") != ""
 
 func init() {
@@ -264,5 +276,120 @@ func TestKubernetesTTLRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the child started")
+	}
+}
+
+// kubeAdmin runs kubectl as the admin of the shared API server, with no
+// namespace of its own (the manifests name theirs), and returns its trimmed
+// output.
+func kubeAdmin(t *testing.T, args ...string) string {
+	t.Helper()
+	admin := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	return toolOutput(t, exec.Command("kubectl", append([]string{"--kubeconfig", admin}, args...)...))
+}
+
+// docManifest returns the YAML block of doc (a file under docs/) that
+// contains every one of kinds, with namespace jobs replaced by ns.
+func docManifest(t *testing.T, doc, ns string, kinds ...string) string {
+	t.Helper()
+	for _, b := range readmeParse(t, filepath.Join("docs", doc)) {
+		text := strings.Join(b.body, "\n") + "\n"
+		if b.info != "yaml" || slices.ContainsFunc(kinds, func(k string) bool { return !strings.Contains(text, "kind: "+k+"\n") }) {
+			continue
+		}
+		if !strings.Contains(text, "namespace: jobs\n") {
+			t.Fatalf("%s:%d: the manifest names no namespace jobs", b.file, b.line)
+		}
+		return strings.ReplaceAll(text, "namespace: jobs\n", "namespace: "+ns+"\n")
+	}
+	t.Fatalf("docs/%s has no YAML block with kinds %v", doc, kinds)
+	return ""
+}
+
+// The Role and RoleBinding of docs/stores.md, applied as they are written
+// (in a namespace of the test's own) to a real ServiceAccount: with a token
+// of that service account leaderrun runs its child; with update taken out
+// of the Role's verbs it refuses with one line naming the verb and RBAC,
+// exit 125, no child. The Deployment of docs/kubernetes.md, with the
+// ServiceAccount it names, passes the API server's own validation
+// (server-side dry run: there is no kubelet here to run it).
+func TestKubernetesDocsRole(t *testing.T) {
+	t.Parallel()
+	ns := "docs-rbac-" + strings.ToLower(lease.NewID()[:8])
+	dir := t.TempDir()
+	apply := func(manifest string, args ...string) {
+		t.Helper()
+		f := filepath.Join(dir, "manifest.yaml")
+		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubeAdmin(t, append([]string{"apply", "-f", f}, args...)...)
+	}
+	// The namespace stays: this API server has no controller that would
+	// finish its deletion.
+	kubeAdmin(t, "create", "namespace", ns)
+	kubeAdmin(t, "create", "serviceaccount", "billing-worker", "--namespace", ns)
+	role := docManifest(t, "stores.md", ns, "Role", "RoleBinding")
+	if !strings.Contains(role, "name: billing-worker\n") {
+		t.Fatalf("the RoleBinding of docs/stores.md binds no ServiceAccount billing-worker:\n%s", role)
+	}
+	apply(role)
+	apply(docManifest(t, "kubernetes.md", ns, "ServiceAccount", "Deployment"), "--dry-run=server")
+
+	// A kubeconfig with the service account's token, on the shared server.
+	token := kubeAdmin(t, "create", "token", "billing-worker", "--namespace", ns, "--duration", "1h")
+	kc := filepath.Join(dir, "billing-worker.kubeconfig")
+	cfg := kubeAdmin(t, "config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority}")
+	server, ca, _ := strings.Cut(cfg, " ")
+	if err := os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: billing-worker
+  user: {token: %q}
+contexts:
+- name: billing-worker
+  context: {cluster: test, user: billing-worker, namespace: %s}
+current-context: billing-worker
+`, server, ca, token, ns)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"LEADERRUN_STORE=kubernetes://?kubeconfig=" + kc}
+
+	marker := filepath.Join(dir, "ran")
+	if code, stderr := runLR(t, env, "--name", "billing-worker", "--", "touch", marker); code != 0 {
+		t.Fatalf("as the service account with the Role of docs/stores.md: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the child did not run: %v", err)
+	}
+
+	noUpdate := strings.Replace(role, `"create", "update", "delete"`, `"create", "delete"`, 1)
+	if noUpdate == role {
+		t.Fatalf("the Role of docs/stores.md does not list the verbs as this test expects:\n%s", role)
+	}
+	apply(noUpdate)
+	// RBAC changes reach the API server's authorizer through its informers,
+	// a moment after the apply.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		marker := filepath.Join(dir, "ran-without-update")
+		code, stderr := runLR(t, env, "--name", "billing-worker", "--", "touch", marker)
+		line := strings.TrimSpace(stderr)
+		if code == 125 {
+			if strings.Contains(line, "\n") || !strings.Contains(line, "update") || !strings.Contains(line, "RBAC") {
+				t.Fatalf("stderr %q; want one line naming the missing verb update and RBAC", stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the child started")
+			}
+			return
+		}
+		if code != 0 || time.Now().After(deadline) {
+			t.Fatalf("without update: exit %d, stderr %q; want 125", code, stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

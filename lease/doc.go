@@ -9,14 +9,21 @@
 // Notation: L is the TTL the store grants; t_s is our clock read just before
 // an acquire or renew request is sent; ρ bounds how much faster our clock may
 // run than the store's (1%); ε is the store's granularity (Redis a few ms,
-// etcd 10ms, Azure 1s); K bounds how long SIGKILL takes to empty a process group
-// (250ms; more under a CPU limit, item 13); G is the grace between the stop signal and SIGKILL.
+// etcd 10ms, Azure 1s, Kubernetes 10ms); K bounds how long SIGKILL takes to
+// empty a process group (250ms; more under a CPU limit, item 13); G is the
+// grace between the stop signal and SIGKILL.
 //
 //  1. The store cannot expire a lease before t_s + L in real time: it starts
 //     counting no earlier than it receives the request. So the lease is
 //     certainly ours until E = t_s + L·(1−ρ) − ε. A successful renewal moves E
 //     using its own t_s; a failed, timed-out or late answer leaves E alone
-//     (Keeper.extend never moves E back).
+//     (Keeper.extend never moves E back). On a store that expires nothing
+//     (Kubernetes: renewTime is a number the holder writes, read against
+//     nobody's clock) the waiters play the store's part: each counts L + ε
+//     on its own boot clock from when it first saw the version the holder's
+//     last write made, which is after that write's t_s, and takes over only
+//     with a write conditional on that version (see kubelease); ρ then
+//     bounds the holder's clock rate against each waiter's.
 //  2. E is read on CLOCK_BOOTTIME (BootClock), which keeps counting during
 //     system suspend; Go's monotonic clock does not. Sleeps use an absolute
 //     timerfd on the same clock, so a deadline that passed while the machine
@@ -67,10 +74,9 @@
 //     store max(counter in the locked file + 1, the clock in µs), handed
 //     out only once the clock has passed it (see filelease), PostgreSQL
 //     greatest(nextval(sequence), server clock in µs) under an advisory lock
-//     on the name (see pglease), Kubernetes one more than the etcd revision
-//     the acquiring write replaces or, for a create, than the cluster's
-//     revision at the read (see kubelease: never back, also when the Lease
-//     object is deleted and re-created).
+//     on the name (see pglease), Kubernetes one more than the cluster's
+//     etcd revision at the acquiring read (see kubelease: never back, also
+//     when the Lease object is deleted and re-created).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
 //     leaderrun process alive and scheduled, so before the child starts a
 //     guard process is started in a process group of its own, deaf to forwarded
@@ -154,12 +160,12 @@
 // lease. The one shared state is the token counter: each store mints the
 // tokens of all slots of a name from one counter (docs/stores.md, "Slots":
 // a counter file or blob, the lease's Redis counter, PostgreSQL's sequence
-// under the lease's advisory lock, etcd's revision), so tokens strictly
-// increase per name across slots. Agreement on N is not
-// a safety mechanism but a check: N travels in the holder's label, and a
-// contender that finds a holder with another N is refused
-// (ErrSlotsMismatch); contenders that disagree and never meet can exceed
-// the smaller N. A waiter waits on every slot at once (one Wait per slot;
+// under the lease's advisory lock, etcd's revision, Kubernetes' revision of
+// a write to a counter object), so tokens strictly increase per name across
+// slots. Agreement on N is not a safety mechanism but a check: N travels in
+// the holder's label, and a contender that finds a holder with another N is
+// refused (ErrSlotsMismatch); contenders that disagree and never meet can
+// exceed the smaller N. A waiter waits on every slot at once (one Wait per slot;
 // the first that returns wins) and is one standby of the lease's line.
 //
 // # What is not guaranteed

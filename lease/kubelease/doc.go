@@ -83,16 +83,16 @@
 // With etcd behind the API server (every conformant cluster), a
 // resourceVersion is the etcd revision of the object's last write: one
 // counter per cluster, raised by every write and never reused. An
-// acquisition that updates the object takes as its token the version it
-// replaces plus one; one that creates it takes the cluster's revision at its
-// list plus one (the list is a consistent read, so that revision is at
-// least that of every earlier write to the name, the deletion of an earlier
-// object included). Either way the token is greater than every revision
-// before the acquiring write and at most the revision of that write, and a
-// token is never above the revision of its own acquiring write; so a later
-// acquisition of the same name always gets a greater token, also after
-// the object was deleted and re-created (when leaseTransitions restarts at
-// 0). It goes back only if the cluster's etcd data does (restored from an
+// acquisition, whether it updates the object or creates it, takes as its
+// token the cluster's revision at its list plus one (the list is a
+// consistent read, so that revision is at least that of every earlier
+// write, the deletion of an earlier object and the writes to the objects of
+// the lease's other slots included). So the token is greater than every
+// revision before the acquiring read and at most the revision of the
+// acquiring write, which comes after it; a later acquisition of the same
+// name always gets a greater token, also after the object was deleted and
+// re-created (when leaseTransitions restarts at 0), and after the name was
+// used with --slots (whose tokens are revisions too: see slots.go). It goes back only if the cluster's etcd data does (restored from an
 // old snapshot without bumping its revision). An API server whose
 // resourceVersions are not numbers (not etcd) is refused (lease.ErrConfig).
 //

@@ -248,11 +248,10 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if !s.free(req.Name, cur, r) {
 		return nil, &lease.HeldError{By: holderOf(req.Name, r)}
 	}
-	base, ok := rv(cur.ResourceVersion)
-	if !ok {
-		return nil, s.errRV(cur.ResourceVersion)
-	}
-	tok, err := s.slotToken(cctx, req, base+1)
+	// One more than the cluster's revision at the read, as for a create: above
+	// every earlier token of the name, also those of its other slots, whose
+	// objects may have been written after this one (see the package doc).
+	tok, err := s.slotToken(cctx, req, rev+1)
 	if err != nil {
 		return nil, err
 	}

@@ -201,3 +201,89 @@ func TestURL(t *testing.T) {
 		}
 	}
 }
+
+// The run history stays within what Kubernetes lets an object's
+// annotations hold (256 KiB), whatever keep says: 120 runs of about 3 KiB
+// each (the longest text fields a record may have) are all recorded, the
+// oldest dropped to make room, the newest kept in order.
+func TestHistoryBytesBounded(t *testing.T) {
+	s := openStore(t, storeURL(t))
+	defer s.Close()
+	adm := admin(t)
+	ctx := context.Background()
+	name := "history-bytes-" + lease.NewID()[:8]
+	long := func(c string) string { return strings.Repeat(c, 1000) }
+	const n = 120
+	start := time.Now().Add(-time.Hour)
+	for tok := uint64(1); tok <= n; tok++ {
+		r := lease.Run{Name: name, Label: long("h"), Token: tok, Start: start, End: start.Add(time.Second),
+			Outcome: lease.OutcomeFailed, ExitCode: 1, Signal: long("s"), Version: long("v")}
+		if err := s.RecordRun(ctx, r, lease.MaxHistoryKeep); err != nil {
+			t.Fatalf("RecordRun %d: %v", tok, err)
+		}
+	}
+	runs, err := s.Runs(ctx, name, lease.MaxHistoryKeep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) == 0 || len(runs) >= n {
+		t.Fatalf("%d runs kept of %d; want the newest that fit in 200 KiB", len(runs), n)
+	}
+	for i, r := range runs {
+		if want := uint64(n - i); r.Token != want {
+			t.Fatalf("run %d has token %d; want %d (the newest, in order)", i, r.Token, want)
+		}
+	}
+	o, err := adm.Get(ctx, kubelease.HistoryName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range o.Annotations {
+		size += len(k) + len(v)
+	}
+	if size > 256<<10 {
+		t.Fatalf("the history's annotations hold %d bytes; Kubernetes allows 256 KiB", size)
+	}
+	t.Logf("%d of %d runs kept, %d bytes of annotations", len(runs), n, size)
+}
+
+// A plain acquisition's token is above every token the name's slots were
+// given, also when slot 0's object was last written before another slot
+// was taken: slot 0 taken with --slots 3, slot 1 taken after it, slot 0's
+// holder gone without another write; once slot 0 expires, the lease taken
+// without --slots (slot 0's object) must not get a token below slot 1's.
+func TestTokenAboveOtherSlots(t *testing.T) {
+	s := openStore(t, storeURL(t))
+	defer s.Close()
+	ctx := context.Background()
+	name := "token-slots-" + lease.NewID()[:8]
+	slot := func(k int) lease.Lease {
+		t.Helper()
+		l, err := s.TryAcquire(ctx, lease.Request{Name: lease.SlotName(name, k), Label: fmt.Sprint("s", k), ID: lease.NewID(), TTL: ttl, Slots: 3})
+		if err != nil {
+			t.Fatalf("TryAcquire slot %d: %v", k, err)
+		}
+		return l
+	}
+	slot(0) // abandoned: never renewed or released
+	l1 := slot(1)
+	defer func() { _ = l1.Release(ctx) }()
+	for {
+		l, err := s.TryAcquire(ctx, lease.Request{Name: name, Label: "plain", ID: lease.NewID(), TTL: ttl})
+		if err == nil {
+			if l.Info().Token <= l1.Info().Token {
+				t.Fatalf("token %d of the plain lease <= token %d of slot 1, taken earlier", l.Info().Token, l1.Info().Token)
+			}
+			_ = l.Release(ctx)
+			return
+		}
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatal(err)
+		}
+		if err := s.Wait(ctx, name, he); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -14,9 +14,9 @@ import (
 
 // Slots (lease.Request.Slots above 1). Each slot of lease NAME is a lease
 // of its own: slot 0 is NAME's Lease object, slot k the object of NAME~k.
-// A lease's token is one more than the revision its acquiring write
-// replaces, which is unique per object but not across objects: two slots
-// taken at once could mint the same token. So an acquisition of a slot
+// A lease's token is one more than the cluster's revision at its
+// acquiring read, which two slots read at once share: they could mint the
+// same token. So an acquisition of a slot
 // first writes the counter object of NAME (NAME~token, a Lease with the
 // role "tokens"), and its token is the revision of that write: etcd's
 // revisions are one counter for the whole cluster, so each slot's token is

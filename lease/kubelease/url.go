@@ -1,6 +1,7 @@
 package kubelease
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +15,9 @@ import (
 // Schemes lists every URL scheme Open accepts.
 var Schemes = []string{"kubernetes"}
 
-// saDir is where Kubernetes mounts a pod's service-account credentials.
-const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+// saDir is where Kubernetes mounts a pod's service-account credentials (a
+// variable only so that the tests can play a pod).
+var saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // config is a parsed store URL with its credentials resolved.
 type config struct {
@@ -53,7 +55,7 @@ func parseURL(raw string, getenv func(string) string) (*config, error) {
 	c := &config{namespace: ns, display: raw}
 	kctx, kfile := q.Get("context"), q.Get("kubeconfig")
 	if kctx == "" && kfile == "" && inCluster(getenv) {
-		if err := c.inCluster(); err != nil {
+		if err := c.inCluster(getenv); err != nil {
 			return nil, err
 		}
 	} else if err := c.fromKubeconfig(kfile, kctx, getenv); err != nil {
@@ -75,14 +77,31 @@ func inCluster(getenv func(string) string) bool {
 	if getenv("KUBERNETES_SERVICE_HOST") == "" || getenv("KUBERNETES_SERVICE_PORT") == "" {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(saDir, "token"))
+	return fileExists(filepath.Join(saDir, "token"))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
 	return err == nil
 }
 
-func (c *config) inCluster() error {
-	rc, err := rest.InClusterConfig()
+// inCluster uses the pod's service account, as rest.InClusterConfig does
+// (the API server at KUBERNETES_SERVICE_HOST:_PORT, the mounted token, which
+// client-go reads again as the kubelet rotates it, and the mounted CA), but
+// with getenv and saDir.
+func (c *config) inCluster(getenv func(string) string) error {
+	tokenFile := filepath.Join(saDir, "token")
+	token, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return storeerr.Config("the pod's service account cannot be used: %s", storeerr.FirstLine(err.Error()))
+	}
+	rc := &rest.Config{
+		Host:            "https://" + net.JoinHostPort(getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")),
+		BearerToken:     string(token),
+		BearerTokenFile: tokenFile,
+	}
+	if ca := filepath.Join(saDir, "ca.crt"); fileExists(ca) {
+		rc.TLSClientConfig.CAFile = ca
 	}
 	c.rest = rc
 	if c.namespace == "" {
