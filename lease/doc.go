@@ -153,8 +153,9 @@
 // lease. The one shared state is the token counter: each store mints the
 // tokens of all slots of a name from one counter (docs/stores.md, "Slots":
 // a counter file or blob, the lease's Redis counter, PostgreSQL's sequence
-// under the lease's advisory lock, etcd's revision), so tokens strictly
-// increase per name across slots. Agreement on N is not
+// under the lease's advisory lock, etcd's revision, the revision of a write
+// to Kubernetes' counter object), so tokens strictly increase per name
+// across slots. Agreement on N is not
 // a safety mechanism but a check: N travels in the holder's label, and a
 // contender that finds a holder with another N is refused
 // (ErrSlotsMismatch); contenders that disagree and never meet can exceed
