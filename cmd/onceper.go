@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -103,7 +104,7 @@ func (r *runState) oncePerClock(info *lease.Holder) (at time.Time, onStore bool)
 		return lease.TokenTime(info.Token), true
 	}
 	if info.Since.IsZero() {
-		info.Since = time.Now()
+		info.Since = wallclock.Now()
 	}
 	return info.Since, false
 }

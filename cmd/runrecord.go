@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -39,7 +40,7 @@ func newRunRecord(store lease.Store, keep int, info lease.Holder, timeout time.D
 	}
 	start := info.Since
 	if start.IsZero() {
-		start = time.Now()
+		start = wallclock.Now()
 	}
 	return &runRecord{h: h, keep: keep, timeout: timeout, log: log,
 		run: lease.Run{Name: info.Name, Label: runLabel(info), Token: info.Token, Start: start.UTC(), Version: version()}}
@@ -68,7 +69,7 @@ func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
 		<-r.started
 	}
 	run := r.run
-	run.End, run.Outcome, run.ExitCode = time.Now().UTC(), o, code
+	run.End, run.Outcome, run.ExitCode = wallclock.Now().UTC(), o, code
 	if sig != 0 {
 		run.Signal = unix.SignalName(sig)
 	}

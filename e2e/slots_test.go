@@ -9,10 +9,12 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,5 +270,118 @@ func TestFileSlotsWithFeatures(t *testing.T) {
 	}
 	if labels, _ := runs(t, marks); fmt.Sprint(labels) != "[p5 p0]" {
 		t.Fatalf("standbys ran in order %v; want [p5 p0]", labels)
+	}
+}
+
+// status, watch and history with slots (file store): status lists every
+// held slot with its holder, token and since, and the standbys (text and
+// --json); watch prints a line for each slot that changes; the history
+// names each run's slot.
+func TestFileSlotsStatusWatchHistory(t *testing.T) {
+	t.Parallel()
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	type slotEvent struct {
+		Event  string `json:"event"`
+		Slot   int    `json:"slot"`
+		Slots  int    `json:"slots"`
+		Held   bool   `json:"held"`
+		Holder string `json:"holder"`
+		Token  uint64 `json:"token"`
+	}
+	w := start(t, env, "watch", "--json", "--interval", "200ms", "obs")
+	// awaitSlot reads watch's lines until slot k of 2 is held by holder
+	// (free: "") with token tok.
+	awaitSlot := func(k int, holder string, tok uint64) {
+		t.Helper()
+		for {
+			l := w.line()
+			var e slotEvent
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("watch printed %q: %v", l, err)
+			}
+			if e.Event == "slot" && e.Slot == k && e.Slots == 2 && e.Held == (holder != "") && strings.HasPrefix(e.Holder, holder) && e.Token == tok {
+				return
+			}
+		}
+	}
+	tokens := make([]uint64, 2)
+	stops := make([]func(), 2)
+	for i := range 2 {
+		p, in := startStdin(t, env, "--slots", "2", "--name", "obs", "--holder", fmt.Sprint("h", i), "--", "sh", "-c", `echo "$LEADERRUN_SLOT $LEADERRUN_LEASE_TOKEN"; read x || true`)
+		var slot int
+		if _, err := fmt.Sscanf(p.line(), "%d %d", &slot, &tokens[i]); err != nil || slot != i {
+			t.Fatalf("holder h%d's child: slot %d, %v; want slot %d", i, slot, err, i)
+		}
+		awaitSlot(i, fmt.Sprint("h", i), tokens[i])
+		stops[i] = func() {
+			_ = in.Close()
+			if c := p.wait(); c != 0 {
+				t.Errorf("h%d: exit %d: %s", i, c, p.stderr.String())
+			}
+		}
+	}
+	sb, sbIn := startStdin(t, env, "--slots", "2", "--name", "obs", "--holder", "sb", "--", "sh", "-c", `echo "$LEADERRUN_SLOT $LEADERRUN_LEASE_TOKEN"; read x || true`)
+	var st struct {
+		Slots   int `json:"slots"`
+		Holders []struct {
+			Slot   int        `json:"slot"`
+			Holder string     `json:"holder"`
+			Token  uint64     `json:"token"`
+			Since  *time.Time `json:"since"`
+		} `json:"holders"`
+		Standbys []struct {
+			Holder string `json:"holder"`
+		} `json:"standbys"`
+	}
+	for range 100 { // the standby registers once it found both slots held
+		code, out, stderr := leaderOut(t, env, "status", "--json", "obs")
+		if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+			t.Fatalf("status --json: exit %d, %v: %s %s", code, err, out, stderr)
+		}
+		if len(st.Standbys) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.Slots != 2 || len(st.Holders) != 2 || len(st.Standbys) != 1 || st.Standbys[0].Holder != "sb" {
+		t.Fatalf("status --json %+v; want 2 slots, 2 holders and the standby sb", st)
+	}
+	for i, h := range st.Holders {
+		if h.Slot != i || !strings.HasPrefix(h.Holder, fmt.Sprint("h", i)) || h.Token != tokens[i] || h.Since == nil {
+			t.Fatalf("status --json holder %d: %+v; want slot %d, h%d, token %d, a since", i, h, i, i, tokens[i])
+		}
+	}
+	_, out, _ := leaderOut(t, env, "status", "obs")
+	for _, want := range []string{"obs: 2 of 2 slots held", "slot 0: held by h0 since ", fmt.Sprintf(", token %d", tokens[0]), "slot 1: held by h1 since ", fmt.Sprintf(", token %d", tokens[1]), "sb"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status:\n%s\nwant %q", out, want)
+		}
+	}
+
+	// h0 ends: the standby takes slot 0, with a token above both.
+	stops[0]()
+	var slot int
+	var tok uint64
+	if _, err := fmt.Sscanf(sb.line(), "%d %d", &slot, &tok); err != nil || slot != 0 || tok <= tokens[1] {
+		t.Fatalf("standby's child: slot %d token %d, %v; want slot 0 with a token above %d", slot, tok, err, tokens[1])
+	}
+	awaitSlot(0, "sb", tok)
+	_ = sbIn.Close()
+	if c := sb.wait(); c != 0 {
+		t.Fatalf("sb: exit %d: %s", c, sb.stderr.String())
+	}
+	awaitSlot(0, "", 0)
+	stops[1]()
+	awaitSlot(1, "", 0)
+
+	runs := history(t, env, "obs", "--limit", "0")
+	var got []string
+	for _, r := range runs {
+		got = append(got, fmt.Sprintf("%s %d", r.Holder, r.Token))
+	}
+	want := []string{fmt.Sprintf("h0 (slot 0 of 2) %d", tokens[0]), fmt.Sprintf("h1 (slot 1 of 2) %d", tokens[1]), fmt.Sprintf("sb (slot 0 of 2) %d", tok)}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("history %q; want %q", got, want)
 	}
 }

@@ -131,6 +131,7 @@ import (
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 
+	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -610,7 +611,7 @@ func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.
 		Label: req.Label,
 		ID:    req.ID,
 		Token: token,
-		Since: time.Now().UTC().Truncate(time.Millisecond),
+		Since: wallclock.Now().UTC().Truncate(time.Millisecond),
 		TTL:   req.TTL,
 	}
 	meta := map[string]*string{

@@ -79,6 +79,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
@@ -331,7 +332,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if err != nil {
 		return nil, err
 	}
-	since := time.Now().UTC()
+	since := wallclock.Now().UTC()
 	val, _ := json.Marshal(record{Holder: req.Label, ID: req.ID, Since: since.Format(time.RFC3339Nano), TTLs: ttl})
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {

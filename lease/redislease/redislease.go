@@ -74,6 +74,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
@@ -284,7 +285,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, err
 	}
 	ttl := storeopt.Millis(req.TTL)
-	since := time.Now().UTC().Format(time.RFC3339Nano)
+	since := wallclock.Now().UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	res, err := acquireScript.Run(cctx, s.client,
