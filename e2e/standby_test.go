@@ -271,6 +271,11 @@ func TestPriorityTakeover(t *testing.T) {
 				}
 				for i, want := range []string{"p10", "p5", "p0"} {
 					if got := nextHolder(t, w); got != want {
+						// What each standby said, to tell a late notice from
+						// a late attempt when this fails on a loaded machine.
+						for _, l := range []string{"p10", "p5", "p0"} {
+							t.Logf("%s's stderr:\n%s", l, sbs[l].stderr.String())
+						}
 						t.Fatalf("round %d: %s took the lease after %s; want %s", round, got, []string{"the leader", "p10", "p5"}[i], want)
 					}
 					// The next release must find the standbys behind want
