@@ -333,15 +333,21 @@ func TestFileSlotsStatusWatchHistory(t *testing.T) {
 			Holder string `json:"holder"`
 		} `json:"standbys"`
 	}
-	for range 100 { // the standby registers once it found both slots held
-		code, out, stderr := leaderOut(t, env, "status", "--json", "obs")
-		if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
-			t.Fatalf("status --json: exit %d, %v: %s %s", code, err, out, stderr)
+	// The standby registers once it found both slots held: the watch
+	// reports it, and status then lists it.
+	for {
+		l := w.line()
+		var e slotEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("watch printed %q: %v", l, err)
 		}
-		if len(st.Standbys) > 0 {
+		if e.Event == "standby_joined" && e.Holder == "sb" {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	code, out, stderr := leaderOut(t, env, "status", "--json", "obs")
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v: %s %s", code, err, out, stderr)
 	}
 	if st.Slots != 2 || len(st.Holders) != 2 || len(st.Standbys) != 1 || st.Standbys[0].Holder != "sb" {
 		t.Fatalf("status --json %+v; want 2 slots, 2 holders and the standby sb", st)
@@ -351,7 +357,7 @@ func TestFileSlotsStatusWatchHistory(t *testing.T) {
 			t.Fatalf("status --json holder %d: %+v; want slot %d, h%d, token %d, a since", i, h, i, i, tokens[i])
 		}
 	}
-	_, out, _ := leaderOut(t, env, "status", "obs")
+	_, out, _ = leaderOut(t, env, "status", "obs")
 	for _, want := range []string{"obs: 2 of 2 slots held", "slot 0: held by h0 since ", fmt.Sprintf(", token %d", tokens[0]), "slot 1: held by h1 since ", fmt.Sprintf(", token %d", tokens[1]), "sb"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status:\n%s\nwant %q", out, want)
