@@ -260,7 +260,9 @@ func TestPriorityTakeover(t *testing.T) {
 				// must not be stale.
 				for _, p := range []int{0, 5, 10} {
 					label := fmt.Sprint("p", p)
-					args := append([]string{"--name", name, "--holder", label, "--priority", strconv.Itoa(p), "--priority-step", step.String()}, flags...)
+					// -v: should the order break, their logs say when each
+					// noticed the release and how it waited (LISTEN or not).
+					args := append([]string{"-v", "--name", name, "--holder", label, "--priority", strconv.Itoa(p), "--priority-step", step.String()}, flags...)
 					sbs[label], stdins[label] = startStdin(t, env, append(args, "--", "sh", "-c", `echo "$0 $(date +%s%N)" >> "$1"; read x || true`, label, marks)...)
 					awaitEvent(t, w, "standby_joined "+label, true)
 				}

@@ -8,7 +8,7 @@ func (g *Guard) Abandon() {
 	g.mu.Unlock()
 	close(g.quit)
 	g.conn.Close()
-	_ = g.cmd.Wait()
+	reap(g.pid)
 	g.wg.Wait()
 }
 
@@ -29,6 +29,6 @@ func (g *Guard) CloseOwnerEnd() {
 // WaitExit waits for the guard process and the Guard's goroutines to end
 // after CloseOwnerEnd. Tests only.
 func (g *Guard) WaitExit() {
-	_ = g.cmd.Wait()
+	reap(g.pid)
 	g.wg.Wait()
 }

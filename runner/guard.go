@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -42,7 +41,7 @@ var ErrGuardHandshake = errors.New("the guard did not complete its handshake")
 // Methods are safe for concurrent use; Until never blocks. The zero value is
 // not usable: call StartGuard.
 type Guard struct {
-	cmd  *exec.Cmd
+	pid  int // the guard's process; reaped by Disarm alone, so never reused before
 	conn *seqConn
 	self bool // runs from this program's own image, or one vouched for
 	// hupIgnored: SIGHUP was ignored in this process when the guard was
@@ -113,31 +112,22 @@ func StartGuardProgram(path string) (*Guard, error) {
 		return nil, fmt.Errorf("guard: %w", err)
 	}
 	defer devnull.Close()
-	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       []string{GuardArg0, guardProtocol},
-		Env:        []string{"GOMAXPROCS=1"},
-		Stdin:      devnull,
-		Stdout:     devnull,
-		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{theirs},
-		Dir:        "/",
-		// A process group of its own, in leaderrun's session: a kill of
-		// leaderrun's group, and the terminal's signals (which go to the
-		// foreground group), do not reach it. Not a session of its own: the
-		// guard's group is then orphaned by leaderrun's death, and the
-		// kernel sends SIGHUP (ignored) and SIGCONT to a group that becomes
-		// orphaned with a stopped member, so a guard stopped in the instant
-		// leaderrun is SIGKILLed still runs, reads the closed socket and
-		// kills the tree.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
+	// A process group of its own, in leaderrun's session: a kill of
+	// leaderrun's group, and the terminal's signals (which go to the
+	// foreground group), do not reach it. Not a session of its own: the
+	// guard's group is then orphaned by leaderrun's death, and the kernel
+	// sends SIGHUP (ignored) and SIGCONT to a group that becomes orphaned
+	// with a stopped member, so a guard stopped in the instant leaderrun is
+	// SIGKILLed still runs, reads the closed socket and kills the tree.
+	sys := &syscall.SysProcAttr{Setpgid: true}
 	hupIgnored := signal.Ignored(syscall.SIGHUP)
-	if err := cmd.Start(); err != nil {
+	pid, err := spawn(path, []string{GuardArg0, guardProtocol}, []string{"GOMAXPROCS=1"}, "/",
+		[]*os.File{devnull, devnull, os.Stderr, theirs}, sys)
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("start the guard: %w", err)
 	}
-	g := &Guard{cmd: cmd, conn: c, self: path == selfImage, hupIgnored: hupIgnored, wake: make(chan struct{}, 1),
+	g := &Guard{pid: pid, conn: c, self: path == selfImage, hupIgnored: hupIgnored, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), died: make(chan struct{}), armed: make(chan struct{}), ready: make(chan struct{})}
 	g.wg.Add(3)
 	go g.send()
@@ -203,7 +193,7 @@ func (g *Guard) SameBuild() bool { return g.self }
 func (g *Guard) IgnoresHangup() bool { return g.hupIgnored }
 
 // PID returns the guard's process ID.
-func (g *Guard) PID() int { return g.cmd.Process.Pid }
+func (g *Guard) PID() int { return g.pid }
 
 // Died is closed when the guard process ends (or its socket breaks), or is
 // stopped (Stopped then reports true), before Disarm: a stopped guard would
@@ -291,7 +281,7 @@ func (g *Guard) Gone() { _ = g.msg("gone", nil) }
 // Disarm after Dismiss only reaps.
 func (g *Guard) Disarm() {
 	if g.end(true) {
-		_ = g.cmd.Wait()
+		reap(g.pid)
 		g.conn.Close()
 		g.wg.Wait()
 	}
@@ -311,7 +301,7 @@ func (g *Guard) end(reap bool) (reaper bool) {
 	if !g.disarmed {
 		g.disarmed = true
 		close(g.quit)
-		_ = g.cmd.Process.Kill()
+		_ = unix.Kill(g.pid, unix.SIGKILL) // not yet reaped: end comes first
 	}
 	if !reap || g.reaped {
 		return false
@@ -382,13 +372,13 @@ const cldStopped = 5
 
 // watchStop closes died when the guard is stopped: the guard is
 // leaderrun's child, so waitid(2) with WSTOPPED reports the stop as an
-// event (no polling of /proc). WNOWAIT leaves its exit for cmd.Wait to reap;
+// event (no polling of /proc). WNOWAIT leaves its exit for Disarm to reap;
 // after that reap waitid fails with ECHILD and the watch ends.
 func (g *Guard) watchStop() {
 	defer g.wg.Done()
 	for {
 		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, g.cmd.Process.Pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		err := unix.Waitid(unix.P_PID, g.pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
 		if err == unix.EINTR {
 			continue
 		}
@@ -396,5 +386,15 @@ func (g *Guard) watchStop() {
 			g.die(true)
 		}
 		return
+	}
+}
+
+// reap waits for the process pid, a child of this one, to end and reaps it.
+func reap(pid int) {
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			return
+		}
 	}
 }

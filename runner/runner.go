@@ -87,7 +87,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"syscall"
@@ -258,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := mayStart(cfg); err != nil {
 		return Result{}, err
 	}
-	exited, states, err := start(cmd, cfg.Guard)
+	pid, exited, states, err := start(cmd, cfg.Guard)
 	if err != nil {
 		// The child may have made itself the foreground group before its
 		// exec failed.
@@ -267,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		return Result{}, classifyStartErr(cfg.Args[0], err)
 	}
-	r.pgid = cmd.Process.Pid
+	r.pgid = pid
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
 	r.log.Debug("child started", "path", path, "foreground", term != nil && term.handed)
@@ -277,7 +276,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer r.stopTimers()
 
 	w := r.supervise(ctx, exited, states, sigs)
-	cmd.Process.Release() // reaped by waitChild, not by cmd.Wait
 	return r.finish(w, term)
 }
 
@@ -313,30 +311,38 @@ func (r *run) openTerminal() *terminal {
 	return term
 }
 
-// command is the child's exec.Cmd: a process group of its own, SIGKILL
+// childProc is how the child is started: its program, arguments,
+// environment, descriptors and process attributes.
+type childProc struct {
+	path  string
+	args  []string
+	env   []string
+	files []*os.File
+	sys   *syscall.SysProcAttr
+}
+
+// command is the child's childProc: a process group of its own, SIGKILL
 // when this thread dies, the cgroup and the terminal's foreground when
 // there are.
-func (r *run) command(path string, term *terminal) *exec.Cmd {
+func (r *run) command(path string, term *terminal) *childProc {
 	cfg := r.cfg
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   cfg.Args,
-		Env:    cfg.Env,
-		Stdin:  r.stdin,
-		Stdout: orDefault(cfg.Stdout, os.Stdout),
-		Stderr: orDefault(cfg.Stderr, os.Stderr),
-		SysProcAttr: &syscall.SysProcAttr{
+	cmd := &childProc{
+		path:  path,
+		args:  cfg.Args,
+		env:   cfg.Env,
+		files: []*os.File{r.stdin, orDefault(cfg.Stdout, os.Stdout), orDefault(cfg.Stderr, os.Stderr)},
+		sys: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
 	if cfg.Cgroup != nil && cfg.Cgroup.fd != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cfg.Cgroup.fd.Fd())
+		cmd.sys.UseCgroupFD = true
+		cmd.sys.CgroupFD = int(cfg.Cgroup.fd.Fd())
 	}
 	if term.prepareStart() {
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = term.fd
+		cmd.sys.Foreground = true
+		cmd.sys.Ctty = term.fd
 	}
 	return cmd
 }
@@ -345,27 +351,33 @@ func (r *run) command(path string, term *terminal) *exec.Cmd {
 // per thread) and arms guard with its group at once: until the guard knows
 // the group, a SIGKILL of leaderrun would leave the tree to Pdeathsig. The
 // goroutine, owned by Run, then waits for the child: exited receives its
-// end, states its stops and continues.
-func start(cmd *exec.Cmd, guard *Guard) (<-chan waitResult, <-chan childState, error) {
-	started := make(chan error, 1)
+// end, states its stops and continues. It returns the child's PID.
+func start(cmd *childProc, guard *Guard) (int, <-chan waitResult, <-chan childState, error) {
+	type startResult struct {
+		pid int
+		err error
+	}
+	started := make(chan startResult, 1)
 	exited := make(chan waitResult, 1)
 	states := make(chan childState)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread must outlive the child
-		if err := cmd.Start(); err != nil {
-			started <- err
+		pid, err := spawn(cmd.path, cmd.args, cmd.env, "", cmd.files, cmd.sys)
+		if err != nil {
+			started <- startResult{err: err}
 			return
 		}
 		if guard != nil {
-			_ = guard.Arm(cmd.Process.Pid)
+			_ = guard.Arm(pid)
 		}
-		started <- nil
-		exited <- waitChild(cmd.Process.Pid, states)
+		started <- startResult{pid: pid}
+		exited <- waitChild(pid, states)
 	}()
-	if err := <-started; err != nil {
-		return nil, nil, err
+	s := <-started
+	if s.err != nil {
+		return 0, nil, nil, s.err
 	}
-	return exited, states, nil
+	return s.pid, exited, states, nil
 }
 
 // exitedWith records how the child ended.
