@@ -212,14 +212,21 @@ func TestPostgresPassfileNotRegular(t *testing.T) {
 // five times the server's connection limit.
 const pgFleetSize = 100
 
+// fleetLimit is the CONNECTION LIMIT of the fleet's role while it takes
+// over in TestPostgresFleetListenLeavesRoom: of max_connections=20 (17
+// for roles that are not superusers), it leaves the test's own session
+// and the application room.
+const fleetLimit = 12
+
 // A fleet in the default mode (LISTEN) at max_connections=20, as a role
 // that is not a superuser: a leader and 100 standbys (leaderrun processes,
 // as users run them: 100 Go processes fit in memory and start within a
 // minute even on 2 busy cores). Only the front of the line LISTENs and a
 // LISTEN connection is made only while the server keeps room, so the
-// application (another role) connects every time, while the fleet waits
-// and while it takes over; once the leader is SIGKILLed, every standby
-// runs. (Before, the standbys held every non-reserved connection: the
+// application (another role) connects every time while the fleet waits;
+// once the leader is SIGKILLed, every standby runs under the role's
+// CONNECTION LIMIT (docs/stores.md), while the application still connects
+// every time. (Before, the standbys held every non-reserved connection: the
 // other role connected 0 of 20 times and after the kill 2 of 40 standbys
 // ran in 180 s.)
 func TestPostgresFleetListenLeavesRoom(t *testing.T) {
@@ -311,7 +318,16 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 	}
 
 	// The leader dies: the fleet takes over, one standby after another,
-	// while the application keeps connecting.
+	// while the application keeps connecting. What the fleet does holds
+	// few connections, but a takeover's checks each open one for a moment,
+	// and on a starved machine (beside stress-ng, the suite's own load)
+	// those moments grow long enough to overlap: once, of 282 tries, the
+	// application met a full server. A bound that load cannot break is the
+	// server's, as docs/stores.md advises: the fleet's role gets a
+	// CONNECTION LIMIT that leaves the application room, and the fleet
+	// must take over all the same, riding out the refusals (53300) as
+	// back-pressure.
+	pgE2EExec(t, admin, fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d", role, fleetLimit))
 	killed := time.Now()
 	if err := leader.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -355,8 +371,8 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 	}
 	t.Logf("takeover: all %d standbys ran %v after the leader was SIGKILLed (TTL 5s); meanwhile the fleet held at most %d connections and the application connected %d of %d times",
 		pgFleetSize, took.Round(100*time.Millisecond), s.most, s.ok, s.tries)
-	if s.ok != s.tries {
-		t.Fatalf("while the fleet took over the application connected %d of %d times", s.ok, s.tries)
+	if s.ok != s.tries || s.most > fleetLimit {
+		t.Fatalf("while the fleet took over (CONNECTION LIMIT %d) it held up to %d connections and the application connected %d of %d times", fleetLimit, s.most, s.ok, s.tries)
 	}
 }
 
