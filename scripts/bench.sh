@@ -6,7 +6,8 @@
 #      here), leaderrun -- true on the file store (also --contain group and
 #      --history-keep 0), on Redis, etcd and PostgreSQL against their peer
 #      tools' locks, --version and --help; the ratios as a Markdown table;
-#   2. clean handover latency on the file store (Go benchmark, p50/p90);
+#   2. clean handover latency on the file store (Go benchmark, p50/p90),
+#      and on Redis and etcd beside `etcdctl lock`'s (medians, ratios);
 #   3. peak RSS of leaderrun while it supervises `sleep 5` on file and Redis
 #      (/usr/bin/time),
 #      and the guard process's private memory (smaps_rollup);
@@ -103,8 +104,14 @@ echo "   targets: file <= 1.5x go-floor (wall and CPU); redis, etcd, postgres <=
 # LEADERRUN_BENCH_ONLY=startup stops here (the start-up table alone).
 [ "${LEADERRUN_BENCH_ONLY:-}" != startup ] || exit 0
 
-echo "== 2. clean handover (file store)"
+echo "== 2. clean handover (file store; Redis and etcd beside etcdctl lock)"
 go test -run '^$' -bench 'BenchmarkFileHandover' -benchtime 30x ./e2e | tee "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
+# The same handover on Redis and on etcd, and etcdctl lock's on the same
+# etcd, one of each per round (target: Redis <= 1.0x etcdctl lock).
+if [ -n "${etcd_url:-}" ]; then
+	LEADERRUN_TEST_REDIS=$redis_addr LEADERRUN_TEST_ETCD_URL=$etcd_url \
+		go test -run '^$' -bench 'BenchmarkHandoverPeers' -benchtime 30x ./e2e | tee -a "$out/handover.txt" | grep -E 'Benchmark' | sed 's/^/   /'
+fi
 
 echo "== 3. peak RSS supervising sleep 5 (target <= 8 MiB on every store)"
 for st in "file://$store" "redis://$redis_addr"; do
