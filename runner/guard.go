@@ -162,7 +162,7 @@ func (g *Guard) Ready(ctx context.Context) error {
 // not yet said it is ready acts all the same should leaderrun die:
 //
 //   - StartGuard returns only once the guard process exists and has
-//     exec'd (os/exec waits for the exec), in a process group of its own,
+//     exec'd (spawn waits for the exec), in a process group of its own,
 //     holding its end of the socket pair;
 //   - every message (the cgroup and timing before the child starts, the
 //     child's group the moment it has started, each deadline) is queued

@@ -78,8 +78,8 @@ func checkExecutable(path string) error {
 	return nil
 }
 
-// classifyStartErr maps an exec.Cmd.Start error to the sentinels; the file may
-// have changed between Resolve and the execve.
+// classifyStartErr maps a start error (spawn's, or exec.Cmd.Start's) to
+// the sentinels; the file may have changed between Resolve and the execve.
 func classifyStartErr(name string, err error) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
