@@ -87,3 +87,40 @@ func TestPlausibleDropsFarFutureRegistrations(t *testing.T) {
 		t.Fatalf("a registry without heartbeats dropped registrations: %+v", got)
 	}
 }
+
+// unreadableRegistry fails every listing, as a store does whose
+// connections and logins outlast the call timeout on a loaded host.
+type unreadableRegistry struct{ crowdRegistry }
+
+func (unreadableRegistry) Candidates(context.Context, string) ([]Candidate, *Holder, error) {
+	return nil, nil, context.DeadlineExceeded
+}
+
+// A standby whose listing fails after a release holds back as its last
+// known place says, not at all: beside stress-ng, the PostgreSQL standbys
+// at priorities 5 and 0 both failed to list and both tried at once, and
+// priority 0 took the lease first. The hold-back stays within the front's
+// (herdFront−1)·δ, and a standby that knows no place, or has waited its
+// spread, tries at once.
+func TestUnreadListingHoldsBackByLastPlace(t *testing.T) {
+	step := time.Second
+	for _, tc := range []struct {
+		pos  int64
+		last bool
+		want time.Duration
+	}{
+		{pos: -1, want: 0},
+		{pos: 0, want: 0},
+		{pos: 1, want: step},
+		{pos: herdFront - 1, want: (herdFront - 1) * step},
+		{pos: herdFront, want: 0},
+		{pos: 1, last: true, want: 0},
+	} {
+		cd := &candidacy{reg: &unreadableRegistry{}, name: "n", timing: CandidateTiming{Step: step}, log: slog.New(slog.DiscardHandler)}
+		cd.pos.Store(tc.pos)
+		d, again, h := cd.turn(context.Background(), tc.last)
+		if d != tc.want || again || h != nil {
+			t.Errorf("last place %d (last %v), listing failed: turn = %v, again %v, holder %v; want %v, then try", tc.pos, tc.last, d, again, h, tc.want)
+		}
+	}
+}

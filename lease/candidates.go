@@ -352,16 +352,18 @@ func (cd *candidacy) spread() time.Duration {
 // turn lists the candidates and says what this candidate does next: wait d
 // and then try (again false), or wait d and then look again (again true).
 // holder is the holder the listing saw (nil: the lease looked free); the
-// caller then waits for it instead. ok is false when the registry could not
-// be read: the caller then simply tries, as if priorities were equal. With
-// last (the candidate has already waited its spread) it never looks again.
-func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, again bool, holder *Holder, ok bool) {
+// caller then waits for it instead. When the registry cannot be read, the
+// candidate waits the hold-back of its last known place and tries
+// (lastTurn). With last (the candidate has already waited its spread) it
+// never looks again.
+func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, again bool, holder *Holder) {
 	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	cs, h, err := cd.reg.Candidates(cctx, cd.name)
 	if err != nil {
-		cd.log.Debug("reading the standbys failed; trying for the lease without holding back", "lease", cd.name, "err", err)
-		return 0, false, nil, false
+		d := cd.lastTurn(last)
+		cd.log.Debug("reading the standbys failed; trying for the lease after the hold-back of the last known place in line", "lease", cd.name, "hold_back", d, "err", err)
+		return d, false, nil
 	}
 	cs = cd.timing.plausible(cs, cd.c.ID)
 	p := position(cs, cd.c)
@@ -370,13 +372,29 @@ func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, agai
 	cd.mu.Unlock()
 	switch {
 	case h != nil && !cd.anySlot:
-		return 0, false, h, true
+		return 0, false, h
 	case p < herdFront:
-		return time.Duration(p) * cd.timing.Step, false, nil, true
+		return time.Duration(p) * cd.timing.Step, false, nil
 	case last:
-		return 0, false, nil, true
+		return 0, false, nil
 	}
-	return cd.spread(), true, nil, true
+	return cd.spread(), true, nil
+}
+
+// lastTurn is turn's hold-back when the registry could not be read: that
+// of the place in line last seen (p·δ at the front; nothing once the spread
+// was waited, or when no place is known). A failed listing is most likely
+// when the store is slow for everyone (a loaded host: connections and
+// logins outlast the call timeout), so every standby of the release may
+// meet one; were they all to try at once, the order would be the race's.
+// A place only goes forward as others leave, so a stale one holds back
+// longer, never past (herdFront−1)·δ: liveness is bounded as before.
+func (cd *candidacy) lastTurn(last bool) time.Duration {
+	p := cd.pos.Load()
+	if last || p <= 0 || p >= herdFront {
+		return 0
+	}
+	return time.Duration(p) * cd.timing.Step
 }
 
 // leave stops the heartbeat and removes the registration, on a context of
@@ -430,8 +448,8 @@ func (cd *candidacy) takeTurn(ctx context.Context, clock Clock) (*Holder, error)
 		last = true
 	}
 	for {
-		d, again, h, ok := cd.turn(ctx, last)
-		if !ok || h != nil {
+		d, again, h := cd.turn(ctx, last)
+		if h != nil {
 			return h, nil
 		}
 		if d > 0 {
