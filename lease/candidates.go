@@ -387,8 +387,11 @@ func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, agai
 // when the store is slow for everyone (a loaded host: connections and
 // logins outlast the call timeout), so every standby of the release may
 // meet one; were they all to try at once, the order would be the race's.
-// A place only goes forward as others leave, so a stale one holds back
-// longer, never past (herdFront−1)·δ: liveness is bounded as before.
+// A stale place is most often too far back (standbys ahead have left
+// since), which only holds back longer, never past (herdFront−1)·δ, so
+// liveness is bounded as before; one too near the front (a better standby
+// joined since) holds back less, at worst not at all, as every standby did
+// before.
 func (cd *candidacy) lastTurn(last bool) time.Duration {
 	p := cd.pos.Load()
 	if last || p <= 0 || p >= herdFront {
