@@ -126,11 +126,18 @@ func (r *run) childChanged(st childState) {
 // SIGTTOU is left alone when the terminal has TOSTOP set: leaderrun's own
 // messages written in the background would then raise it again at every
 // retry of the write, where the default action stops leaderrun instead.
+// Without a controlling terminal (cron, systemd, CI), SIGTTIN and SIGTTOU
+// are left alone too: the kernel raises them only for a controlling
+// terminal, which no process of leaderrun's session then has, and catching
+// each costs a round trip to the Go runtime's signal-mask thread.
 func (r *run) notifyJobSignals() {
 	r.jobSigs = make(chan os.Signal, 4)
-	catch := []os.Signal{syscall.SIGCONT, syscall.SIGTTIN}
-	if !r.term.tostop() {
-		catch = append(catch, syscall.SIGTTOU)
+	catch := []os.Signal{syscall.SIGCONT}
+	if r.term != nil || r.jobless != "" { // openTerminal opened /dev/tty
+		catch = append(catch, syscall.SIGTTIN)
+		if !r.term.tostop() {
+			catch = append(catch, syscall.SIGTTOU)
+		}
 	}
 	signal.Notify(r.jobSigs, catch...)
 }
