@@ -155,6 +155,14 @@ type Config struct {
 	// after the child exits. If nil, Run calls signal.Notify itself for
 	// ForwardedSignals for the duration of the call.
 	Signals <-chan os.Signal
+	// KeepSignalsCaught leaves the job-control signals Run catches
+	// (notifyJobSignals) caught when it returns, for a caller that exits
+	// right after: giving a signal back (signal.Stop) costs a round trip to
+	// the Go runtime's signal-mask thread each, about 0.1 ms for the three.
+	// One arriving after Run returned is then dropped. A process that calls
+	// Run again keeps one registration per call, so callers that live on
+	// leave it false.
+	KeepSignalsCaught bool
 	// Stdin, Stdout and Stderr are passed to the child as they are (inherited
 	// descriptors, no copying). Nil means os.Stdin, os.Stdout, os.Stderr.
 	Stdin, Stdout, Stderr *os.File
@@ -252,7 +260,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer term.close()
 	cmd := r.command(path, term)
 	r.notifyJobSignals()
-	defer signal.Stop(r.jobSigs)
+	if !cfg.KeepSignalsCaught {
+		defer signal.Stop(r.jobSigs)
+	}
 
 	if err := mayStart(cfg); err != nil {
 		return Result{}, err
