@@ -15,6 +15,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode"
 	"unicode/utf8"
@@ -51,8 +52,9 @@ func New(msg string, kind, cause error) error {
 // Nothing else is touched, so a password that is a common word does not
 // blank out the server's words.
 func Redact(s string) string {
-	s = urlUserinfo.ReplaceAllString(s, "${1}xxxxx@")
-	return credParam.ReplaceAllString(s, "${1}xxxxx")
+	re := redactors()
+	s = re.urlUserinfo.ReplaceAllString(s, "${1}xxxxx@")
+	return re.credParam.ReplaceAllString(s, "${1}xxxxx")
 }
 
 // Quote is Redact for free-form text from a client library (a parse error,
@@ -73,12 +75,15 @@ func Quote(s string, secrets []string, minLen int) string {
 	return s
 }
 
-var (
+// redactors compiles Redact's expressions on first use, not at every
+// store program's start: a run that goes well never redacts anything.
+var redactors = sync.OnceValue(func() (r struct{ urlUserinfo, credParam *regexp.Regexp }) {
 	// urlUserinfo is a URL's scheme and user info ("redis://u:pw@").
-	urlUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@`)
+	r.urlUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@`)
 	// credParam is a credential parameter's name and '=' up to its value.
-	credParam = regexp.MustCompile(`(?i)\b((?:ssl)?password\s*=\s*|sig=|accountkey=|sharedaccesssignature=)(?:'[^']*'|"[^"]*"|[^\s&;,'"]+)`)
-)
+	r.credParam = regexp.MustCompile(`(?i)\b((?:ssl)?password\s*=\s*|sig=|accountkey=|sharedaccesssignature=)(?:'[^']*'|"[^"]*"|[^\s&;,'"]+)`)
+	return r
+})
 
 // maskTokens replaces x in s where it is not part of a longer word: a
 // letter, digit or '_' of x at its start or end must not touch another.
