@@ -40,9 +40,9 @@ var (
 	//go:embed candidates.lua
 	candidatesLua string
 
-	joinScript       = redis.NewScript(joinLua)
-	leaveScript      = redis.NewScript(leaveLua)
-	candidatesScript = redis.NewScript(candidatesLua)
+	joinScript       = script(joinLua)
+	leaveScript      = script(leaveLua)
+	candidatesScript = script(candidatesLua)
 )
 
 // heartbeatsPerSecond is the budget of heartbeats of all the standbys of one
@@ -73,7 +73,7 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := joinScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, storeopt.Millis(expiry), rec).Int64Slice()
+	res, err := joinScript().Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, c.ID, storeopt.Millis(expiry), rec).Int64Slice()
 	if err != nil {
 		return 0, s.classify("join standbys of "+name, err)
 	}
@@ -95,7 +95,7 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 	leave := func(ctx context.Context) error {
 		cctx, cancel := s.callCtx(ctx)
 		defer cancel()
-		n, err := leaveScript.Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, id).Int64()
+		n, err := leaveScript().Run(cctx, s.client, []string{candidatesKey(name), candRecordsKey(name)}, id).Int64()
 		if err != nil {
 			return s.classify("leave standbys of "+name, err)
 		}
@@ -118,7 +118,7 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := candidatesScript.Run(cctx, s.client, []string{recordKey(name), candidatesKey(name), candRecordsKey(name)}).Slice()
+	res, err := candidatesScript().Run(cctx, s.client, []string{recordKey(name), candidatesKey(name), candRecordsKey(name)}).Slice()
 	if err != nil {
 		return nil, nil, s.classify("standbys of "+name, err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -25,7 +23,7 @@ import (
 var (
 	//go:embed history.lua
 	historyLua    string
-	historyScript = redis.NewScript(historyLua)
+	historyScript = script(historyLua)
 )
 
 var _ lease.History = (*Store)(nil)
@@ -44,7 +42,7 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	tok := strconv.FormatUint(r.Token, 10)
 	skew := lease.MaxClockSkew.Microseconds()
 	latest := time.Now().Add(lease.MaxClockSkew).UTC().Format("2006-01-02T15:04:05")
-	if err := historyScript.Run(cctx, s.client, []string{runsKey(r.Name)}, tok, string(b), lease.HistoryKeep(keep), r.Name, skew, latest).Err(); err != nil {
+	if err := historyScript().Run(cctx, s.client, []string{runsKey(r.Name)}, tok, string(b), lease.HistoryKeep(keep), r.Name, skew, latest).Err(); err != nil {
 		return s.classify("record run of "+r.Name, err)
 	}
 	return nil

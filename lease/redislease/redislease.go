@@ -93,11 +93,11 @@ var (
 	//go:embed hold.lua
 	holdLua string
 
-	acquireScript = redis.NewScript(acquireLua)
-	renewScript   = redis.NewScript(renewLua)
-	releaseScript = redis.NewScript(releaseLua)
-	statusScript  = redis.NewScript(statusLua)
-	holdScript    = redis.NewScript(holdLua)
+	acquireScript = script(acquireLua)
+	renewScript   = script(renewLua)
+	releaseScript = script(releaseLua)
+	statusScript  = script(statusLua)
+	holdScript    = script(holdLua)
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -143,6 +143,13 @@ type Store struct {
 	// bg runs the change announcements and standbys' Leaves in flight
 	// (candidates.go); Close waits for them.
 	bg background.Group
+}
+
+// script returns the Script of src, made on first use: making one hashes
+// its source (SHA-1), which every store program's start would otherwise
+// pay for each of the package's scripts, and a run uses three or four.
+func script(src string) func() *redis.Script {
+	return sync.OnceValue(func() *redis.Script { return redis.NewScript(src) })
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -288,7 +295,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	since := wallclock.Now().UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := acquireScript.Run(cctx, s.client,
+	res, err := acquireScript().Run(cctx, s.client,
 		[]string{recordKey(req.Name), counterKey(req.Name)},
 		req.ID, ttl, req.Label, since).Slice()
 	if err != nil {
@@ -334,7 +341,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	res, err := statusScript.Run(cctx, s.client, []string{recordKey(name)}).Slice()
+	res, err := statusScript().Run(cctx, s.client, []string{recordKey(name)}).Slice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, s.classify("status "+name, err)
 	}
@@ -388,7 +395,7 @@ func (l *redisLease) Info() lease.Holder { return l.info }
 func (l *redisLease) Renew(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
-	n, err := renewScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID, l.ttl).Int64()
+	n, err := renewScript().Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID, l.ttl).Int64()
 	if err != nil {
 		return l.s.classify("renew "+l.info.Name, err)
 	}
@@ -406,7 +413,7 @@ func (l *redisLease) Renew(ctx context.Context) error {
 func (l *redisLease) Release(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
-	n, err := releaseScript.Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID).Int64()
+	n, err := releaseScript().Run(cctx, l.s.client, []string{recordKey(l.info.Name)}, l.info.ID).Int64()
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}
@@ -429,7 +436,7 @@ func (rl *redisLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	until := time.Now().Add(hold).UTC().Format(time.RFC3339Nano)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	n, err := holdScript.Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, storeopt.Millis(hold), until).Int64()
+	n, err := holdScript().Run(cctx, s.client, []string{recordKey(rl.info.Name)}, rl.info.ID, storeopt.Millis(hold), until).Int64()
 	if err != nil {
 		return s.classify("release "+rl.info.Name, err)
 	}
