@@ -3,7 +3,6 @@ package bloblease
 import (
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,10 +32,37 @@ const (
 // Schemes returns the URL schemes this package opens.
 func Schemes() []string { return []string{"azblob", "azblob+https", "azblob+http"} }
 
-var (
-	accountRE   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
-	containerRE = regexp.MustCompile(`^[a-z0-9](?:-?[a-z0-9])*$`) // and 3-63 bytes
-)
+// accountName reports whether s is a storage account name: 3-24 lowercase
+// letters and digits. (Plain loops rather than regular expressions, which
+// every run would compile at the program's start.)
+func accountName(s string) bool {
+	if len(s) < 3 || len(s) > 24 {
+		return false
+	}
+	for i := range len(s) {
+		if !lowerAlnum(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerName reports whether s is a container name: 3-63 lowercase
+// letters, digits and hyphens, beginning and ending with a letter or digit,
+// no two hyphens in a row.
+func containerName(s string) bool {
+	if len(s) < 3 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !lowerAlnum(c) && (c != '-' || s[i-1] == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
 // target is a parsed store URL: where the container is, before credentials.
 type target struct {
@@ -88,7 +114,7 @@ func parseURL(raw string) (target, error) {
 	if t.container == "" {
 		t.container = DefaultContainer
 	}
-	if n := len(t.container); n < 3 || n > 63 || !containerRE.MatchString(t.container) {
+	if !containerName(t.container) {
 		return target{}, badURL("%s is not a container name (3-63 lowercase letters, digits and single hyphens)", safeEcho(t.container))
 	}
 	return t, nil
@@ -111,7 +137,7 @@ func (t *target) accountURL(u *url.URL, segs []string) error {
 			return badURL("azblob:///CONTAINER takes one path element, got %d", len(segs))
 		}
 	} else {
-		if u.Port() != "" || !accountRE.MatchString(u.Host) {
+		if u.Port() != "" || !accountName(u.Host) {
 			return badURL("azblob://ACCOUNT/CONTAINER: %s is not a storage account name (3-24 lowercase letters and digits); use azblob+https://HOST/CONTAINER for other endpoints", safeEcho(u.Host))
 		}
 		if len(segs) > 1 {
@@ -155,7 +181,7 @@ func (t *target) endpointURL(scheme string, u *url.URL, segs []string) error {
 			t.container = segs[0]
 		}
 	}
-	if !accountRE.MatchString(t.account) {
+	if !accountName(t.account) {
 		return badURL("%s is not a storage account name (3-24 lowercase letters and digits)", safeEcho(t.account))
 	}
 	return nil
@@ -365,7 +391,7 @@ func resolve(t target, getenv func(string) string) (auth, []string, error) {
 		case cs != nil:
 			a.serviceURL, a.account = cs.serviceURL, cs.account
 		case envAcct != "":
-			if !accountRE.MatchString(envAcct) {
+			if !accountName(envAcct) {
 				return auth{}, nil, storeerr.Config("%s=%s is not a storage account name", envAccount, safeEcho(envAcct))
 			}
 			a.serviceURL, a.account = "https://"+envAcct+".blob.core.windows.net", envAcct
