@@ -58,6 +58,7 @@ func skewedLeaderrun(t *testing.T) string {
 	skewBinOnce.Do(func() {
 		dir := filepath.Join(filepath.Dir(lrBin), "clockskew")
 		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "urfave_cli_no_docs,leaderrun_clockskew", "-o", dir+"/", ".", "./cmd/...")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			skewBinErr = fmt.Errorf("building leaderrun with leaderrun_clockskew: %v: %s", err, out)
 		}

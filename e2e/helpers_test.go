@@ -46,9 +46,10 @@ func TestMain(m *testing.M) {
 	lrBin = filepath.Join(dir, "leaderrun")
 	// leaderrun and the store programs it hands other stores to
 	// (cmd/leaderrun-*), side by side as `go install .../...` puts them,
-	// built as scripts/release.sh builds them (without urfave/cli's
-	// man-page renderer: docs/performance.md).
+	// built as scripts/release.sh builds them (static, and without
+	// urfave/cli's man-page renderer: docs/performance.md).
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "urfave_cli_no_docs", "-o", dir+"/", ".", "./cmd/...")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leaderrun:", err)

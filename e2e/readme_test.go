@@ -22,6 +22,7 @@ package e2e
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -556,12 +557,13 @@ func readmeQuickstart(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 var storePrograms = []string{"leaderrun", "leaderrun-redis", "leaderrun-azblob", "leaderrun-etcd", "leaderrun-postgres", "leaderrun-kubernetes", "leaderrun-ping"}
 
 // Install, in a copy of the tree as a fresh clone has it: the go build
-// line installs leaderrun and every store program, executable, into
-// /usr/local/bin; the go install line, run with GOBIN set to a temporary
-// directory, installs exactly those programs too and none of the test tools
-// under scripts/ or internal/.
+// line installs leaderrun and every store program, executable and static
+// (no program interpreter: the C library's dynamic loader costs a store
+// program's every start 1 ms), into /usr/local/bin; the go install line,
+// run with GOBIN set to a temporary directory, installs exactly those
+// programs too and none of the test tools under scripts/ or internal/.
 func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
-	c := b.take(t, "go build ")
+	c := b.take(t, "CGO_ENABLED=0 go build ")
 	clone := fx.cloneDir(t)
 	dst := filepath.Join(fx.root, "usr/local/bin/leaderrun")
 	for _, prog := range storePrograms {
@@ -576,12 +578,15 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 		if err != nil || info.Mode().Perm() != 0o755 {
 			t.Fatalf("%s:%d: no mode 0755 %s in /usr/local/bin after the install: %v", b.file, c.line, prog, err)
 		}
+		if interp := elfInterpreter(t, filepath.Join(filepath.Dir(dst), prog)); interp != "" {
+			t.Fatalf("%s:%d: the installed %s is dynamically linked (interpreter %s); want a static program", b.file, c.line, prog, interp)
+		}
 	}
 	if code, out, stderr := runOut(t, fx.cronEnv(), fx.work, dst, "--version"); code != 0 || out == "" {
 		t.Fatalf("installed leaderrun --version: exit %d, %q %s", code, out, stderr)
 	}
 
-	c = b.take(t, "go install ")
+	c = b.take(t, "CGO_ENABLED=0 go install ")
 	gobin := t.TempDir()
 	if code, _, stderr := shOut(t, append(fx.shellEnv(), "GOBIN="+gobin), clone, fx.subst(t, c.text)); code != 0 {
 		t.Fatalf("%s:%d: %q: exit %d: %s", b.file, c.line, c.text, code, stderr)
@@ -597,6 +602,27 @@ func readmeInstall(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	if want := slices.Sorted(slices.Values(storePrograms)); !slices.Equal(got, want) {
 		t.Fatalf("%s:%d: %s installs %v; want exactly %v (no test tools in users' bin)", b.file, c.line, c.text, got, want)
 	}
+}
+
+// elfInterpreter returns the program interpreter (PT_INTERP) the ELF
+// program at path names, "" for a static program.
+func elfInterpreter(t *testing.T, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimRight(string(b), "\x00")
+		}
+	}
+	return ""
 }
 
 // Usage: a second backup waits for the first and then runs, with a higher

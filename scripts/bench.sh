@@ -28,7 +28,10 @@ need hyperfine hyperfine
 out=bench-out
 mkdir -p "$out"
 bin=$out/leaderrun
-go build -tags urfave_cli_no_docs -o "$out/" . ./cmd/... # leaderrun and its store programs, as released
+# leaderrun and its store programs, as scripts/release.sh builds them: static
+# (without cgo, a store program links no C library: its dynamic loader alone
+# cost 1 ms a run here) and without urfave/cli's documentation renderers
+CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$out/" . ./cmd/...
 store=$(mktemp -d /tmp/leaderrun-bench.XXXXXX)
 redis_dir=$store/redis-server
 mkdir -p "$redis_dir"
