@@ -28,7 +28,12 @@
 //   - release = a transaction "if the key is still ours: delete it", then
 //     Revoke of our etcd lease. A revoke alone could never delete another
 //     holder's key either (only keys attached to our lease go), but the
-//     transaction is what tells whether the key was still ours.
+//     transaction is what tells whether the key was still ours. The revoke
+//     only tidies (the lease holds no key any more, and would expire by
+//     itself): Release returns after the transaction, and the revoke runs
+//     on a goroutine the Store owns, so that it overlaps what the caller
+//     does next (the run's end record, a Raft write that etcd then commits
+//     with it) instead of preceding it; Close waits for it.
 //
 // # Fencing tokens
 //
@@ -420,6 +425,20 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
+// revokeLater revokes a lease we no longer use from a goroutine the Store
+// owns (Close waits for it, at most a call timeout); when the Store is
+// closed already, it revokes at once.
+func (s *Store) revokeLater(ctx context.Context, id clientv3.LeaseID) {
+	revoke := func() {
+		cctx, cancel := s.callCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		s.revoke(cctx, id)
+	}
+	if !s.bg.Go(revoke) {
+		revoke()
+	}
+}
+
 // Status returns the current holder (ID left out) with its remaining TTL, or
 // nil when the lease is free: a linearizable read of the key, then the
 // remaining TTL of its etcd lease.
@@ -550,9 +569,10 @@ func keepAliveOnce(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseI
 	return nil
 }
 
-// Release deletes the key if it is still ours, then revokes our etcd lease
-// (which would only delete keys attached to it). It wraps lease.ErrNotHeld
-// when the key is gone or another holder's.
+// Release deletes the key if it is still ours, then has our etcd lease
+// (which would only delete keys attached to it) revoked in the background
+// (revokeLater). It wraps lease.ErrNotHeld when the key is gone or another
+// holder's.
 func (l *etcdLease) Release(ctx context.Context) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
@@ -569,7 +589,7 @@ func (l *etcdLease) Release(ctx context.Context) error {
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}
-	l.s.revoke(cctx, l.id)
+	l.s.revokeLater(ctx, l.id)
 	if !tr.Succeeded {
 		return lease.NewError(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
 	}
