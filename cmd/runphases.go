@@ -289,11 +289,7 @@ type childRun struct {
 // started.
 func (r *runState) supervise(ld *leadership) childRun {
 	rc, log := r.rc, r.log
-	childEnv := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
-	childEnv = slotEnviron(childEnv, rc.passEnv, ld.info) // --slots
-	if !rc.passEnv[notifyVar] {
-		childEnv = withoutNotifySocket(r.notify, childEnv)
-	}
+	childEnv := r.childEnv(ld)
 	runCtx, unwatch := ld.prot.watch(ld.keeper.Context())
 	runCtx, stepDown := context.WithCancelCause(runCtx)
 	defer stepDown(nil)
@@ -347,6 +343,19 @@ func (r *runState) supervise(ld *leadership) childRun {
 	}
 	ld.keeper.Stop()
 	return childRun{res: res, runErr: runErr, cause: cause, rec: rec, stoppedBySignal: tap.stopped.Load()}
+}
+
+// childEnv is the child's environment: leaderrun's, with the lease's
+// variables and --slots' added, and the systemd notification socket taken
+// out unless --pass-env keeps it.
+func (r *runState) childEnv(ld *leadership) []string {
+	rc := r.rc
+	env := childEnviron(r.e.environ(), r.reads, rc.passEnv, rc.name, rc.holder, ld.info.Token)
+	env = slotEnviron(env, rc.passEnv, ld.info) // --slots
+	if !rc.passEnv[notifyVar] {
+		env = withoutNotifySocket(r.notify, env)
+	}
+	return env
 }
 
 // finish releases the lease once the child's whole tree is gone (with the
