@@ -32,8 +32,8 @@
 //     only tidies (the lease holds no key any more, and would expire by
 //     itself): Release returns after the transaction, and the revoke runs
 //     on a goroutine the Store owns, so that it overlaps what the caller
-//     does next (the run's end record, a Raft write that etcd then commits
-//     with it) instead of preceding it; Close waits for it.
+//     does next (the run's end record, a Raft write too) instead of
+//     preceding it; Close waits for it.
 //
 // # Fencing tokens
 //
