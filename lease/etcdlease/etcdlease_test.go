@@ -420,3 +420,40 @@ func TestLongerMinimumTTLRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReleaseRevokedByClose: Release leaves the revoke of its etcd lease to
+// the background, and Close waits for it: once Close has returned, the
+// lease the key was attached to is gone from the cluster, not left to run
+// out its TTL.
+func TestReleaseRevokedByClose(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	raw := plain(t, url)
+	s, err := etcdlease.Open(ctxT(t), url, etcdlease.Options{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	name := "revoke-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	gr, err := raw.Get(ctxT(t), etcdlease.DefaultPrefix+name)
+	if err != nil || len(gr.Kvs) != 1 || gr.Kvs[0].Lease == 0 {
+		t.Fatalf("the key after TryAcquire: %v, %v; want one key with a lease", gr, err)
+	}
+	id := clientv3.LeaseID(gr.Kvs[0].Lease)
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ttl, err := raw.TimeToLive(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("TimeToLive: %v", err)
+	}
+	if ttl.TTL != -1 {
+		t.Fatalf("the released lease %x still lives after Close (TTL %d s); want it revoked", int64(id), ttl.TTL)
+	}
+}
