@@ -192,7 +192,7 @@ func kindOf(f cli.Flag) flagKind {
 	case *cli.IntFlag:
 		return kindInt
 	}
-	if f.Names()[0] == "wait" {
+	if namesOf(f)[0] == "wait" {
 		return kindWait
 	}
 	return kindString
@@ -207,8 +207,10 @@ type scope struct {
 func newScope(name string, flags []cli.Flag) scope {
 	s := scope{name: name, flags: map[string]flagInfo{}}
 	for _, f := range flags {
-		for _, n := range f.Names() {
-			s.flags[n] = flagInfo{name: f.Names()[0], kind: kindOf(f)}
+		names := namesOf(f)
+		info := flagInfo{name: names[0], kind: kindOf(f)}
+		for _, n := range names {
+			s.flags[n] = info
 		}
 	}
 	return s

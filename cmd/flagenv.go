@@ -40,7 +40,7 @@ func varsOf(flags []cli.Flag) map[string]string {
 	m := map[string]string{}
 	for _, f := range flags {
 		if v := envVars(f); v != nil && len(*v) > 0 {
-			m[f.Names()[0]] = (*v)[0]
+			m[namesOf(f)[0]] = (*v)[0]
 		}
 	}
 	return m

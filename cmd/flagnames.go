@@ -1,6 +1,9 @@
 package cmd
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -67,18 +70,46 @@ func withNames(flags []cli.Flag) []cli.Flag {
 		}
 		switch f := f.(type) {
 		case *cli.BoolFlag:
-			out[i] = &boolNames{f, f.Names()}
+			out[i] = &boolNames{f, namesOf(f)}
 		case *cli.StringFlag:
-			out[i] = &stringNames{f, f.Names()}
+			out[i] = &stringNames{f, namesOf(f)}
 		case *cli.DurationFlag:
-			out[i] = &durationNames{f, f.Names()}
+			out[i] = &durationNames{f, namesOf(f)}
 		case *cli.IntFlag:
-			out[i] = &intNames{f, f.Names()}
+			out[i] = &intNames{f, namesOf(f)}
 		case *cli.StringSliceFlag:
-			out[i] = &sliceNames{f, f.Names()}
+			out[i] = &sliceNames{f, namesOf(f)}
 		}
 	}
 	return out
+}
+
+// flagNames is cli.FlagNames without its regular expression for the names
+// it leaves as they are: those without a comma or a space (all of
+// leaderrun's). Others go to cli.FlagNames.
+func flagNames(name string, aliases []string) []string {
+	if strings.ContainsAny(name, ", ") || slices.ContainsFunc(aliases, func(a string) bool { return strings.ContainsAny(a, ", ") }) {
+		return cli.FlagNames(name, aliases)
+	}
+	return append([]string{name}, aliases...)
+}
+
+// namesOf returns f.Names(), without urfave's regular expression for the
+// kinds leaderrun defines (flagNames).
+func namesOf(f cli.Flag) []string {
+	switch f := f.(type) {
+	case *cli.BoolFlag:
+		return flagNames(f.Name, f.Aliases)
+	case *cli.StringFlag:
+		return flagNames(f.Name, f.Aliases)
+	case *cli.DurationFlag:
+		return flagNames(f.Name, f.Aliases)
+	case *cli.IntFlag:
+		return flagNames(f.Name, f.Aliases)
+	case *cli.StringSliceFlag:
+		return flagNames(f.Name, f.Aliases)
+	}
+	return f.Names()
 }
 
 // takeEnvNamed is takeEnv, with the flags' names computed once
