@@ -26,12 +26,14 @@ import (
 // above the real ones to push them out, is no run: it never counts towards
 // the cap, readers skip it, and the trim deletes the ones it meets.
 //
-// A write is one transaction: put the run, then read the newest keep+1 keys
-// with their values; when they hold keep valid records and more keys follow
-// (the history is full: the start record of a new run), a second request
+// A start record is one transaction: put the run, and count the keys of
+// the history. When they number more than keep + slack (slack = keep/10 +
+// 1), a second request reads the newest keys with their values, and a third
 // deletes every key below the keep-th valid record and the invalid keys
-// above it. The end record of a run replaces its start key and never grows
-// the history, so the write after a release is one round trip.
+// above it. So the history holds from keep to keep + slack + 1 keys, and
+// the trim, a Raft write of its own, comes once every slack + 1 runs, not at
+// every run. An end record replaces its start key and never grows the
+// history: one put, the write after a release.
 
 var _ lease.History = (*Store)(nil)
 
@@ -65,35 +67,54 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	defer cancel()
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		tr, err = cli.Txn(ctx).Then(
-			clientv3.OpPut(runKey(prefix, r.Token), string(b)),
-			clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)),
-				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1)),
+		put := clientv3.OpPut(runKey(prefix, r.Token), string(b))
+		if r.Ended() {
+			_, err = cli.Do(ctx, put)
+			return err
+		}
+		tr, err = cli.Txn(ctx).Then(put,
+			clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly()),
 		).Commit()
 		return err
 	})
 	if err != nil {
 		return s.classify("record run of "+r.Name, err)
 	}
-	kvs := tr.Responses[1].GetResponseRange().Kvs
-	if len(kvs) <= keep {
-		return nil // nothing beyond the cap, whatever is valid
+	if tr == nil || tr.Responses[1].GetResponseRange().Count <= int64(keep+slack(keep)) {
+		return nil // an end, or nothing beyond the cap and its slack, whatever is valid
 	}
-	if err := s.trimRuns(cctx, r.Name, kvs, keep); err != nil {
+	if err := s.trimRuns(cctx, r.Name, keep); err != nil {
 		return s.classify("trim the run history of "+r.Name, err)
 	}
 	return nil
 }
 
+// slack is how many runs beyond keep a history may gain before a start
+// record trims it.
+func slack(keep int) int { return keep/10 + 1 }
+
 // trimRuns deletes the keys of name's history below its keep-th valid
-// record, and the invalid ones above it; kvs are the first keys from the
-// top. Nothing is deleted while fewer than keep valid records exist.
-func (s *Store) trimRuns(ctx context.Context, name string, kvs []*mvccpb.KeyValue, keep int) error {
+// record, and the invalid ones above it, reading pages down from the
+// newest key. Nothing is deleted while fewer than keep valid records exist.
+func (s *Store) trimRuns(ctx context.Context, name string, keep int) error {
 	prefix := s.runKeys(name)
 	b := lease.RunBounds{Name: name, Now: time.Now()}
 	var bad []string
 	valid := 0
+	below := clientv3.GetPrefixRangeEnd(prefix)
 	for {
+		var kvs []*mvccpb.KeyValue
+		err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+			gr, err := cli.Get(ctx, prefix, clientv3.WithRange(below),
+				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1))
+			if err == nil {
+				kvs = gr.Kvs
+			}
+			return err
+		})
+		if err != nil || len(kvs) == 0 {
+			return err
+		}
 		for _, kv := range kvs {
 			if _, ok := validRun(kv, prefix, b); !ok {
 				bad = append(bad, string(kv.Key))
@@ -103,41 +124,37 @@ func (s *Store) trimRuns(ctx context.Context, name string, kvs []*mvccpb.KeyValu
 				continue
 			}
 			// The keep-th valid record: below it, everything goes.
-			ops := []clientv3.Op{clientv3.OpDelete(prefix, clientv3.WithRange(string(kv.Key)))}
-			for _, k := range bad {
-				ops = append(ops, clientv3.OpDelete(k))
-			}
-			// Transactions take at most 128 operations by default.
-			for len(ops) > 0 {
-				n := min(len(ops), 100)
-				err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-					_, err := cli.Txn(ctx).Then(ops[:n]...).Commit()
-					return err
-				})
-				if err != nil {
-					return err
-				}
-				ops = ops[n:]
-			}
-			return nil
+			return s.deleteRuns(ctx, append([]clientv3.Op{clientv3.OpDelete(prefix, clientv3.WithRange(string(kv.Key)))}, opsDelete(bad)...))
 		}
-		if len(kvs) == 0 {
-			return nil
-		}
-		// More invalid keys than the first page held: read on below.
-		below := string(kvs[len(kvs)-1].Key)
+		// More invalid keys than the page held: read on below.
+		below = string(kvs[len(kvs)-1].Key)
+	}
+}
+
+// opsDelete returns a delete of each key.
+func opsDelete(keys []string) []clientv3.Op {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	return ops
+}
+
+// deleteRuns runs ops in transactions of at most 100 (etcd takes at most
+// 128 operations in one by default).
+func (s *Store) deleteRuns(ctx context.Context, ops []clientv3.Op) error {
+	for len(ops) > 0 {
+		n := min(len(ops), 100)
 		err := s.do(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-			gr, err := cli.Get(ctx, prefix, clientv3.WithRange(below),
-				clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1))
-			if err == nil {
-				kvs = gr.Kvs
-			}
+			_, err := cli.Txn(ctx).Then(ops[:n]...).Commit()
 			return err
 		})
 		if err != nil {
 			return err
 		}
+		ops = ops[n:]
 	}
+	return nil
 }
 
 // Runs returns up to limit runs of name, newest first (see lease.History).
