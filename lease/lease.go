@@ -2,12 +2,13 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // OpenOptions is what every network store's Open takes besides its URL
@@ -200,10 +201,25 @@ type Lease interface {
 // NewID returns a fresh random 128-bit acquisition token, hex encoded.
 func NewID() string {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("lease: crypto/rand failed: " + err.Error()) // never happens on Linux ≥ 3.17
-	}
+	Random(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// Random fills b from the kernel's random number
+// generator, getrandom(2), as crypto/rand does on Linux, without linking
+// crypto/rand: its packages' initialisers ran at every start of every run,
+// for one call of 16 bytes.
+func Random(b []byte) {
+	for len(b) > 0 {
+		n, err := unix.Getrandom(b, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue // a signal before the pool was ready, early at boot
+		}
+		if err != nil {
+			panic("lease: getrandom failed: " + err.Error()) // never happens on Linux >= 3.17
+		}
+		b = b[n:]
+	}
 }
 
 // ValidateName checks a lease name: letters, digits, '.', '_', '-', '/';

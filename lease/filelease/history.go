@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -265,7 +264,7 @@ func compactRuns(path string, old []byte, r lease.Run, keep int) error {
 // syncs it and renames it over path.
 func writeReplace(path string, b []byte) error {
 	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
+	lease.Random(rnd[:])
 	// A random name: another user of a shared directory cannot plant a file
 	// in its way.
 	tmp := path + ".new-" + hex.EncodeToString(rnd[:])
