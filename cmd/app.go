@@ -462,8 +462,11 @@ const defaultHelpWidth = 80
 // lines (examples, output formats) and blank lines are kept as they are.
 func reflow(s string) string {
 	var b strings.Builder
-	open := false // the last line written continues on the next
-	for i, line := range strings.Split(s, "\n") {
+	b.Grow(len(s)) // it never grows: every run builds its help texts
+	open := false  // the last line written continues on the next
+	for i, more := 0, true; more; i++ {
+		var line string
+		line, s, more = strings.Cut(s, "\n")
 		prose := line != "" && line[0] != ' '
 		switch {
 		case i == 0:

@@ -182,14 +182,20 @@ func readForStart(f *os.File, keep int) (b []byte, full bool, err error) {
 	// Below what readers read (maxRunsFile), so that they see what was
 	// appended last.
 	limit := min(int64(2*(keep+slack(keep)))<<10, maxRunsFile*3/4)
-	b, err = io.ReadAll(io.NewSectionReader(f, 0, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		b, err = io.ReadAll(io.NewSectionReader(f, 0, maxRunsFile))
-		full = true
-	}
+	st, err := f.Stat()
 	if err != nil {
 		return nil, false, classified(err, "cannot read "+f.Name())
 	}
+	// One buffer of the file's size (writers hold the history's lock), not
+	// io.ReadAll's doubling: a start reads the whole file at every run.
+	n := min(st.Size(), maxRunsFile)
+	full = n > limit
+	b = make([]byte, n)
+	m, err := io.ReadFull(io.NewSectionReader(f, 0, n), b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) { // shorter: cut by a writer that ignored the lock
+		return nil, false, classified(err, "cannot read "+f.Name())
+	}
+	b = b[:m]
 	return b, full || bytes.Count(b, []byte{'\n'}) >= keep+2*slack(keep), nil
 }
 
