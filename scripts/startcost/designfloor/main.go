@@ -25,7 +25,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,37 +55,51 @@ func main() {
 	host, _ := os.Hostname()
 	_, _ = f.WriteAt(fmt.Appendf(nil, "%s %d %s\n", host, os.Getpid(), start.Format(time.RFC3339Nano)), 0)
 
+	// The guard and the child are started with syscall.ForkExec, as
+	// leaderrun starts them: os/exec's first start forks a process of its
+	// own to probe for pidfds.
 	r, w, err := os.Pipe()
 	if err != nil {
 		os.Exit(125)
 	}
-	guard := exec.Command("/proc/self/exe", "-guard")
-	guard.ExtraFiles = []*os.File{r, f}
-	if err := guard.Start(); err != nil {
+	guard, err := syscall.ForkExec("/proc/self/exe", []string{os.Args[0], "-guard"}, &syscall.ProcAttr{
+		Files: []uintptr{0, 1, 2, r.Fd(), f.Fd()}})
+	if err != nil {
 		os.Exit(125)
 	}
 	r.Close()
 
 	cg, cgfd := newCgroup()
-	c := exec.Command(os.Args[2], os.Args[3:]...)
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: true, CgroupFD: cgfd}
-	if err := c.Start(); err != nil {
+	argv0, err := exec.LookPath(os.Args[2])
+	if err != nil {
 		os.Exit(127)
+	}
+	child, err := syscall.ForkExec(argv0, os.Args[2:], &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: true, CgroupFD: cgfd}})
+	if err != nil {
+		os.Exit(126)
 	}
 	runs := os.Args[1] + ".runs"
 	appendLine(runs, fmt.Appendf(nil, "%s %s start\n", host, start.Format(time.RFC3339Nano)))
-	err = c.Wait()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(child, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
 	}
 	awaitEmpty(cg)
 	_ = unix.Rmdir(cg)
 	appendLine(runs, fmt.Appendf(nil, "%s %s end %d\n", host, time.Now().Format(time.RFC3339Nano), code))
 	w.Close()
-	_ = guard.Wait()
+	for {
+		if _, err := syscall.Wait4(guard, nil, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
 	os.Exit(code)
 }
 
