@@ -101,9 +101,10 @@ type History interface {
 	// is this writer's: a store never reads a keep from the history itself
 	// (another writer's, or a forger's). A store may trim only when it
 	// writes a start record (r without End), and keep a few runs beyond
-	// keep until then (the file store, Azure and etcd: about one run in ten). A store whose server has a clock may record its
-	// reading at the write as the end, in place of r.End, when r has one.
-	// A run's end record costs one store round trip.
+	// keep until then (the file store, Azure and etcd: about one run in
+	// ten). A store whose server has a clock may record its reading at the
+	// write as the end, in place of r.End, when r has one. A run's end
+	// record costs one store round trip.
 	RecordRun(ctx context.Context, r Run, keep int) error
 	// Runs returns up to limit valid runs (CheckRun) of name, newest
 	// (highest token) first; limit <= 0 means all the store keeps. A name
