@@ -458,3 +458,65 @@ func TestReleaseRevokedByClose(t *testing.T) {
 		t.Fatalf("the released lease %x still lives after Close (TTL %d s); want it revoked", int64(id), ttl.TTL)
 	}
 }
+
+// TestHistoryTrimOncePerSlack: a full history is trimmed back to keep by
+// the start record that takes it beyond keep + keep/10 + 1, and by no start
+// before it (each trim is a Raft write of its own); an end record never
+// trims. Counted with the operator's client, by keys and by the store's
+// revision (a write that deletes nothing still moves it).
+func TestHistoryTrimOncePerSlack(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	raw, s := plain(t, url), open(t, url, etcdlease.Options{})
+	name := fmt.Sprintf("trim-%d", time.Now().UnixNano())
+	l, err := s.TryAcquire(ctxT(t), req(name, "token-source", etcdlease.MinTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := l.Info().Token
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	const keep, slack = 5, 5/10 + 1
+	prefix := etcdlease.DefaultPrefix + name + ":runs/"
+	count := func() (int64, int64) {
+		t.Helper()
+		gr, err := raw.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gr.Count, gr.Header.Revision
+	}
+	record := func(i int, ended bool) {
+		t.Helper()
+		r := lease.Run{Name: name, Label: "h:1", Token: base + uint64(i), Start: time.Now().Add(-time.Minute).UTC()}
+		if ended {
+			r.End, r.Outcome = time.Now().UTC(), lease.OutcomeOK
+		}
+		if err := s.RecordRun(ctxT(t), r, keep); err != nil {
+			t.Fatalf("RecordRun(%d, ended %v): %v", i, ended, err)
+		}
+	}
+	for i := 1; i <= keep+slack; i++ {
+		_, before := count()
+		record(i, false)
+		n, after := count()
+		if n != int64(i) || after != before+1 {
+			t.Fatalf("start %d: %d keys, revision +%d; want %d keys and one write (no trim up to keep+slack = %d)", i, n, after-before, i, keep+slack)
+		}
+		record(i, true)
+		if n, _ := count(); n != int64(i) {
+			t.Fatalf("end %d: %d keys; want %d (an end replaces its start)", i, n, i)
+		}
+	}
+	_, before := count()
+	record(keep+slack+1, false)
+	n, after := count()
+	if n != keep || after != before+2 {
+		t.Fatalf("start %d: %d keys, revision +%d; want %d keys after one write and one trim", keep+slack+1, n, after-before, keep)
+	}
+	runs, err := s.Runs(ctxT(t), name, 0)
+	if err != nil || len(runs) != keep || runs[0].Token != base+keep+slack+1 || runs[keep-1].Token != base+slack+2 {
+		t.Fatalf("Runs after the trim = %d runs, %v; want the newest %d, tokens %d down to %d", len(runs), err, keep, base+keep+slack+1, base+slack+2)
+	}
+}
