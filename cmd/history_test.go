@@ -127,11 +127,20 @@ func TestRunRecord(t *testing.T) {
 	if err != nil || len(runs) != 2 || runs[0].Token != 42 || runs[0].Outcome != lease.OutcomeNotStarted || runs[0].ExitCode != 130 {
 		t.Fatalf("after a not-started run: %+v, %v", runs, err)
 	}
+	// Runs whose child never starts keep the history trimmed: each also
+	// writes a start, where the store trims (keep 2: a few runs more at most).
+	for tok := uint64(100); tok < 120; tok++ {
+		info.Token = tok
+		notStarted(newRunRecord(store, 2, info, time.Second, log), newOutcome(126, slog.LevelWarn, "exec format error"))
+	}
+	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) > 2+2 || runs[0].Token != 119 || runs[0].Outcome != lease.OutcomeNotStarted {
+		t.Fatalf("after 20 not-started runs keeping 2: %d runs (newest %+v), %v; want at most 4", len(runs), runs[0], err)
+	}
 	info.Token = 43
 	off := newRunRecord(store, 0, info, time.Second, log)
 	off.start()
 	off.end(lease.OutcomeOK, 0, 0)
-	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) != 2 {
+	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) > 2+2 || runs[0].Token != 119 {
 		t.Fatalf("--history-keep 0 wrote: %+v, %v", runs, err)
 	}
 }

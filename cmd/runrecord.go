@@ -67,6 +67,12 @@ func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
 	}
 	if r.started != nil {
 		<-r.started
+	} else if r.ended == nil {
+		// The child never started, so neither did its record: write the
+		// start first. A store trims the history only at a start record
+		// (lease.History), so a job whose child never starts (an exec
+		// format error every night) would add a record a run for good.
+		r.write(r.run)
 	}
 	run := r.run
 	run.End, run.Outcome, run.ExitCode = wallclock.Now().UTC(), o, code
