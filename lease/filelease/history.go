@@ -188,14 +188,13 @@ func readForStart(f *os.File, keep int) (b []byte, full bool, err error) {
 	}
 	// One buffer of the file's size (writers hold the history's lock), not
 	// io.ReadAll's doubling: a start reads the whole file at every run.
-	n := min(st.Size(), maxRunsFile)
-	full = n > limit
-	b = make([]byte, n)
-	m, err := io.ReadFull(io.NewSectionReader(f, 0, n), b)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) { // shorter: cut by a writer that ignored the lock
+	b = make([]byte, min(st.Size(), maxRunsFile))
+	m, err := io.ReadFull(io.NewSectionReader(f, 0, int64(len(b))), b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) { // shorter: cut by a writer that ignored the lock
 		return nil, false, classified(err, "cannot read "+f.Name())
 	}
 	b = b[:m]
+	full = int64(m) > limit
 	return b, full || bytes.Count(b, []byte{'\n'}) >= keep+2*slack(keep), nil
 }
 
