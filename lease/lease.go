@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -205,20 +207,37 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Random fills b from the kernel's random number
-// generator, getrandom(2), as crypto/rand does on Linux, without linking
-// crypto/rand: its packages' initialisers ran at every start of every run,
-// for one call of 16 bytes.
+// Random fills b from the kernel's random number generator, as crypto/rand
+// does on Linux, without linking crypto/rand: its packages' initialisers
+// ran at every start of every run, for one call of 16 bytes. It reads
+// getrandom(2), or /dev/urandom where that is missing (Linux before 3.17,
+// or a seccomp filter that refuses it).
 func Random(b []byte) {
 	for len(b) > 0 {
 		n, err := unix.Getrandom(b, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue // a signal before the pool was ready, early at boot
+		switch {
+		case err == nil:
+			b = b[n:]
+		case errors.Is(err, unix.EINTR):
+			// a signal before the pool was ready, early at boot
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
+			urandom(b)
+			return
+		default:
+			panic("lease: getrandom failed: " + err.Error())
 		}
-		if err != nil {
-			panic("lease: getrandom failed: " + err.Error()) // never happens on Linux >= 3.17
-		}
-		b = b[n:]
+	}
+}
+
+// urandom fills b from /dev/urandom.
+func urandom(b []byte) {
+	f, err := os.Open("/dev/urandom")
+	if err == nil {
+		defer f.Close()
+		_, err = io.ReadFull(f, b)
+	}
+	if err != nil {
+		panic("lease: no random source: " + err.Error())
 	}
 }
 

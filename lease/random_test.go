@@ -10,7 +10,7 @@ import (
 
 // NewID gives 128 random bits in hex, a fresh value each time; Random
 // fills a buffer of any size (getrandom(2) may return less than asked
-// for above 32 MiB, and Random asks again).
+// for above 32 MiB, and Random asks again), and so does its fallback.
 func TestNewIDAndRandom(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
@@ -23,11 +23,13 @@ func TestNewIDAndRandom(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	for _, n := range []int{0, 1, 16, 4096, 33 << 20} {
-		b := make([]byte, n)
-		lease.Random(b)
-		if n >= 16 && bytes.Count(b, []byte{0}) > n/64+8 {
-			t.Errorf("Random(%d bytes) left %d zero bytes: not filled", n, bytes.Count(b, []byte{0}))
+	for name, fill := range map[string]func([]byte){"Random": lease.Random, "its /dev/urandom fallback": lease.URandom} {
+		for _, n := range []int{0, 1, 16, 4096, 33 << 20} {
+			b := make([]byte, n)
+			fill(b)
+			if n >= 16 && bytes.Count(b, []byte{0}) > n/64+8 {
+				t.Errorf("%s(%d bytes) left %d zero bytes: not filled", name, n, bytes.Count(b, []byte{0}))
+			}
 		}
 	}
 }
