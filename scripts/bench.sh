@@ -88,7 +88,7 @@ if "$out/designfloor" "$store/design.lock" true; then
 	variants+=(design-floor="$out/designfloor $store/design.lock true")
 	ratios+=("design-floor / go-floor" "file / design-floor")
 else
-	echo "   (no writable cgroup v2 here: the design floor's rows are left out)"
+	echo "   (the design floor exited $? here, 125 without a writable cgroup v2: its rows are left out)"
 fi
 etcd_dir=$store/etcd-server pg_dir=$store/pg-server
 mkdir -p "$etcd_dir" "$pg_dir"

@@ -89,7 +89,7 @@ func harness(url string, raw *clientv3.Client) leasetest.Harness {
 			return s
 		},
 		TTL:          etcdlease.MinTTL,
-		TrimsAtStart: true, // the run history is trimmed at a start record, once every keep/10 + 1 runs
+		TrimsAtStart: true, // the run history is trimmed at a start record, once every keep/10 + 2 runs
 		Break: func(t *testing.T, _ lease.Store, name string) {
 			if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
 				t.Fatalf("Delete: %v", err)

@@ -32,8 +32,10 @@ import (
 // deletes every key below the keep-th valid record and the invalid keys
 // above it. So the history holds from keep to keep + slack + 1 keys, and
 // the trim, a Raft write of its own, comes once every slack + 1 runs, not at
-// every run. An end record replaces its start key and never grows the
-// history: one put, the write after a release.
+// every run. An end record is one put, the write after a release: it
+// replaces its start key (leaderrun writes a start before every end), and
+// one that finds none (its start failed, or was trimmed) stays until the
+// next start's trim.
 
 var _ lease.History = (*Store)(nil)
 

@@ -77,6 +77,7 @@ func main() {
 	child, err := syscall.ForkExec(argv0, os.Args[2:], &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2},
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: true, CgroupFD: cgfd}})
 	if err != nil {
+		_ = unix.Rmdir(cg)
 		os.Exit(126)
 	}
 	runs := os.Args[1] + ".runs"
