@@ -3,7 +3,8 @@
 # in one run so the ratios are fair:
 #   1. start-up cost side by side (scripts/startcost, round-robin medians):
 #      true, flock, the floor of a Go wrapper, the floor of leaderrun's
-#      design and a Go hello-world (built here), leaderrun -- true on the
+#      design (also built with leaderrun's libraries) and a Go hello-world
+#      (built here), leaderrun -- true on the
 #      file store (also --contain group and --history-keep 0), on Redis,
 #      etcd and PostgreSQL against their peer tools' locks, --version and
 #      --help; the ratios as a Markdown table;
@@ -51,6 +52,9 @@ echo "== 1. start-up cost side by side: medians of $runs rounds, every command o
 go build -o "$out/hello" ./scripts/startcost/hello
 go build -o "$out/floor" ./scripts/startcost/floor
 go build -o "$out/designfloor" ./scripts/startcost/designfloor
+# the design floor built as leaderrun is (its libraries, the signals it
+# catches): static, without urfave/cli's documentation renderers
+CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$out/libfloor" ./scripts/startcost/libfloor
 go build -o "$out/startcost" ./scripts/startcost
 # Every program measured is copied once, so that each runs as an installed
 # one does. The Go linker writes its output through a memory map, which
@@ -60,7 +64,7 @@ go build -o "$out/startcost" ./scripts/startcost
 # copied as linked (200 rounds, ext4, Linux 6.18), and the smaller
 # references gain less, so linked programs would overstate every ratio.
 settle() { for f; do cp "$f" "$f.copy" && mv "$f.copy" "$f"; done; }
-settle "$out"/leaderrun "$out"/leaderrun-* "$out/hello" "$out/floor" "$out/designfloor"
+settle "$out"/leaderrun "$out"/leaderrun-* "$out/hello" "$out/floor" "$out/designfloor" "$out/libfloor"
 peers=scripts/startcost/peers
 export ETCDCTL_API=3
 variants=(
@@ -68,6 +72,7 @@ variants=(
 	flock="flock $store/flock.lock true"
 	go-floor="$out/floor $store/floor.lock true"
 	go-hello="$out/hello"
+	lib-version="$out/libfloor --version"
 	version="$bin --version"
 	help="$bin --help"
 	file="$bin -q --store file://$store -- true"
@@ -78,15 +83,20 @@ variants=(
 	redis-cli-lock="$peers/redis-lock.sh $redis_addr true"
 )
 ratios=("flock / go-floor" "file / go-floor" "file-group / go-floor" "file-nohistory / go-floor"
-	"version / go-hello" "help / go-hello" "redis / redis-cli-lock" "redis-direct / redis-cli-lock")
+	"version / go-hello" "lib-version / go-hello" "version / lib-version" "help / go-hello" "redis / redis-cli-lock" "redis-direct / redis-cli-lock")
 # The floor of leaderrun's own design on the file store (lock and holder
 # record, a guard process from its own image, a cgroup for the child, the
 # history's two lines; scripts/startcost/designfloor): what is left between
 # it and leaderrun is leaderrun's code, not what its promises need. It needs
-# a writable cgroup v2 hierarchy, as leaderrun's cgroup does.
+# a writable cgroup v2 hierarchy, as leaderrun's cgroup does. The same
+# floor built with what leaderrun must be built with (urfave/cli,
+# fatih/color, log/slog, and the nine signals caught that a run forwards or
+# must survive; scripts/startcost/libfloor) is the least any program with
+# leaderrun's libraries and promises can cost; `libfloor --version` is the
+# least such a program pays to print its version.
 if "$out/designfloor" "$store/design.lock" true; then
-	variants+=(design-floor="$out/designfloor $store/design.lock true")
-	ratios+=("design-floor / go-floor" "file / design-floor")
+	variants+=(design-floor="$out/designfloor $store/design.lock true" lib-floor="$out/libfloor $store/lib.lock true")
+	ratios+=("design-floor / go-floor" "lib-floor / go-floor" "file / design-floor" "file / lib-floor")
 else
 	echo "   (the design floor exited $? here, 125 without a writable cgroup v2: its rows are left out)"
 fi
@@ -128,6 +138,7 @@ fi
 	| tee "$out/startup.txt"
 echo "   conditions: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) after the run; Markdown table in $out/startup.md"
 echo "   targets: file <= 1.5x go-floor (wall and CPU); redis, etcd, postgres <= 1.0x their peer; --version <= 1.1x go-hello"
+echo "   (lib-floor / go-floor and lib-version / go-hello: what the fixed libraries and promises cost before any code of leaderrun's; docs/performance.md)"
 # LEADERRUN_BENCH_ONLY=startup stops here (the start-up table alone).
 [ "${LEADERRUN_BENCH_ONLY:-}" != startup ] || exit 0
 
