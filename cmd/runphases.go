@@ -33,6 +33,7 @@ type runState struct {
 
 	// What close undoes, in the order prepareRun sets them up.
 	sigs   chan os.Signal
+	winch  bool        // SIGWINCH is forwarded: caught once the child runs
 	pre    *guardStart // the guard started ahead; a retry starts another
 	store  lease.Store
 	notify *notifier
@@ -63,6 +64,9 @@ func (r *runState) close() {
 // catchSignals starts the guard and catches the forwarded signals for the
 // whole run (while waiting, INT, TERM and HUP end the wait; once the child
 // runs, the runner forwards them), and SIGPIPE (keepStderrFromKilling).
+// SIGWINCH, whose default action is none, is caught only once the child
+// has started (supervise): until then there is nobody to pass a resize on
+// to, and catching it before the child's start delayed that start.
 // SIGHUP is caught only once the guard has been forked, and ignored until
 // then (about a millisecond, as before it was caught at all), so that the
 // guard inherits SIG_IGN for it and is never killed by it
@@ -77,12 +81,18 @@ func (r *runState) close() {
 func (r *runState) catchSignals() {
 	r.sigs = make(chan os.Signal, 16)
 	var rest []os.Signal
+	hup := false
 	for _, s := range runner.ForwardedSignals {
-		if s != syscall.SIGHUP {
+		switch s {
+		case syscall.SIGHUP:
+			hup = true
+		case syscall.SIGWINCH:
+			r.winch = true
+		default:
 			rest = append(rest, s)
 		}
 	}
-	if len(rest) == len(runner.ForwardedSignals) { // ignored since leaderrun started (nohup)
+	if !hup { // ignored since leaderrun started (nohup)
 		r.pre = startGuardAsync(r.e.guardPath(), nil)
 	} else {
 		signal.Ignore(syscall.SIGHUP)
@@ -314,6 +324,9 @@ func (r *runState) supervise(ld *leadership) childRun {
 		Cgroup:            ld.prot.cg,
 		Guard:             ld.prot.guard,
 		Started: func(int) {
+			if r.winch { // while the child starts up (catchSignals)
+				signal.Notify(r.sigs, syscall.SIGWINCH)
+			}
 			r.mon.started()
 			if r.notify != nil { // the status reads the time zone: only under systemd
 				r.notify.send("READY=1", "STATUS="+leadingStatus(rc.name, ld.info, time.Now()))

@@ -114,10 +114,12 @@ func (r *run) childChanged(st childState) {
 	}
 }
 
-// notifyJobSignals catches, for the whole call, SIGCONT (leaderrun continued
-// after it stopped with the child), SIGTTIN and SIGTTOU. The last two reach
-// leaderrun's own process group, which it shares with the other commands of a
-// pipeline: in `leaderrun -- make | less`, less reading or setting up the
+// notifyJobSignals catches, for the whole call, SIGTTIN and SIGTTOU;
+// notifyContinue catches SIGCONT (leaderrun continued after it stopped with
+// the child) once the child has started: its default action is none, and
+// leaderrun stops itself only with a stopped child. SIGTTIN and SIGTTOU
+// reach leaderrun's own process group, which it shares with the other
+// commands of a pipeline: in `leaderrun -- make | less`, less reading or setting up the
 // terminal that make holds sends them to leaderrun too, and a stopped
 // leaderrun would stop renewing the lease while make runs on. Caught signals
 // get their default action back in the child at exec (ignored ones would
@@ -132,15 +134,21 @@ func (r *run) childChanged(st childState) {
 // each costs a round trip to the Go runtime's signal-mask thread.
 func (r *run) notifyJobSignals() {
 	r.jobSigs = make(chan os.Signal, 4)
-	catch := []os.Signal{syscall.SIGCONT}
+	var catch []os.Signal
 	if r.term != nil || r.jobless != "" { // openTerminal opened /dev/tty
 		catch = append(catch, syscall.SIGTTIN)
 		if !r.term.tostop() {
 			catch = append(catch, syscall.SIGTTOU)
 		}
 	}
-	signal.Notify(r.jobSigs, catch...)
+	if len(catch) > 0 {
+		signal.Notify(r.jobSigs, catch...)
+	}
 }
+
+// notifyContinue catches SIGCONT, once the child has started (see
+// notifyJobSignals): catching it then overlaps the child's own start-up.
+func (r *run) notifyContinue() { signal.Notify(r.jobSigs, syscall.SIGCONT) }
 
 // jobSignal handles a job-control signal sent to leaderrun.
 func (r *run) jobSignal(s os.Signal) {

@@ -276,6 +276,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		return Result{}, classifyStartErr(cfg.Args[0], err)
 	}
+	r.notifyContinue()
 	r.pgid = pid
 	r.res.PID = r.pgid
 	r.log = r.log.With("pid", r.pgid)
