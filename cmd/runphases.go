@@ -74,7 +74,7 @@ func (r *runState) close() {
 // SIGHUP with the SIGCONT that wakes it.
 //
 // The guard's start comes first: catching a signal costs a round trip to
-// the Go runtime's signal-mask thread (about 35 µs), and the seven of them
+// the Go runtime's signal-mask thread (about 35 µs), and the six of them
 // then overlap the guard's fork and exec instead of delaying them, which
 // the child's start waits for. A signal in between gets its default
 // action, as one before catchSignals always did: nothing has started.

@@ -94,9 +94,9 @@ func TestDeadLogReader(t *testing.T) {
 	}
 }
 
-// The child's own SIGPIPE stays the default: a child writing into a
-// closed pipe dies of SIGPIPE (exit 141), and its signal mask of ignored
-// signals does not include SIGPIPE.
+// The child's own SIGPIPE stays the default although leaderrun catches it:
+// a child writing into a closed pipe dies of SIGPIPE (exit 141), and its
+// signal mask of ignored signals does not include SIGPIPE.
 func TestChildSIGPIPEIsDefault(t *testing.T) {
 	store := []string{"LEADERRUN_STORE=" + fileStore(t)}
 	cmd := exec.Command(lrBin, "--name", "sigign", "--", "grep", "^SigIgn", "/proc/self/status")
@@ -141,59 +141,25 @@ func TestChildSIGPIPEIsDefault(t *testing.T) {
 // WINCH are passed on while it runs, and TERM last, which it exits on.
 // USR1 goes first: once the child has reported it, leaderrun supervises
 // the child, and WINCH, caught once the child has started, is caught too.
+// The loop's sleep runs in the background, where a non-interactive shell
+// ignores QUIT (no core file), and the wait returns at each trapped signal.
 func TestForwardsEverySignal(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2, syscall.SIGWINCH}
 	script := `for s in HUP QUIT USR1 USR2 WINCH; do trap "echo $s" $s; done; trap "echo TERM; exit 0" TERM
-echo ready; while :; do sleep 0.05; done`
-	cmd := exec.Command(lrBin, "--name", "forward", "--", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", "LEADERRUN_STORE="+fileStore(t))
-	var stderr lockedBuffer
-	cmd.Stdout, cmd.Stderr = w, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+echo ready; while :; do sleep 1 & wait $!; done`
+	p := start(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--name", "forward", "--", "sh", "-c", script)
+	if l := p.line(); l != "ready" {
+		t.Fatalf("the child said %q; want ready", l)
 	}
-	w.Close()
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	await := func(want string) {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok || l != want {
-				t.Fatalf("the child said %q (open %v); want %q (stderr: %s)", l, ok, want, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the child did not say %q in 30s (stderr: %s)", want, stderr.String())
-		}
-	}
-	await("ready")
-	for _, s := range append(sigs, syscall.SIGTERM) {
-		if err := cmd.Process.Signal(s); err != nil {
+	for _, s := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGTERM} {
+		if err := p.cmd.Process.Signal(s); err != nil {
 			t.Fatal(err)
 		}
-		await(strings.TrimPrefix(unix.SignalName(s), "SIG"))
+		if l, want := p.line(), strings.TrimPrefix(unix.SignalName(s), "SIG"); l != want {
+			t.Fatalf("sent %s, the child said %q (stderr: %s)", want, l, p.stderr.String())
+		}
 	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("leaderrun did not exit in 30s after the child did")
+	if code := p.wait(); code != 0 {
+		t.Fatalf("leaderrun exited %d; want the child's 0 (stderr: %s)", code, p.stderr.String())
 	}
 }
 

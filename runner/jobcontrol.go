@@ -114,12 +114,11 @@ func (r *run) childChanged(st childState) {
 	}
 }
 
-// notifyJobSignals catches, for the whole call, SIGTTIN and SIGTTOU;
-// notifyContinue catches SIGCONT (leaderrun continued after it stopped with
-// the child) once the child has started: its default action is none, and
-// leaderrun stops itself only with a stopped child. SIGTTIN and SIGTTOU
-// reach leaderrun's own process group, which it shares with the other
-// commands of a pipeline: in `leaderrun -- make | less`, less reading or setting up the
+// notifyJobSignals catches, for the whole call, SIGCONT (leaderrun continued
+// after it stopped with the child, or the shell's fg, which gives the child
+// the terminal), SIGTTIN and SIGTTOU. SIGTTIN and SIGTTOU reach leaderrun's
+// own process group, which it shares with the other commands of a
+// pipeline: in `leaderrun -- make | less`, less reading or setting up the
 // terminal that make holds sends them to leaderrun too, and a stopped
 // leaderrun would stop renewing the lease while make runs on. Caught signals
 // get their default action back in the child at exec (ignored ones would
@@ -131,24 +130,31 @@ func (r *run) childChanged(st childState) {
 // Without a controlling terminal (cron, systemd, CI), SIGTTIN and SIGTTOU
 // are left alone too: the kernel raises them only for a controlling
 // terminal, which no process of leaderrun's session then has, and catching
-// each costs a round trip to the Go runtime's signal-mask thread.
+// each costs a round trip to the Go runtime's signal-mask thread. SIGCONT
+// is then caught once the child has started (notifyContinue): its default
+// action is none, and without a terminal to hand over it matters only to
+// a stopped child, which supervise alone can see; catching it just before
+// the child's fork delayed the child's start.
 func (r *run) notifyJobSignals() {
 	r.jobSigs = make(chan os.Signal, 4)
-	var catch []os.Signal
-	if r.term != nil || r.jobless != "" { // openTerminal opened /dev/tty
-		catch = append(catch, syscall.SIGTTIN)
-		if !r.term.tostop() {
-			catch = append(catch, syscall.SIGTTOU)
-		}
+	if r.term == nil && r.jobless == "" { // no /dev/tty (openTerminal)
+		return
 	}
-	if len(catch) > 0 {
-		signal.Notify(r.jobSigs, catch...)
+	catch := []os.Signal{syscall.SIGCONT, syscall.SIGTTIN}
+	if !r.term.tostop() {
+		catch = append(catch, syscall.SIGTTOU)
 	}
+	signal.Notify(r.jobSigs, catch...)
+	r.contCaught = true
 }
 
-// notifyContinue catches SIGCONT, once the child has started (see
-// notifyJobSignals): catching it then overlaps the child's own start-up.
-func (r *run) notifyContinue() { signal.Notify(r.jobSigs, syscall.SIGCONT) }
+// notifyContinue catches SIGCONT once the child has started, where
+// notifyJobSignals left it (no controlling terminal).
+func (r *run) notifyContinue() {
+	if !r.contCaught {
+		signal.Notify(r.jobSigs, syscall.SIGCONT)
+	}
+}
 
 // jobSignal handles a job-control signal sent to leaderrun.
 func (r *run) jobSignal(s os.Signal) {

@@ -156,9 +156,10 @@ type Config struct {
 	// ForwardedSignals for the duration of the call.
 	Signals <-chan os.Signal
 	// KeepSignalsCaught leaves the job-control signals Run catches
-	// (notifyJobSignals) caught when it returns, for a caller that exits
-	// right after: giving a signal back (signal.Stop) costs a round trip to
-	// the Go runtime's signal-mask thread each, about 0.1 ms for the three.
+	// (notifyJobSignals, notifyContinue) caught when it returns, for a
+	// caller that exits right after: giving a signal back (signal.Stop)
+	// costs a round trip to the Go runtime's signal-mask thread each, about
+	// 0.1 ms for the three.
 	// One arriving after Run returned is then dropped. A process that calls
 	// Run again keeps one registration per call, so callers that live on
 	// leave it false.
@@ -426,6 +427,7 @@ type run struct {
 	childStopped bool           // the child was last reported stopped, not continued
 	suspended    bool           // leaderrun stopped itself with the child, and was not continued since
 	jobSigs      chan os.Signal // SIGCONT, SIGTTIN and SIGTTOU, caught during the call
+	contCaught   bool           // SIGCONT is caught already (notifyJobSignals)
 }
 
 func newRun(cfg Config) *run {
