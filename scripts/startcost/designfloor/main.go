@@ -18,5 +18,5 @@ func main() {
 		floor.Guard()
 		return
 	}
-	floor.Run(os.Args[1], os.Args[2:], nil)
+	floor.Run(os.Args[1], os.Args[2:], floor.Hooks{})
 }

@@ -1,9 +1,10 @@
 // Command libfloor is the design floor (package floor) built the way
 // leaderrun must be built: its command line read by urfave/cli, with
 // fatih/color and log/slog linked for its messages, and the nine signals a
-// run forwards or must survive caught before the child starts (os/signal
-// is the only way a Go program catches a signal, each a round trip to the
-// runtime's signal-mask thread). scripts/bench.sh measures leaderrun
+// run forwards or must survive caught where leaderrun catches them, seven
+// before the child starts and two once it has (os/signal is the only way
+// a Go program catches a signal, each a round trip to the runtime's
+// signal-mask thread). scripts/bench.sh measures leaderrun
 // against it: `libfloor --version` is the least a program with these
 // libraries pays to print its version, `libfloor FILE COMMAND` the least a
 // file run pays. What leaderrun adds to it is leaderrun's own code.
@@ -41,11 +42,11 @@ func main() {
 				return cli.Exit(color.RedString("libfloor [--no-signals] FILE COMMAND [ARGS...]"), 125)
 			}
 			slog.Debug("run", "file", c.Args().First())
-			catch := catchSignals
+			h := floor.Hooks{AfterGuard: catchSignals, AfterChild: catchChildSignals}
 			if c.Bool("no-signals") {
-				catch = nil
+				h = floor.Hooks{}
 			}
-			floor.Run(c.Args().First(), c.Args().Tail(), catch)
+			floor.Run(c.Args().First(), c.Args().Tail(), h)
 			return nil
 		},
 	}
@@ -54,11 +55,19 @@ func main() {
 	}
 }
 
+// signals receives what is caught; nobody reads it.
+var signals = make(chan os.Signal, 16)
+
 // catchSignals catches what leaderrun catches before its child starts: the
-// seven signals it forwards, PIPE (so that a closed stderr cannot kill it)
-// and CONT (job control). Like leaderrun, it does so once the guard has
-// been forked, overlapping the guard's start.
+// six signals it forwards whose default would end it, and PIPE (so that a
+// closed stderr cannot kill it). Like leaderrun, it does so once the guard
+// has been forked, overlapping the guard's start.
 func catchSignals() {
-	signal.Notify(make(chan os.Signal, 16), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGPIPE, syscall.SIGCONT)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 }
+
+// catchChildSignals catches what leaderrun catches once its child has
+// started: WINCH, which it forwards, and CONT (job control), whose default
+// actions are none.
+func catchChildSignals() { signal.Notify(signals, syscall.SIGWINCH, syscall.SIGCONT) }

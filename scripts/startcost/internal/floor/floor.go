@@ -49,18 +49,27 @@ func Guard() {
 // IsGuard reports whether args (os.Args) start the guard.
 func IsGuard(args []string) bool { return len(args) == 2 && args[1] == GuardArg }
 
+// Hooks are what a program built on the floor does besides its steps.
+type Hooks struct {
+	// AfterGuard runs once the guard has been forked, before the cgroup and
+	// the child (leaderrun catches most of its signals there, overlapping
+	// the guard's start).
+	AfterGuard func()
+	// AfterChild runs once the child has started (leaderrun catches WINCH
+	// and CONT there).
+	AfterChild func()
+}
+
 // Run runs argv under the lock on file, as the package comment says, and
-// exits with its status. afterGuard, when not nil, runs once the guard has
-// been forked, before the cgroup and the child (leaderrun catches its
-// signals there, overlapping the guard's start).
-func Run(file string, argv []string, afterGuard func()) {
+// exits with its status. A nil hook is skipped.
+func Run(file string, argv []string, h Hooks) {
 	f, host, start := lock(file)
 	// The guard and the child are started with syscall.ForkExec, as
 	// leaderrun starts them: os/exec's first start forks a process of its
 	// own to probe for pidfds.
 	guard, toGuard := startGuard(f)
-	if afterGuard != nil {
-		afterGuard()
+	if h.AfterGuard != nil {
+		h.AfterGuard()
 	}
 	cg, cgfd := newCgroup()
 	argv0, err := exec.LookPath(argv[0])
@@ -72,6 +81,9 @@ func Run(file string, argv []string, afterGuard func()) {
 	if err != nil {
 		_ = unix.Rmdir(cg)
 		os.Exit(126)
+	}
+	if h.AfterChild != nil {
+		h.AfterChild()
 	}
 	runs := file + ".runs"
 	appendLine(runs, fmt.Appendf(nil, "%s %s start\n", host, start.Format(time.RFC3339Nano)))
