@@ -361,7 +361,13 @@ func acquireOutcome(err error, rc runConfig) *outcome {
 func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
 	defer cancel()
-	if err := l.Release(ctx); err != nil {
+	return releaseAnswer(l.Release(ctx), log)
+}
+
+// releaseAnswer logs the store's answer err to a release and returns it
+// when it says the lease was no longer ours (see releaseLease).
+func releaseAnswer(err error, log *slog.Logger) error {
+	if err != nil {
 		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
 			log.Debug("lease was no longer ours at release", "err", err)
 			return err

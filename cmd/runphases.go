@@ -381,7 +381,7 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	r.endBeforeRelease(ch, cause, treeGone) // --once-per: the next holder reads it
 	if !treeGone {
 		log.Warn("processes of the child's tree may still run; not releasing the lease, it will expire by itself")
-	} else if err := releaseHeld(ld.l, holdLeft(rc.hold, ld.sentAt, cause), r.timing, log); err != nil && cause == nil && res.PID != 0 {
+	} else if err := r.release(ld, ch, cause); err != nil && cause == nil && res.PID != 0 {
 		// Not ours at release, and the keeper never noticed: the store lost
 		// or gave away the lease between two renewals (a deleted key, a
 		// restart without persistence). Leadership was not held for the
@@ -398,6 +398,32 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 	r.mon.wait()
 	ld.prot.finish(treeGone, log)
 	return o
+}
+
+// release gives ld's lease up, with the rest of --hold-at-least, once the
+// child's tree is gone. A lease that can carry the run's end record
+// (lease.EndingRelease) takes it along when nothing is held, with the
+// outcome of a release that succeeds: the end then costs no store round
+// trip of its own. finish writes the end again only if the outcome changed
+// (the lease was no longer ours, or the release failed).
+func (r *runState) release(ld *leadership, ch childRun, cause error) error {
+	hold := holdLeft(r.rc.hold, ld.sentAt, cause)
+	el, ok := ld.l.(lease.EndingRelease)
+	if !ok || hold > 0 {
+		return releaseHeld(ld.l, hold, r.timing, r.log)
+	}
+	o, ro := r.outcome(ch.res, ch, cause, true)
+	end, ok := ch.rec.endForRelease(ro, o.code, ch.res.Signal)
+	if !ok {
+		return releaseLease(ld.l, r.timing, r.log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timing.CallTimeout)
+	defer cancel()
+	err := el.ReleaseEnding(ctx, end)
+	if err == nil {
+		ch.rec.endedWith(end)
+	}
+	return releaseAnswer(err, r.log)
 }
 
 // outcome says how the run ended, for the exit code and the final line

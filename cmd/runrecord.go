@@ -74,17 +74,39 @@ func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
 		// format error every night) would add a record a run for good.
 		r.write(r.run)
 	}
-	run := r.run
-	run.End, run.Outcome, run.ExitCode = wallclock.Now().UTC(), o, code
-	if sig != 0 {
-		run.Signal = unix.SignalName(sig)
-	}
+	run := r.endOf(o, code, sig)
 	if e := r.ended; e != nil && e.Outcome == run.Outcome && e.ExitCode == run.ExitCode && e.Signal == run.Signal {
 		return // the same end again
 	}
 	r.ended = &run
 	r.write(run)
 }
+
+// endOf is the run's end record, ending now.
+func (r *runRecord) endOf(o lease.Outcome, code int, sig syscall.Signal) lease.Run {
+	run := r.run
+	run.End, run.Outcome, run.ExitCode = wallclock.Now().UTC(), o, code
+	if sig != 0 {
+		run.Signal = unix.SignalName(sig)
+	}
+	return run
+}
+
+// endForRelease is the run's end record for a release that carries it
+// (lease.EndingRelease), which need not wait for the start write: a start
+// that lands after never replaces the end there. ok is false when there is
+// none to carry: no history, an end written already (--once-per), or a
+// child that never started (end writes its start first). endedWith says it
+// was written; end still waits for the start write.
+func (r *runRecord) endForRelease(o lease.Outcome, code int, sig syscall.Signal) (run lease.Run, ok bool) {
+	if r.h == nil || r.ended != nil || r.started == nil {
+		return lease.Run{}, false
+	}
+	return r.endOf(o, code, sig), true
+}
+
+// endedWith records that run, an end record, was written (by the release).
+func (r *runRecord) endedWith(run lease.Run) { r.ended = &run }
 
 func (r *runRecord) write(run lease.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)

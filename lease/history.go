@@ -104,12 +104,29 @@ type History interface {
 	// keep until then (the file store, Azure and etcd: about one run in
 	// ten). A store whose server has a clock may record its reading at the
 	// write as the end, in place of r.End, when r has one. A run's end
-	// record costs one store round trip.
+	// record costs one store round trip, or none of its own where the
+	// lease can carry it (EndingRelease).
 	RecordRun(ctx context.Context, r Run, keep int) error
 	// Runs returns up to limit valid runs (CheckRun) of name, newest
 	// (highest token) first; limit <= 0 means all the store keeps. A name
 	// without history gives an empty slice and no error.
 	Runs(ctx context.Context, name string, limit int) ([]Run, error)
+}
+
+// EndingRelease is the optional capability of a Lease, taken from a store
+// that keeps a run history (History), to give the lease up and write its
+// run's end record in one atomic write to the store, so that the end costs
+// the run no round trip after the release. ReleaseEnding is Release with
+// run (an end record: run.Ended(), with this lease's Name and Token)
+// written as RecordRun writes an end: both happen, or, when the lease is no
+// longer ours (an error wrapping ErrNotHeld or ErrLost), neither. After any
+// other error the caller cannot tell whether they happened; it writes the
+// record again with RecordRun, which replaces it. The run's start record
+// may still be on its way (RecordRun, from another goroutine) when
+// ReleaseEnding is called: a start that lands after the end never replaces
+// it.
+type EndingRelease interface {
+	ReleaseEnding(ctx context.Context, run Run) error
 }
 
 // HistoryKeep returns the number of runs to keep for a RecordRun keep

@@ -25,15 +25,13 @@
 //     keeps.) The client's background
 //     keep-alive is never used: the keeper decides when to renew, and each
 //     renewal is bounded by its deadline.
-//   - release = a transaction "if the key is still ours: delete it", then
-//     Revoke of our etcd lease. A revoke alone could never delete another
-//     holder's key either (only keys attached to our lease go), but the
-//     transaction is what tells whether the key was still ours. The revoke
-//     only tidies (the lease holds no key any more, and would expire by
-//     itself): Release returns after the transaction, and the revoke runs
-//     on a goroutine the Store owns, so that it overlaps what the caller
-//     does next (the run's end record, a Raft write too) instead of
-//     preceding it; Close waits for it.
+//   - release = a transaction "if the key is still ours: delete it" (and,
+//     with ReleaseEnding, "put the run's end record" in the same
+//     transaction, so a run's end costs no Raft write of its own). Our
+//     etcd lease is not revoked: nothing is attached to it any more, and
+//     it runs out its TTL by itself, as `etcdctl lock` leaves its session's
+//     lease; a revoke would be one more Raft write before leaderrun could
+//     exit.
 //
 // # Fencing tokens
 //
@@ -425,20 +423,6 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
-// revokeLater revokes a lease we no longer use from a goroutine the Store
-// owns (Close waits for it, at most a call timeout); when the Store is
-// closed already, it revokes at once.
-func (s *Store) revokeLater(ctx context.Context, id clientv3.LeaseID) {
-	revoke := func() {
-		cctx, cancel := s.callCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		s.revoke(cctx, id)
-	}
-	if !s.bg.Go(revoke) {
-		revoke()
-	}
-}
-
 // Status returns the current holder (ID left out) with its remaining TTL, or
 // nil when the lease is free: a linearizable read of the key, then the
 // remaining TTL of its etcd lease.
@@ -569,11 +553,29 @@ func keepAliveOnce(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseI
 	return nil
 }
 
-// Release deletes the key if it is still ours, then has our etcd lease
-// (which would only delete keys attached to it) revoked in the background
-// (revokeLater). It wraps lease.ErrNotHeld when the key is gone or another
+// Release deletes the key if it is still ours, and leaves our etcd lease,
+// which nothing is attached to any more, to run out (see the package
+// comment). It wraps lease.ErrNotHeld when the key is gone or another
 // holder's.
-func (l *etcdLease) Release(ctx context.Context) error {
+func (l *etcdLease) Release(ctx context.Context) error { return l.release(ctx) }
+
+// ReleaseEnding is Release with run, the end record of the run this lease
+// was taken for, written to the history in the same transaction (see
+// lease.EndingRelease): the key is deleted and the record put only while
+// the key is still ours, so a run's end costs no Raft write of its own.
+func (l *etcdLease) ReleaseEnding(ctx context.Context, run lease.Run) error {
+	b, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	return l.release(ctx, clientv3.OpPut(runKey(l.s.runKeys(run.Name), run.Token), string(b)))
+}
+
+var _ lease.EndingRelease = (*etcdLease)(nil)
+
+// release deletes the key if it is still ours, with also (history
+// records) in the same transaction; see Release.
+func (l *etcdLease) release(ctx context.Context, also ...clientv3.Op) error {
 	cctx, cancel := l.s.callCtx(ctx)
 	defer cancel()
 	key := l.s.key(l.info.Name)
@@ -582,14 +584,13 @@ func (l *etcdLease) Release(ctx context.Context) error {
 		tr, err = cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.rev),
 				clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)).
-			Then(clientv3.OpDelete(key)).
+			Then(append([]clientv3.Op{clientv3.OpDelete(key)}, also...)...).
 			Commit()
 		return err
 	})
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}
-	l.s.revokeLater(ctx, l.id)
 	if !tr.Succeeded {
 		return lease.NewError(fmt.Sprintf("%s no longer had our key of lease %s at release (it expired, was deleted, or another holder took the lease)", l.s.cfg.where, l.info.Name), lease.ErrNotHeld)
 	}

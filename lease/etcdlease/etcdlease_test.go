@@ -422,19 +422,14 @@ func TestLongerMinimumTTLRefused(t *testing.T) {
 	}
 }
 
-// TestReleaseRevokedByClose: Release leaves the revoke of its etcd lease to
-// the background, and Close waits for it: once Close has returned, the
-// lease the key was attached to is gone from the cluster, not left to run
-// out its TTL.
-func TestReleaseRevokedByClose(t *testing.T) {
+// TestReleaseLeavesLeaseEmpty: Release deletes the key and leaves the
+// etcd lease it was attached to with no key, to run out its TTL by itself
+// (a revoke would be one more Raft write before leaderrun exits).
+func TestReleaseLeavesLeaseEmpty(t *testing.T) {
 	t.Parallel()
 	url := need(t, "LEADERRUN_TEST_ETCD_URL")
-	raw := plain(t, url)
-	s, err := etcdlease.Open(ctxT(t), url, etcdlease.Options{CallTimeout: time.Second})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	name := "revoke-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	raw, s := plain(t, url), open(t, url, etcdlease.Options{CallTimeout: time.Second})
+	name := "release-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
@@ -447,15 +442,63 @@ func TestReleaseRevokedByClose(t *testing.T) {
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
+	if gr, err = raw.Get(ctxT(t), etcdlease.DefaultPrefix+name); err != nil || len(gr.Kvs) != 0 {
+		t.Fatalf("the key after Release: %v, %v; want none", gr.Kvs, err)
 	}
-	ttl, err := raw.TimeToLive(ctxT(t), id)
+	ttl, err := raw.TimeToLive(ctxT(t), id, clientv3.WithAttachedKeys())
 	if err != nil {
 		t.Fatalf("TimeToLive: %v", err)
 	}
-	if ttl.TTL != -1 {
-		t.Fatalf("the released lease %x still lives after Close (TTL %d s); want it revoked", int64(id), ttl.TTL)
+	if len(ttl.Keys) != 0 || ttl.TTL > int64(etcdlease.MinTTL/time.Second) {
+		t.Fatalf("the released lease %x: keys %q, TTL %d s; want no key and at most its grant", int64(id), ttl.Keys, ttl.TTL)
+	}
+}
+
+// TestReleaseEnding: the end record goes with the release, in one
+// transaction: a start record of the same run that lands after it does not
+// replace it, and a lease no longer ours writes nothing (ErrNotHeld).
+func TestReleaseEnding(t *testing.T) {
+	t.Parallel()
+	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	raw, s := plain(t, url), open(t, url, etcdlease.Options{CallTimeout: time.Second})
+	name := "ending-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	info := l.Info()
+	start := lease.Run{Name: name, Label: "h:1", Token: info.Token, Start: time.Now().Add(-time.Second).UTC()}
+	end := start
+	end.End, end.Outcome, end.ExitCode = time.Now().UTC(), lease.OutcomeFailed, 3
+	if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), end); err != nil {
+		t.Fatalf("ReleaseEnding: %v", err)
+	}
+	if gr, err := raw.Get(ctxT(t), etcdlease.DefaultPrefix+name); err != nil || len(gr.Kvs) != 0 {
+		t.Fatalf("the key after ReleaseEnding: %v, %v; want none", gr.Kvs, err)
+	}
+	if err := s.RecordRun(ctxT(t), start, 0); err != nil { // the start, late
+		t.Fatalf("RecordRun(start): %v", err)
+	}
+	runs, err := s.Runs(ctxT(t), name, 0)
+	if err != nil || len(runs) != 1 || !runs[0].Ended() || runs[0].ExitCode != 3 {
+		t.Fatalf("Runs: %+v, %v; want the one run, ended with code 3", runs, err)
+	}
+
+	// Taken by another since: nothing written, ErrNotHeld.
+	l2, err := s.TryAcquire(ctxT(t), req(name, "b", etcdlease.MinTTL))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
+		t.Fatal(err)
+	}
+	end2 := end
+	end2.Token = l2.Info().Token
+	if err := l2.(lease.EndingRelease).ReleaseEnding(ctxT(t), end2); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("ReleaseEnding of a deleted key: %v; want ErrNotHeld", err)
+	}
+	if runs, err := s.Runs(ctxT(t), name, 0); err != nil || len(runs) != 1 {
+		t.Fatalf("Runs after a refused ReleaseEnding: %+v, %v; want the first run only", runs, err)
 	}
 }
 

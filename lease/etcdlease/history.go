@@ -69,20 +69,23 @@ func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {
 	defer cancel()
 	var tr *clientv3.TxnResponse
 	err = s.do(cctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		put := clientv3.OpPut(runKey(prefix, r.Token), string(b))
+		key := runKey(prefix, r.Token)
+		put := clientv3.OpPut(key, string(b))
 		if r.Ended() {
 			_, err = cli.Do(ctx, put)
 			return err
 		}
-		tr, err = cli.Txn(ctx).Then(put,
-			clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly()),
-		).Commit()
+		// A start never replaces a record: the end may be there already,
+		// written with the release (ReleaseEnding) while this was on its way.
+		count := clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly())
+		tr, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(put, count).Else(count).Commit()
 		return err
 	})
 	if err != nil {
 		return s.classify("record run of "+r.Name, err)
 	}
-	if tr == nil || tr.Responses[1].GetResponseRange().Count <= int64(keep+slack(keep)) {
+	if tr == nil || tr.Responses[len(tr.Responses)-1].GetResponseRange().Count <= int64(keep+slack(keep)) {
 		return nil // an end, or nothing beyond the cap and its slack, whatever is valid
 	}
 	if err := s.trimRuns(cctx, r.Name, keep); err != nil {
