@@ -389,9 +389,10 @@ func (r *runState) finish(ld *leadership, ch childRun) *outcome {
 		cause = lease.NewError(fmt.Sprintf("the lease was no longer ours when the child had finished (%v)", err), lease.ErrLost, err)
 	}
 	ld.prot.dismiss(treeGone, log)
-	// The run's end goes to the history after the release: it never
-	// delays the next holder, and a failed write changes no exit code.
-	// The guard, dismissed, exits meanwhile; finish reaps it.
+	// The run's end goes to the history with the release (release) or
+	// after it: it never delays the next holder, and a failed write
+	// changes no exit code. The guard, dismissed, exits meanwhile; finish
+	// reaps it.
 	o, ro := r.outcome(res, ch, cause, treeGone)
 	r.mon.ended(runReportOf(rc, ld, o, ro))
 	ch.rec.end(ro, o.code, res.Signal)

@@ -29,7 +29,7 @@ type runRecord struct {
 	log     *slog.Logger
 	started chan struct{} // closed when the start write is done; nil if none began
 	warned  bool          // a failed write was warned about (the end write follows the start's)
-	ended   *lease.Run    // the end written already (--once-per writes it before the release)
+	ended   *lease.Run    // the end written already (--once-per, before the release; endedWith, with it)
 }
 
 // newRunRecord prepares the record of the acquisition info.
@@ -60,7 +60,8 @@ func (r *runRecord) start() {
 }
 
 // end writes the run's end, replacing its start record: one store round
-// trip, after the release.
+// trip, after the release, unless the release carried this same end
+// (endedWith). It waits for the start write in any case.
 func (r *runRecord) end(o lease.Outcome, code int, sig syscall.Signal) {
 	if r.h == nil {
 		return

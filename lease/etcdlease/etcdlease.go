@@ -563,12 +563,27 @@ func (l *etcdLease) Release(ctx context.Context) error { return l.release(ctx) }
 // was taken for, written to the history in the same transaction (see
 // lease.EndingRelease): the key is deleted and the record put only while
 // the key is still ours, so a run's end costs no Raft write of its own.
+//
+// etcd refuses a transaction that puts a key when it is out of space (its
+// NOSPACE alarm, which lets deletes through) or when the user may not write
+// the history's keys, before applying any of it: the lease is then released
+// by itself, and the end is left to the caller's RecordRun.
 func (l *etcdLease) ReleaseEnding(ctx context.Context, run lease.Run) error {
+	if run.Name != l.info.Name || run.Token != l.info.Token || !run.Ended() {
+		return fmt.Errorf("release of lease %s (token %d) with the end record of %s (token %d, ended %v): not this lease's end", l.info.Name, l.info.Token, run.Name, run.Token, run.Ended())
+	}
 	b, err := json.Marshal(run)
 	if err != nil {
 		return err
 	}
 	return l.release(ctx, clientv3.OpPut(runKey(l.s.runKeys(run.Name), run.Token), string(b)))
+}
+
+// refusedPut reports whether err is etcd refusing a write for the put it
+// carries, before applying anything: out of space, or no permission.
+func refusedPut(err error) bool {
+	var ee rpctypes.EtcdError
+	return errors.As(err, &ee) && (ee == rpctypes.ErrNoSpace || ee == rpctypes.ErrPermissionDenied)
 }
 
 var _ lease.EndingRelease = (*etcdLease)(nil)
@@ -588,6 +603,9 @@ func (l *etcdLease) release(ctx context.Context, also ...clientv3.Op) error {
 			Commit()
 		return err
 	})
+	if len(also) > 0 && refusedPut(err) { // nothing applied (ReleaseEnding)
+		return l.release(ctx)
+	}
 	if err != nil {
 		return l.s.classify("release "+l.info.Name, err)
 	}

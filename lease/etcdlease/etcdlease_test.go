@@ -423,14 +423,19 @@ func TestLongerMinimumTTLRefused(t *testing.T) {
 }
 
 // TestReleaseLeavesLeaseEmpty: Release deletes the key and leaves the
-// etcd lease it was attached to with no key, to run out its TTL by itself
-// (a revoke would be one more Raft write before leaderrun exits).
+// etcd lease it was attached to alive with no key, to run out its TTL by
+// itself (a revoke would be one more Raft write before leaderrun exits),
+// also once the store is closed.
 func TestReleaseLeavesLeaseEmpty(t *testing.T) {
 	t.Parallel()
 	url := need(t, "LEADERRUN_TEST_ETCD_URL")
-	raw, s := plain(t, url), open(t, url, etcdlease.Options{CallTimeout: time.Second})
+	raw := plain(t, url)
+	s, err := etcdlease.Open(ctxT(t), url, etcdlease.Options{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
 	name := "release-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
+	l, err := s.TryAcquire(ctxT(t), req(name, "a", 30*time.Second))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
@@ -442,6 +447,9 @@ func TestReleaseLeavesLeaseEmpty(t *testing.T) {
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	if gr, err = raw.Get(ctxT(t), etcdlease.DefaultPrefix+name); err != nil || len(gr.Kvs) != 0 {
 		t.Fatalf("the key after Release: %v, %v; want none", gr.Kvs, err)
 	}
@@ -449,56 +457,70 @@ func TestReleaseLeavesLeaseEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeToLive: %v", err)
 	}
-	if len(ttl.Keys) != 0 || ttl.TTL > int64(etcdlease.MinTTL/time.Second) {
-		t.Fatalf("the released lease %x: keys %q, TTL %d s; want no key and at most its grant", int64(id), ttl.Keys, ttl.TTL)
+	if len(ttl.Keys) != 0 || ttl.TTL <= 0 {
+		t.Fatalf("the released lease %x: keys %q, TTL %d s; want it alive with no key", int64(id), ttl.Keys, ttl.TTL)
 	}
 }
 
 // TestReleaseEnding: the end record goes with the release, in one
-// transaction: a start record of the same run that lands after it does not
-// replace it, and a lease no longer ours writes nothing (ErrNotHeld).
+// transaction, and replaces the run's start record whether that was written
+// before it or lands after it; a lease no longer ours writes nothing
+// (ErrNotHeld), and an end record of another run is refused.
 func TestReleaseEnding(t *testing.T) {
 	t.Parallel()
 	url := need(t, "LEADERRUN_TEST_ETCD_URL")
 	raw, s := plain(t, url), open(t, url, etcdlease.Options{CallTimeout: time.Second})
 	name := "ending-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+	run := func(startFirst bool, code int) {
+		t.Helper()
+		l, err := s.TryAcquire(ctxT(t), req(name, "a", etcdlease.MinTTL))
+		if err != nil {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		start := lease.Run{Name: name, Label: "h:1", Token: l.Info().Token, Start: time.Now().Add(-time.Second).UTC()}
+		if startFirst {
+			if err := s.RecordRun(ctxT(t), start, 0); err != nil {
+				t.Fatalf("RecordRun(start): %v", err)
+			}
+		}
+		end := start
+		end.End, end.Outcome, end.ExitCode = time.Now().UTC(), lease.OutcomeFailed, code
+		if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), start); err == nil {
+			t.Fatal("ReleaseEnding took a start record for an end")
+		}
+		if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), end); err != nil {
+			t.Fatalf("ReleaseEnding: %v", err)
+		}
+		if !startFirst {
+			if err := s.RecordRun(ctxT(t), start, 0); err != nil { // the start, late
+				t.Fatalf("RecordRun(start): %v", err)
+			}
+		}
 	}
-	info := l.Info()
-	start := lease.Run{Name: name, Label: "h:1", Token: info.Token, Start: time.Now().Add(-time.Second).UTC()}
-	end := start
-	end.End, end.Outcome, end.ExitCode = time.Now().UTC(), lease.OutcomeFailed, 3
-	if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), end); err != nil {
-		t.Fatalf("ReleaseEnding: %v", err)
-	}
+	run(true, 3)
+	run(false, 4)
 	if gr, err := raw.Get(ctxT(t), etcdlease.DefaultPrefix+name); err != nil || len(gr.Kvs) != 0 {
 		t.Fatalf("the key after ReleaseEnding: %v, %v; want none", gr.Kvs, err)
 	}
-	if err := s.RecordRun(ctxT(t), start, 0); err != nil { // the start, late
-		t.Fatalf("RecordRun(start): %v", err)
-	}
 	runs, err := s.Runs(ctxT(t), name, 0)
-	if err != nil || len(runs) != 1 || !runs[0].Ended() || runs[0].ExitCode != 3 {
-		t.Fatalf("Runs: %+v, %v; want the one run, ended with code 3", runs, err)
+	if err != nil || len(runs) != 2 || !runs[0].Ended() || runs[0].ExitCode != 4 || !runs[1].Ended() || runs[1].ExitCode != 3 {
+		t.Fatalf("Runs: %+v, %v; want the two runs, ended with codes 4 and 3", runs, err)
 	}
 
-	// Taken by another since: nothing written, ErrNotHeld.
-	l2, err := s.TryAcquire(ctxT(t), req(name, "b", etcdlease.MinTTL))
+	// The key deleted behind our back: nothing written, ErrNotHeld.
+	l, err := s.TryAcquire(ctxT(t), req(name, "b", etcdlease.MinTTL))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
 	if _, err := raw.Delete(ctxT(t), etcdlease.DefaultPrefix+name); err != nil {
 		t.Fatal(err)
 	}
-	end2 := end
-	end2.Token = l2.Info().Token
-	if err := l2.(lease.EndingRelease).ReleaseEnding(ctxT(t), end2); !errors.Is(err, lease.ErrNotHeld) {
+	end := lease.Run{Name: name, Label: "h:1", Token: l.Info().Token, Start: time.Now().Add(-time.Second).UTC(), End: time.Now().UTC(), Outcome: lease.OutcomeOK}
+	if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), end); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("ReleaseEnding of a deleted key: %v; want ErrNotHeld", err)
 	}
-	if runs, err := s.Runs(ctxT(t), name, 0); err != nil || len(runs) != 1 {
-		t.Fatalf("Runs after a refused ReleaseEnding: %+v, %v; want the first run only", runs, err)
+	if runs, err := s.Runs(ctxT(t), name, 0); err != nil || len(runs) != 2 {
+		t.Fatalf("Runs after a refused ReleaseEnding: %+v, %v; want the two runs only", runs, err)
 	}
 }
 

@@ -26,16 +26,19 @@ import (
 // above the real ones to push them out, is no run: it never counts towards
 // the cap, readers skip it, and the trim deletes the ones it meets.
 //
-// A start record is one transaction: put the run, and count the keys of
-// the history. When they number more than keep + slack (slack = keep/10 +
-// 1), a second request reads the newest keys with their values, and a third
+// A start record is one transaction: put the run unless its key exists
+// (the end may be there already: see below), and count the keys of the
+// history. When they number more than keep + slack (slack = keep/10 + 1),
+// a second request reads the newest keys with their values, and a third
 // deletes every key below the keep-th valid record and the invalid keys
 // above it. So the history holds from keep to keep + slack + 1 keys, and
-// the trim, a Raft write of its own, comes once every slack + 1 runs, not at
-// every run. An end record is one put, the write after a release: it
-// replaces its start key (leaderrun writes a start before every end), and
-// one that finds none (its start failed, or was trimmed) stays until the
-// next start's trim.
+// the trim, a Raft write of its own, comes once every slack + 1 runs, not
+// at every run. An end record is a put that replaces its start key
+// (leaderrun writes a start before every end): one of its own, or part of
+// the release's transaction (ReleaseEnding), which may commit before the
+// start it replaces, whose transaction then writes nothing. One that finds
+// no start (its start failed, or was trimmed) stays until the next start's
+// trim.
 
 var _ lease.History = (*Store)(nil)
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/etcdlease"
 )
@@ -51,4 +53,34 @@ func TestNoSpaceIsBackPressure(t *testing.T) {
 			len(evs), took.Round(time.Millisecond), firsts, slept)
 	}
 	t.Logf("%d attempts in %v (wait %v), back-off %v", len(evs), took.Round(time.Millisecond), wait, slept)
+}
+
+// TestReleaseEndingOutOfSpace: etcd out of space (its NOSPACE alarm raised)
+// refuses a transaction that puts a key but lets a delete through, so a
+// release that carries the run's end record still releases: the next
+// holder does not wait out the TTL, and the end is left to RecordRun.
+func TestReleaseEndingOutOfSpace(t *testing.T) {
+	t.Parallel()
+	url := private(t, "single")["LEADERRUN_TEST_ETCD_URL"]
+	raw, s := plain(t, url), open(t, url, etcdlease.Options{CallTimeout: time.Second})
+	l, err := s.TryAcquire(ctxT(t), req("full", "a", 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := raw.Status(ctxT(t), raw.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pb.NewMaintenanceClient(raw.ActiveConnection()).Alarm(ctxT(t), &pb.AlarmRequest{
+		Action: pb.AlarmRequest_ACTIVATE, MemberID: st.Header.MemberId, Alarm: pb.AlarmType_NOSPACE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := lease.Run{Name: "full", Label: "h:1", Token: l.Info().Token, Start: time.Now().Add(-time.Second).UTC(), End: time.Now().UTC(), Outcome: lease.OutcomeOK}
+	if err := l.(lease.EndingRelease).ReleaseEnding(ctxT(t), end); err != nil {
+		t.Fatalf("ReleaseEnding on a full etcd: %v; want the release alone to pass", err)
+	}
+	if gr, err := raw.Get(ctxT(t), etcdlease.DefaultPrefix+"full"); err != nil || len(gr.Kvs) != 0 {
+		t.Fatalf("the key after ReleaseEnding on a full etcd: %v, %v; want it deleted", gr.Kvs, err)
+	}
 }
