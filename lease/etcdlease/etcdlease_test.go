@@ -528,10 +528,11 @@ func TestReleaseEnding(t *testing.T) {
 // the start record that takes it beyond keep + keep/10 + 1, and by no start
 // before it (each trim is a Raft write of its own); an end record never
 // trims. Counted with the operator's client, by keys and by the store's
-// revision (a write that deletes nothing still moves it).
+// revision (a write that deletes nothing still moves it), on a server of
+// its own: the revision counts every client's writes.
 func TestHistoryTrimOncePerSlack(t *testing.T) {
 	t.Parallel()
-	url := need(t, "LEADERRUN_TEST_ETCD_URL")
+	url := private(t, "single")["LEADERRUN_TEST_ETCD_URL"]
 	raw, s := plain(t, url), open(t, url, etcdlease.Options{})
 	name := fmt.Sprintf("trim-%d", time.Now().UnixNano())
 	l, err := s.TryAcquire(ctxT(t), req(name, "token-source", etcdlease.MinTTL))
