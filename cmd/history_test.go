@@ -250,3 +250,51 @@ func TestHistoryNotWrittenWarnsOnce(t *testing.T) {
 		t.Fatalf("log:\n%s\nwant one warning that check may report MISSED", out)
 	}
 }
+
+// endCounter counts the end records written through it.
+type endCounter struct {
+	lease.History
+	ends int
+	last lease.Run // the last end written
+}
+
+func (c *endCounter) RecordRun(ctx context.Context, r lease.Run, keep int) error {
+	if r.Ended() {
+		c.ends++
+		c.last = r
+	}
+	return c.History.RecordRun(ctx, r, keep)
+}
+
+// TestRunRecordEndWithRelease: a release carries the run's end only once
+// the child started (its start record began); end does not write that end
+// again, but does write an end whose outcome changed since (the release
+// found the lease no longer ours).
+func TestRunRecordEndWithRelease(t *testing.T) {
+	store, err := filelease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	info := lease.Holder{Name: "job", Label: "host-a:1", Token: 7, Since: time.Now()}
+	rec := newRunRecord(store, 5, info, time.Second, slog.New(slog.DiscardHandler))
+	c := &endCounter{History: store}
+	rec.h = c
+	if _, ok := rec.endForRelease(lease.OutcomeOK, 0, 0); ok {
+		t.Fatal("endForRelease before the child started: want nothing to carry")
+	}
+	rec.start()
+	run, ok := rec.endForRelease(lease.OutcomeOK, 0, 0)
+	if !ok || !run.Ended() || run.Token != 7 || run.Outcome != lease.OutcomeOK {
+		t.Fatalf("endForRelease = %+v, %v; want the run's end, ok", run, ok)
+	}
+	rec.endedWith(run) // the release wrote it
+	rec.end(lease.OutcomeOK, 0, 0)
+	if c.ends != 0 {
+		t.Fatalf("end wrote %d end records after the release carried the same end; want 0", c.ends)
+	}
+	rec.end(lease.OutcomeLost, 124, 0)
+	if c.ends != 1 || c.last.Outcome != lease.OutcomeLost || c.last.ExitCode != 124 || c.last.Token != 7 {
+		t.Fatalf("after a changed outcome: %d end writes, the last %+v; want one, the run lost with 124", c.ends, c.last)
+	}
+}

@@ -94,6 +94,27 @@ func TestDeadLogReader(t *testing.T) {
 	}
 }
 
+// A SIGCONT sent to leaderrun continues a child that was stopped, also
+// without a terminal (cron, systemd, a script), where leaderrun catches
+// SIGCONT only once the child has started.
+func TestContinueStoppedChild(t *testing.T) {
+	p := start(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "-v", "--name", "cont", "--",
+		"sh", "-c", `echo ready; kill -STOP $$; echo continued`)
+	if l := p.line(); l != "ready" {
+		t.Fatalf("the child said %q; want ready", l)
+	}
+	waitStderr(t, p, "child stopped", 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if l := p.line(); l != "continued" {
+		t.Fatalf("the child said %q; want continued (stderr: %s)", l, p.stderr.String())
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("leaderrun exited %d; want the child's 0 (stderr: %s)", code, p.stderr.String())
+	}
+}
+
 // The child's own SIGPIPE stays the default although leaderrun catches it:
 // a child writing into a closed pipe dies of SIGPIPE (exit 141), and its
 // signal mask of ignored signals does not include SIGPIPE.
