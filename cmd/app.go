@@ -1,6 +1,9 @@
-// Package cmd is leaderrun's command line: flags and their LEADERRUN_*
-// environment variables, the run, status and watch commands, the choice of
-// store from --store, and the one place that maps errors to exit codes.
+// Package cmd is leaderrun's command line: its forms (commands.go), their
+// flags bound to options and read from their LEADERRUN_* variables, the one
+// validation pass that makes the run's config (runconfig.go; internal/run
+// runs it), the read-only commands status, watch, history and check, help,
+// the choice of store from --store (or of the program that serves it), and
+// the final line with its exit code.
 package cmd
 
 import (
@@ -9,15 +12,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/buildinfo"
+	"github.com/leaderrun/leaderrun/internal/dispatch"
+	"github.com/leaderrun/leaderrun/internal/helptext"
+	"github.com/leaderrun/leaderrun/internal/run"
+	"github.com/leaderrun/leaderrun/internal/say"
+	"github.com/leaderrun/leaderrun/internal/stderrlog"
 	"github.com/leaderrun/leaderrun/runner"
 )
 
@@ -37,32 +44,27 @@ type env struct {
 	// argv is the whole command line Main was given (a store program is
 	// started with it).
 	argv []string
-	// guardProgram is the program the guard runs from, when not this one
-	// (see guardPath).
-	guardProgram string
-	// dispatched is true when a leaderrun dispatched the run to this
-	// program: this program must then serve the store itself.
-	dispatched bool
+	// origin is what a leaderrun that dispatched the run to this program
+	// said: the guard's program, and that it was dispatched.
+	origin dispatch.Origin
 }
 
 // getenv returns the value of variable k ("" when unset); the last of
 // duplicates wins, as with getenv(3) on an environment built by appending.
 func (e env) getenv(k string) string {
-	for i := len(e.vars) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(e.vars[i], k); ok && strings.HasPrefix(v, "=") {
-			return v[1:]
-		}
-	}
-	return ""
+	v, _ := e.lookupEnv(k)
+	return v
 }
 
-// guardPath is the program the guard runs from: this one, unless a
-// leaderrun dispatched the run to this program (envGuardProgram).
-func (e env) guardPath() string {
-	if e.guardProgram == "" {
-		return "/proc/self/exe"
+// lookupEnv returns the value of variable k and whether it is set at all
+// (set to "" included), as os.LookupEnv does.
+func (e env) lookupEnv(k string) (string, bool) {
+	for i := len(e.vars) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(e.vars[i], k); ok && strings.HasPrefix(v, "=") {
+			return v[1:], true
+		}
 	}
-	return e.guardProgram
+	return "", false
 }
 
 // environ returns the environment, os.Environ form.
@@ -96,8 +98,9 @@ Examples:
    leaderrun check --store redis://redis.internal:6379 --ran-within 25h --succeeded nightly
 
 Exit codes: the child's own code (128+N if killed by signal N); 75 lease held
-and --wait ran out; 124 leadership lost, child stopped; 125 leaderrun failed
-(usage, configuration, store); 126 not executable; 127 not found.`
+and --wait ran out; 123 the --health-cmd check failed, child stopped; 124
+leadership lost, child stopped; 125 leaderrun failed (usage, configuration,
+store); 126 not executable; 127 not found.`
 
 // stampedVersion is the release's version, set when a release is built
 // (go build -ldflags "-X github.com/leaderrun/leaderrun/cmd.stampedVersion=V",
@@ -121,47 +124,7 @@ func version() string {
 // built with, all from the build info.
 func versionText() string {
 	bi, _ := debug.ReadBuildInfo()
-	return formatVersion(bi)
-}
-
-// formatVersion formats bi (nil when the binary carries none).
-func formatVersion(bi *debug.BuildInfo) string {
-	v, goVersion := "dev", runtime.Version()
-	var parts []string
-	if bi != nil {
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-		var rev, modified string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
-		if rev != "" {
-			c := "commit " + rev[:min(12, len(rev))]
-			if modified == "true" {
-				c += " with local changes"
-			}
-			parts = append(parts, c)
-		}
-		if bi.GoVersion != "" {
-			goVersion = bi.GoVersion
-		}
-	}
-	if stampedVersion != "" {
-		v = stampedVersion
-	}
-	if v == "dev" && len(parts) == 0 {
-		// Neither a release stamp, nor a module version, nor a commit: built
-		// from a tree without VCS stamping (-buildvcs=false, no .git).
-		parts = append(parts, "built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout")
-	}
-	parts = append(parts, "built with "+goVersion+" for "+runtime.GOOS+"/"+runtime.GOARCH)
-	return fmt.Sprintf("leaderrun %s (%s)", v, strings.Join(parts, ", "))
+	return buildinfo.Text(stampedVersion, bi)
 }
 
 const statusDescription = `Prints who holds the lease NAME in the store, and the instances waiting
@@ -184,7 +147,7 @@ Exit codes: 0 held, 3 free, 4 nothing known (no holder, standby or recorded
 run: a name never used with this store, or mistyped), 125 error (usage,
 configuration, store; a file store directory that does not exist).`
 
-const watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
+var watchDescription = `Prints one line (or, with --json, one JSON object) each time the holder of
 the lease NAME changes or a standby joins or leaves, starting with the
 current state, until INT or TERM:
 
@@ -194,9 +157,7 @@ current state, until INT or TERM:
    TIME NAME: standby HOLDER left (priority P)
    TIME NAME: slot S of N held by HOLDER, token N  (--slots N; or: free)
 
-The file and Redis stores report changes as they happen (within 100ms) and
-are polled every --interval only as a fallback; Azure is polled every
---interval (jittered). --once prints only the next change, then exits 0.
+` + watchStoresText() + `
 Exit codes: 0 after INT or TERM (or the change, with --once), 125 error
 (usage, configuration, the store unreachable at the start).`
 
@@ -217,8 +178,9 @@ func Main(ctx context.Context, args, environ []string, stdio Stdio, stores ...Li
 		return 0
 	}
 	register(stores)
-	e := takeGuardProgram(env{stdio: stdio, vars: environ})
-	useTZ(e.getenv)
+	vars, origin := dispatch.Take(environ)
+	e := env{stdio: stdio, vars: vars, origin: origin}
+	say.UseTZ(e.getenv)
 	return invoke(ctx, args, e)
 }
 
@@ -237,7 +199,8 @@ func invoke(ctx context.Context, args []string, e env) int {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dashed, args, hasDash = args[i+1:], args[:i], true
 	}
-	inv := &invocation{ctx: ctx, e: e, flags: formFlags(takeEnvNamed), log: slog.New(slog.DiscardHandler)}
+	inv := &invocation{ctx: ctx, e: e, opts: &options{}, log: slog.New(slog.DiscardHandler)}
+	inv.flags = formFlags(inv.opts, takeEnvNamed)
 	inv.line = preparse(args, hasDash, dashed, inv.scopes())
 	if err := inv.line.err; err != nil {
 		return inv.finish(err)
@@ -257,12 +220,12 @@ func invoke(ctx context.Context, args []string, e env) int {
 	return inv.finish(inv.app().RunContext(ctx, append([]string{prog}, inv.line.args...)))
 }
 
-// formFlags returns each form's flags (commands' order), each list passed
-// through prepare: takeEnv to run, nothing to document.
-func formFlags(prepare func([]cli.Flag) []cli.Flag) [][]cli.Flag {
+// formFlags returns each form's flags (commands' order), bound to o, each
+// list passed through prepare: takeEnv to run, nothing to document.
+func formFlags(o *options, prepare func([]cli.Flag) []cli.Flag) [][]cli.Flag {
 	var out [][]cli.Flag
 	for _, c := range commands {
-		out = append(out, prepare(c.flags()))
+		out = append(out, prepare(c.flags(o)))
 	}
 	return out
 }
@@ -271,7 +234,8 @@ func formFlags(prepare func([]cli.Flag) []cli.Flag) [][]cli.Flag {
 type invocation struct {
 	ctx    context.Context
 	e      env
-	flags  [][]cli.Flag // each form's flags, in commands' order
+	opts   *options     // every flag's value
+	flags  [][]cli.Flag // each form's flags, bound to opts, in commands' order
 	line   cmdLine
 	log    *slog.Logger // discards until the flags are read
 	result *outcome     // set by the command that ran
@@ -305,7 +269,7 @@ func (inv *invocation) finish(err error) int {
 	if log.Handler() == slog.DiscardHandler {
 		// The failure came before the flags were read: honour the log
 		// format anyway when it can be told from the arguments.
-		log, _ = newLogger(inv.e.stdio.Err, inv.line.logFormat(inv.e.getenv), slog.LevelInfo, inv.e.getenv)
+		log, _ = stderrlog.New(inv.e.stdio.Err, inv.line.logFormat(inv.e.getenv), slog.LevelInfo, inv.e.getenv)
 	}
 	log.Log(inv.ctx, result.level, oneLine(result.msg), append(result.attrs, "exit_code", result.code)...)
 	return result.code
@@ -315,28 +279,52 @@ func (inv *invocation) finish(err error) int {
 // for, refuses a store variable that is misspelt while no store is given
 // (strayStoreVar) and warns of other misspelt variables.
 func (inv *invocation) setup(c *cli.Context, flags []cli.Flag) error {
-	if err := applyEnv(c, flags, inv.e.getenv); err != nil {
+	o := inv.opts
+	if err := applyEnv(c, o, flags, inv.e.lookupEnv); err != nil {
 		return err
 	}
 	level := slog.LevelInfo
-	if c.Bool("quiet") {
+	if o.quiet {
 		level = slog.LevelWarn
 	}
-	if c.Bool("verbose") {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
-	l, err := newLogger(inv.e.stdio.Err, c.String("log-format"), level, inv.e.getenv)
+	if !stderrlog.ValidFormat(o.logFormat) {
+		return usagef("%s: want text or json", o.spell("log-format", strconv.Quote(o.logFormat)))
+	}
+	l, err := stderrlog.New(inv.e.stdio.Err, o.logFormat, level, inv.e.getenv)
 	if err != nil {
 		return usageError{err}
 	}
 	inv.log = l
-	if c.String("store") == "" {
+	if o.store == "" {
 		if err := strayStoreVar(inv.e.environ(), inv.e.getenv); err != nil {
+			return err
+		}
+	}
+	if o.oncePer == "" {
+		if err := strayOncePerVar(inv.e.environ()); err != nil {
 			return err
 		}
 	}
 	for _, w := range misspeltVars(inv.e.environ()) {
 		l.Warn(w)
+	}
+	return nil
+}
+
+// strayOncePerVar refuses a run without --once-per while a misspelling of
+// LEADERRUN_ONCE_PER is set (LEADERRUN_ONCE_PR=day): ignoring it, as other
+// misspelt variables are (with a warning), would run a job every time that
+// was meant to run once a period.
+func strayOncePerVar(environ []string) error {
+	want := envOf("once-per")
+	known := knownVars()
+	for _, k := range unknownVars(environ) {
+		if nearestVar(k, known) == want {
+			return usagef("%s is not a leaderrun variable; did you mean %s? Without it every run would start COMMAND: nothing was run", printable(k), want)
+		}
 	}
 	return nil
 }
@@ -352,7 +340,17 @@ func (inv *invocation) runAction(flags []cli.Flag) cli.ActionFunc {
 		if len(inv.line.command) == 0 {
 			return usagef("no command given: leaderrun [flags] -- COMMAND [ARGS...]")
 		}
-		inv.result = runCommand(inv.ctx, c, inv.line.command, inv.e, inv.log)
+		cfg, err := runConfig(inv.opts, inv.line.command, inv.e, inv.log)
+		if err != nil {
+			return err
+		}
+		// A store served by another program gets the whole run (this
+		// process is replaced); invoke did so already for what it could
+		// tell from the arguments.
+		if err := inv.e.dispatch(inv.opts.store); err != nil {
+			return err
+		}
+		inv.result = fromRun(run.Run(inv.ctx, cfg))
 		return nil
 	}
 }
@@ -364,7 +362,7 @@ func (inv *invocation) nameCommand(sub command, flags []cli.Flag) *cli.Command {
 		Name:            sub.name,
 		Usage:           sub.usage,
 		UsageText:       "leaderrun " + sub.name + " [flags] NAME",
-		Description:     reflow(sub.description + "\nFlags may come before or after NAME, and before " + strconv.Quote(sub.name) + "."),
+		Description:     helptext.Reflow(sub.description + "\nFlags may come before or after NAME, and before " + strconv.Quote(sub.name) + "."),
 		ArgsUsage:       "NAME",
 		Flags:           flags,
 		HideHelpCommand: true, // `status help` asks about a lease called help
@@ -380,7 +378,7 @@ func (inv *invocation) nameCommand(sub command, flags []cli.Flag) *cli.Command {
 			default:
 				return usagef("%s takes one lease NAME; got %d: %s", sub.name, c.NArg(), strings.Join(c.Args().Slice(), " "))
 			}
-			inv.result = sub.do(inv.ctx, c, c.Args().First(), inv.e, inv.log)
+			inv.result = sub.do(inv.ctx, inv.opts, c.Args().First(), inv.e, inv.log)
 			return nil
 		},
 	}
@@ -415,7 +413,7 @@ func (inv *invocation) app() *cli.App {
 		Name:                   "leaderrun",
 		Usage:                  run.usage,
 		UsageText:              usageText(),
-		Description:            reflow(run.description),
+		Description:            helptext.Reflow(run.description),
 		Version:                version(),
 		Flags:                  slices.Concat(inv.flags[0], []cli.Flag{cli.HelpFlag}),
 		UseShortOptionHandling: false,
@@ -438,108 +436,13 @@ func (inv *invocation) app() *cli.App {
 // completions from the same source as --help. Its actions must not be run.
 func DocApp() *cli.App {
 	noop := func(f []cli.Flag) []cli.Flag { return f } // with their variables, for the ENVIRONMENT section
-	inv := &invocation{e: env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}}, flags: formFlags(noop)}
+	inv := &invocation{e: env{stdio: Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}}, opts: &options{}}
+	inv.flags = formFlags(inv.opts, noop)
 	return inv.app()
 }
 
-// helpWidth is the width help text wraps to: the terminal's, or
-// defaultHelpWidth when the output is not a terminal.
-func helpWidth(w io.Writer) int {
-	if f, ok := w.(*os.File); ok {
-		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-			return int(ws.Col)
-		}
-	}
-	return defaultHelpWidth
-}
-
-const defaultHelpWidth = 80
-
-// reflow undoes the hand wrapping of a help text written in the source at
-// 80 columns, so that wrapHelp wraps it once, to the width of the output:
-// consecutive lines that start in the first column are one line, up to a
-// line that ends a sentence or introduces something (".", ":"). Indented
-// lines (examples, output formats) and blank lines are kept as they are.
-func reflow(s string) string {
-	var b strings.Builder
-	b.Grow(len(s)) // it never grows: every run builds its help texts
-	open := false  // the last line written continues on the next
-	for i, more := 0, true; more; i++ {
-		var line string
-		line, s, more = strings.Cut(s, "\n")
-		prose := line != "" && line[0] != ' '
-		switch {
-		case i == 0:
-		case open && prose:
-			b.WriteByte(' ')
-		default:
-			b.WriteByte('\n')
-		}
-		b.WriteString(line)
-		open = prose && !strings.HasSuffix(line, ".") && !strings.HasSuffix(line, ":")
-	}
-	return b.String()
-}
-
-// wrapHelp wraps each line of rendered help longer than width at spaces.
-// Continuation lines are indented to the line's description column (the
-// text after the first run of two or more spaces, as in a flag line, or
-// after " - " in NAME) when that column leaves room, else to the line's own
-// indentation, and deeper for a line of an indented block (an output
-// format) so that it does not read as the next line of the block; a comment
-// of an example continues as a comment, and an example command with a
-// backslash, so that both can still be pasted into a shell.
-func wrapHelp(s string, width int) string {
-	var b strings.Builder
-	for i, line := range strings.Split(s, "\n") {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		if len([]rune(line)) <= width {
-			b.WriteString(line)
-			continue
-		}
-		lead := len(line) - len(strings.TrimLeft(line, " "))
-		text := line[lead:]
-		head, pad, end := strings.Repeat(" ", lead), strings.Repeat(" ", lead), ""
-		switch {
-		case strings.HasPrefix(text, "# "):
-			head, pad, text = head+"# ", pad+"# ", text[2:]
-		case isNameLine(text):
-			col := lead + strings.Index(text, " - ") + 3
-			head, pad, text = line[:col], strings.Repeat(" ", col), line[col:]
-		case strings.HasPrefix(text, "leaderrun "):
-			pad, end = pad+"    ", " \\"
-		case lead > 3 && !strings.Contains(text, "  "):
-			pad += "    " // a line of an indented block
-		default:
-			if j := strings.Index(text, "  "); j >= 0 {
-				col := lead + j + len(text[j:]) - len(strings.TrimLeft(text[j:], " "))
-				if col <= width/2 {
-					head, pad, text = line[:col], strings.Repeat(" ", col), line[col:]
-				}
-			}
-		}
-		cur := head
-		n, fresh := len([]rune(cur)), true
-		for _, w := range strings.Fields(text) {
-			wl := len([]rune(w))
-			if !fresh && n+1+wl+len(end) > width {
-				b.WriteString(cur + end + "\n")
-				cur, n, fresh = pad, len(pad), true
-			}
-			if !fresh {
-				cur += " "
-				n++
-			}
-			cur += w
-			n += wl
-			fresh = false
-		}
-		b.WriteString(cur)
-	}
-	return b.String()
-}
+// wrapHelp wraps rendered help to width (helptext.Wrap).
+func wrapHelp(s string, width int) string { return helptext.Wrap(s, width, isNameLine) }
 
 // isNameLine reports whether a help line is NAME's "leaderrun [COMMAND] -
 // what it does".
@@ -562,6 +465,6 @@ func init() {
 	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
 		var b strings.Builder
 		cli.HelpPrinterCustom(&b, templ, data, nil)
-		io.WriteString(w, wrapHelp(b.String(), helpWidth(w)))
+		io.WriteString(w, wrapHelp(b.String(), helptext.Width(w)))
 	}
 }

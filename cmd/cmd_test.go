@@ -16,7 +16,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/helptext"
 	"github.com/leaderrun/leaderrun/internal/ptytest"
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
@@ -98,12 +100,12 @@ func TestHelpGolden(t *testing.T) {
 
 func TestParseWait(t *testing.T) {
 	for in, want := range map[string]time.Duration{"forever": lease.WaitForever, "0": 0, "30s": 30 * time.Second, "10m": 10 * time.Minute, "inf": lease.WaitForever} {
-		if got, err := parseWait(in); err != nil || got != want {
+		if got, err := parseWait(in, lease.DashFlag); err != nil || got != want {
 			t.Errorf("parseWait(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "soon", "-5s", "10"} {
-		if _, err := parseWait(bad); err == nil {
+		if _, err := parseWait(bad, lease.DashFlag); err == nil {
 			t.Errorf("parseWait(%q) accepted", bad)
 		}
 	}
@@ -111,33 +113,20 @@ func TestParseWait(t *testing.T) {
 
 func TestParseSignal(t *testing.T) {
 	for in, want := range map[string]syscall.Signal{"TERM": syscall.SIGTERM, "sigint": syscall.SIGINT, "HUP": syscall.SIGHUP, "10": syscall.SIGUSR1, "SIGQUIT": syscall.SIGQUIT} {
-		if got, err := parseSignal(in); err != nil || got != want {
+		if got, err := parseSignal(in, lease.DashFlag); err != nil || got != want {
 			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"KILL", "STOP", "9", "0", "FOO", "99"} {
-		if _, err := parseSignal(bad); err == nil {
+		if _, err := parseSignal(bad, lease.DashFlag); err == nil {
 			t.Errorf("parseSignal(%q) accepted", bad)
-		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, secret := range map[string]string{
-		"redis://user:hunter2@host:6379/0":                               "hunter2",
-		"rediss://:s3cr3t@host:6380":                                     "s3cr3t",
-		"azblob+https://acct.blob.core.windows.net/c?sv=2024&sig=SIGXYZ": "SIGXYZ",
-	} {
-		got := redactURL(in)
-		if strings.Contains(got, secret) {
-			t.Errorf("redactURL(%q) = %q still shows the secret", in, got)
 		}
 	}
 }
 
 func TestSecretNeverPrintedForUnknownScheme(t *testing.T) {
 	code, _, errOut := runCapture(t, "--store", "bogus://u:hunter2@host", "--", "true")
-	if code != ExitFailure || strings.Contains(errOut, "hunter2") {
+	if code != run.ExitFailure || strings.Contains(errOut, "hunter2") {
 		t.Fatalf("exit %d, stderr %q: want 125 without the password", code, errOut)
 	}
 }
@@ -147,12 +136,12 @@ func TestClassify(t *testing.T) {
 		err  error
 		code int
 	}{
-		{fmt.Errorf("x: %w", runner.ErrNotFound), ExitNotFound},
-		{fmt.Errorf("x: %w", runner.ErrNotExecutable), ExitNotExecutable},
-		{fmt.Errorf("x: %w", lease.ErrUnsafeTiming), ExitFailure},
-		{fmt.Errorf("x: %w", lease.ErrUnavailable), ExitFailure},
-		{usagef("bad"), ExitFailure},
-		{errors.New("anything"), ExitFailure},
+		{fmt.Errorf("x: %w", runner.ErrNotFound), run.ExitNotFound},
+		{fmt.Errorf("x: %w", runner.ErrNotExecutable), run.ExitNotExecutable},
+		{fmt.Errorf("x: %w", lease.ErrUnsafeTiming), run.ExitFailure},
+		{fmt.Errorf("x: %w", lease.ErrUnavailable), run.ExitFailure},
+		{usagef("bad"), run.ExitFailure},
+		{errors.New("anything"), run.ExitFailure},
 		{newOutcome(42, 0, "custom"), 42},
 	}
 	for _, tc := range tests {
@@ -165,7 +154,7 @@ func TestClassify(t *testing.T) {
 // `leaderrun -- status` runs a program called status; it is not the subcommand.
 func TestDashDashIsNeverASubcommand(t *testing.T) {
 	code, _, errOut := runCapture(t, "--store", "file://"+t.TempDir(), "--", "status", "x")
-	if code != ExitNotFound || !strings.Contains(errOut, "not found") {
+	if code != run.ExitNotFound || !strings.Contains(errOut, "not found") {
 		t.Fatalf("exit %d, stderr %q; want 127: `status` looked up as a command", code, errOut)
 	}
 }
@@ -178,7 +167,7 @@ func TestHelpWidth(t *testing.T) {
 		if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}); err != nil {
 			t.Fatal(err)
 		}
-		if w := helpWidth(slave); w != int(cols) {
+		if w := helptext.Width(slave); w != int(cols) {
 			t.Errorf("a terminal %d columns wide: help width %d", cols, w)
 		}
 	}
@@ -187,12 +176,12 @@ func TestHelpWidth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if w := helpWidth(f); w != defaultHelpWidth {
-		t.Errorf("a file: help width %d; want %d", w, defaultHelpWidth)
+	if w := helptext.Width(f); w != helptext.DefaultWidth {
+		t.Errorf("a file: help width %d; want %d", w, helptext.DefaultWidth)
 	}
 	_, out, _ := runCapture(t, "--help")
 	for i, l := range strings.Split(out, "\n") {
-		if n := len([]rune(l)); n > defaultHelpWidth {
+		if n := len([]rune(l)); n > helptext.DefaultWidth {
 			t.Errorf("--help line %d is %d columns: %q", i+1, n, l)
 		}
 	}
@@ -277,7 +266,7 @@ func TestHelpWrappedOnce(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--help"}, {"help", "status"}, {"help", "watch"}, {"help", "history"}, {"help", "check"}} {
 		_, out, _ := runCapture(t, args...)
-		check(t, out, defaultHelpWidth)
+		check(t, out, helptext.DefaultWidth)
 	}
 	app := DocApp()
 	for _, width := range []int{60, 100, 132} {

@@ -2,18 +2,14 @@ package cmd
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/leaderrun/leaderrun/internal/dispatch"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/runner"
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 // LinkedStore is a store linked into this program: the URL schemes it serves and
@@ -43,38 +39,175 @@ func Link[S lease.Store](schemes []string, open func(ctx context.Context, raw st
 	}}
 }
 
-// drivers names the program that serves each scheme leaderrun knows but
-// may not link. `go build -o DIR/ . ./cmd/...` in a clone builds them all
-// next to leaderrun, as the packages install them; cmd/leaderrun-*/main.go
-// are they. A new store program is its schemes here and in knownSchemes,
-// and its URL form in --store's usage (commonFlags).
-var drivers = map[string]string{
-	"redis": "leaderrun-redis", "rediss": "leaderrun-redis", "unix": "leaderrun-redis",
-	"redis+sentinel": "leaderrun-redis", "rediss+sentinel": "leaderrun-redis",
-	"redis+cluster": "leaderrun-redis", "rediss+cluster": "leaderrun-redis",
-	"azblob": "leaderrun-azblob", "azblob+https": "leaderrun-azblob", "azblob+http": "leaderrun-azblob",
-	"etcd": "leaderrun-etcd", "etcds": "leaderrun-etcd",
-	"postgres": "leaderrun-postgres", "postgresql": "leaderrun-postgres",
-	"kubernetes": "leaderrun-kubernetes",
+// driverOf names the program that serves scheme when this program may not
+// link it (storetab: every store but the file store has a program of its
+// own, cmd/leaderrun-*/); ok is false for a scheme no store serves and for
+// the file store's. `go build -o DIR/ . ./cmd/...` in a clone builds them
+// all next to leaderrun, as the packages install them.
+func driverOf(scheme string) (prog string, ok bool) {
+	r, ok := storetab.ByScheme(scheme)
+	if !ok || r.Linked() {
+		return "", false
+	}
+	return r.Program, true
 }
 
-// knownSchemes lists every scheme for messages, linked or not.
-const knownSchemes = "file, redis, rediss, unix, redis+sentinel, redis+cluster, azblob, azblob+https, azblob+http, etcd, etcds, postgres, postgresql or kubernetes"
+// knownSchemes lists every scheme for messages, linked or not: "file,
+// redis, … or kubernetes".
+func knownSchemes() string {
+	return orList(storetab.Schemes())
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string { return joinLast(words, " or ") }
+
+// andList joins words as "a, b and c".
+func andList(words []string) string { return joinLast(words, " and ") }
+
+func joinLast(words []string, last string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + last + words[len(words)-1]
+}
+
+// The help texts below say what storetab says of the stores, so that a
+// store's row is the one place they learn of it.
+
+// storeUsage is --store's usage: every store's URL form and schemes.
+func storeUsage() string {
+	var local, shared []string
+	for _, r := range storetab.All() {
+		form := r.Form
+		if len(r.Schemes) > 1 {
+			var also []string
+			for _, s := range r.Schemes[1:] {
+				also = append(also, s+"://")
+			}
+			form += " (also " + strings.Join(also, ", ") + ")"
+		}
+		if r.Local {
+			local = append(local, form+" (excludes processes of one host only)")
+		} else {
+			shared = append(shared, form)
+		}
+	}
+	return "where the lease lives, a `URL`: " + strings.Join(local, ", ") + ", or a store every host reaches: " + strings.Join(shared, ", ")
+}
+
+// ttlUsage is --ttl's usage, with the limits of the stores that take
+// whole seconds or bound the TTL (the others take any TTL from their
+// shortest, a fraction of --ttl's smallest sensible value).
+func ttlUsage() string {
+	var limits []string
+	for _, r := range storetab.All() {
+		if r.TTLUnit < time.Second && r.MaxTTL == 0 {
+			continue
+		}
+		l := r.Schemes[0] + ": "
+		if r.TTLUnit == time.Second {
+			l += "whole seconds, "
+		}
+		if r.MaxTTL > 0 {
+			l += seconds(r.MinTTL) + "-" + seconds(r.MaxTTL)
+		} else {
+			l += seconds(r.MinTTL) + " up"
+		}
+		limits = append(limits, l)
+	}
+	return "lease `DURATION` in the store: how long a crashed holder blocks others (" + strings.Join(limits, "; ") + ")"
+}
+
+// seconds writes d as help writes a TTL limit: 60s, not 1m.
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 && d < time.Hour {
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	}
+	return lease.FormatDuration(d)
+}
+
+// priorityStepUsage is --priority-step's usage, with each store's δ.
+func priorityStepUsage() string {
+	var steps []time.Duration
+	for _, r := range storetab.All() {
+		if !slices.Contains(steps, r.Step) {
+			steps = append(steps, r.Step)
+		}
+	}
+	slices.Sort(steps)
+	var parts []string
+	for _, d := range steps {
+		var names []string
+		for _, r := range storetab.All() {
+			if r.Step == d {
+				names = append(names, r.Name)
+			}
+		}
+		parts = append(parts, lease.FormatDuration(d)+" on "+andList(names))
+	}
+	return "when the lease becomes free, hold back `D` for each live standby ranked above this one before trying (the store's δ by default: " + strings.Join(parts, ", ") + "); raise it where standbys may be slow to notice a release, so that the order holds"
+}
+
+// watchingStores names the stores that tell a watcher of changes (or, with
+// watching false, those that are polled).
+func watchingStores(watching bool) []string {
+	var names []string
+	for _, r := range storetab.All() {
+		if r.Watches == watching {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
+// intervalUsage is watch --interval's usage.
+func intervalUsage() string {
+	return "how often to look, a `DURATION` of at least 10ms (" + andList(watchingStores(true)) + " report changes as they happen; this is their fallback)"
+}
+
+// watchStoresText is the paragraph of watch's description on how it
+// learns of changes, wrapped as the rest of it is.
+func watchStoresText() string {
+	return wrapText("The "+andList(watchingStores(true))+" stores report changes as they happen (within 100ms) and are polled every --interval only as a fallback; "+
+		andList(watchingStores(false))+" are polled every --interval (jittered). --once prints only the next change, then exits 0.", 75)
+}
+
+// wrapText breaks s into lines of at most width bytes at spaces.
+func wrapText(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}
 
 // register links stores into this program.
 func register(stores []LinkedStore) {
 	for _, s := range stores {
+		open := s.Open // its messages do not name the flag
 		for _, scheme := range s.Schemes {
-			storeOpeners[scheme] = s.Open
+			storeOpeners[scheme] = func(ctx context.Context, raw string, _ lease.FlagSpeller, o lease.OpenOptions) (lease.Store, error) {
+				return open(ctx, raw, o)
+			}
 		}
 	}
 }
 
 // dispatch hands the whole run to the program that serves raw's scheme when
-// this one does not link it: it replaces this process (same PID, same
-// arguments, environment and descriptors: nothing has started yet) and
-// returns only on failure. It returns nil when this program serves raw.
-// The arguments and environment are Main's, e.argv and e.environ().
+// this one does not link it (dispatch.Exec): it returns only on failure,
+// and nil when this program serves raw. The arguments and environment are
+// Main's, e.argv and e.environ().
 func (e env) dispatch(raw string) error {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -84,127 +217,9 @@ func (e env) dispatch(raw string) error {
 	if _, linked := storeOpeners[scheme]; linked {
 		return nil
 	}
-	prog, ok := drivers[scheme]
+	prog, ok := driverOf(scheme)
 	if !ok {
 		return nil // openStore says the scheme is unknown
 	}
-	path, err := findDriver(prog)
-	if err != nil {
-		return err
-	}
-	// A program that was itself dispatched to, and does not link the
-	// scheme either, is not the store program it was named as (a link or
-	// copy of leaderrun under that name): dispatching again would exec
-	// the same program forever.
-	if e.dispatched {
-		return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, but the %s found there does not link this store (a link to or copy of leaderrun? a mismatched installation)", scheme, prog, path), lease.ErrConfig)
-	}
-	environ := e.environ()
-	// The store program's guard runs from this very image, passed as a
-	// descriptor that survives the execve: a guard of this build whatever
-	// happens to the file meanwhile, so with this build's protocol named
-	// too, the store program's child need not wait for its handshake.
-	image := -1
-	if f, err := os.Open(selfImage); err == nil {
-		// A duplicate without close-on-exec, numbered above the
-		// descriptors a guard is started with (0-3), which would
-		// otherwise replace it before the guard's exec.
-		if fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD, 10); err == nil {
-			image = fd
-			environ = append(environ, envGuardProgram+"="+imageFDPrefix+strconv.Itoa(fd),
-				envGuardProtocol+"="+runner.GuardProtocol()) // Main takes them out again
-		}
-		f.Close()
-	}
-	if image < 0 {
-		if self, err := os.Executable(); err == nil {
-			environ = append(environ, envGuardProgram+"="+self) // Main takes it out again
-		}
-	}
-	err = syscall.Exec(path, e.argv, environ)
-	if image >= 0 {
-		unix.Close(image)
-	}
-	return lease.NewError(fmt.Sprintf("%s:// URLs are served by %s, which could not be started: %v", scheme, path, err), lease.ErrConfig)
-}
-
-// findDriver looks for prog next to the running program, then on PATH (as
-// git finds git-*), never this program itself.
-func findDriver(prog string) (string, error) {
-	self, err := os.Executable()
-	if err == nil {
-		if filepath.Base(self) == prog {
-			return "", lease.NewError(fmt.Sprintf("%s does not serve this URL scheme (a mismatched installation?)", prog), lease.ErrConfig)
-		}
-		p := filepath.Join(filepath.Dir(self), prog)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(prog); err == nil {
-		return p, nil
-	}
-	return "", lease.NewError(fmt.Sprintf("this store is served by the program %s, which is neither next to %s nor on PATH; keep every leaderrun* program of a release in one directory, or build them all from a clone with: go build -o DIR/ . ./cmd/...", prog, self), lease.ErrConfig)
-}
-
-// envGuardProgram tells a store program which leaderrun dispatched to it:
-// that smaller program of the same installation runs as its guard
-// (runner.StartGuardProgram). Main takes it out of the environment, so no
-// child sees it.
-const envGuardProgram = "LEADERRUN_GUARD_PROGRAM"
-
-// envGuardProtocol names the guard protocol of the leaderrun whose image
-// envGuardProgram passes as a descriptor (imageFDPrefix).
-const envGuardProtocol = "LEADERRUN_GUARD_PROTOCOL"
-
-// selfImage is the running program's own image.
-const selfImage = "/proc/self/exe"
-
-// imageFDPrefix begins an envGuardProgram that is a descriptor of the
-// dispatching leaderrun's image, inherited across its execve.
-const imageFDPrefix = "/proc/self/fd/"
-
-// takeGuardProgram sets e's guardProgram and dispatched from
-// envGuardProgram (and envGuardProtocol) and removes the variables from
-// e's environment. A value that is not an absolute path to an executable
-// file is ignored: the guard then runs from this program (and its
-// handshake would refuse a stranger anyway). A descriptor of the
-// dispatching leaderrun's image is made close-on-exec and kept only when
-// that leaderrun speaks this build's guard protocol: the guard then runs
-// from it (trustedGuard); else from this program's own image.
-func takeGuardProgram(e env) env {
-	var rest []string
-	protocol := ""
-	for _, kv := range e.vars {
-		if v, ok := strings.CutPrefix(kv, envGuardProtocol+"="); ok {
-			protocol = v
-			continue
-		}
-		p, ok := strings.CutPrefix(kv, envGuardProgram+"=")
-		if !ok {
-			rest = append(rest, kv)
-			continue
-		}
-		e.dispatched = true
-		if n, ok := strings.CutPrefix(p, imageFDPrefix); ok {
-			if fd, err := strconv.Atoi(n); err == nil && fd >= 10 {
-				unix.CloseOnExec(fd) // no child inherits it
-			}
-		}
-		if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			e.guardProgram = p
-		}
-	}
-	if strings.HasPrefix(e.guardProgram, imageFDPrefix) && protocol != runner.GuardProtocol() {
-		e.guardProgram = "" // a leaderrun of another build: guard from this image
-	}
-	e.vars = rest
-	return e
-}
-
-// trustedGuard reports whether the guard program is an image known to
-// speak this build's guard protocol (see takeGuardProgram), whose child
-// need not wait for the guard's handshake, as with this program's own.
-func trustedGuard(program string) bool {
-	return program == selfImage || strings.HasPrefix(program, imageFDPrefix)
+	return dispatch.Exec(scheme, prog, e.argv, e.environ(), e.origin.Dispatched)
 }

@@ -5,27 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/runner"
+	"github.com/leaderrun/leaderrun/internal/run"
 )
 
-// Exit codes of leaderrun itself (docs/design.md, exit codes). The child's own codes pass
-// through unchanged; see the README's exit-code table.
+// Exit codes of the read-only commands (docs/design.md, exit codes); a
+// run's are the run's (run.ExitLost, …), and an error's run.Classify's.
 const (
-	// ExitConflict is the default code when the lease is held and --wait ran out.
-	ExitConflict = 75
-	// ExitUnhealthy means the --health-cmd check failed --health-retries
-	// times in a row while leading: leaderrun stopped the child and released
-	// the lease.
-	ExitUnhealthy = 123
-	// ExitLost means leadership was lost while the child ran and leaderrun stopped it.
-	ExitLost = 124
-	// ExitFailure means leaderrun itself failed: usage, configuration, store.
-	ExitFailure = 125
-	// ExitNotExecutable means COMMAND exists but cannot be executed.
-	ExitNotExecutable = 126
-	// ExitNotFound means COMMAND was not found.
-	ExitNotFound = 127
 	// ExitStatusFree is `status`'s code for a free lease.
 	ExitStatusFree = 3
 	// ExitStatusUnknown is `status`'s code for a lease the store knows
@@ -50,36 +35,25 @@ func newOutcome(code int, level slog.Level, msg string, attrs ...any) *outcome {
 	return &outcome{code: code, level: level, msg: msg, attrs: attrs}
 }
 
-// usageError is a mistake on the command line.
+// fromRun is a run's outcome.
+func fromRun(o *run.Outcome) *outcome { return newOutcome(o.Code, o.Level, o.Msg, o.Attrs...) }
+
+// usageError is a mistake on the command line (of kind run.ErrUsage).
 type usageError struct{ err error }
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func (e usageError) Error() string        { return e.err.Error() }
+func (e usageError) Unwrap() error        { return e.err }
+func (e usageError) Is(target error) bool { return target == run.ErrUsage }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// classify maps any error to its outcome: the code and event come from
-// errors.Is/As, never from the text; the message is err.Error() as it is,
-// since every error of leaderrun is written for people (see lease's
-// sentinel errors).
+// classify maps any error to its outcome: an outcome carried as an error
+// is itself; any other error is mapped as a run's errors are, by kind
+// (run.Classify, the one mapping of errors to exit codes).
 func classify(err error) *outcome {
 	var o *outcome
 	if errors.As(err, &o) {
 		return o
 	}
-	var ue usageError
-	switch {
-	case errors.As(err, &ue):
-		return newOutcome(ExitFailure, slog.LevelError, "usage: "+err.Error()+" (see leaderrun --help)", "event", "usage")
-	case errors.Is(err, runner.ErrNotFound):
-		return newOutcome(ExitNotFound, slog.LevelError, err.Error(), "event", "not_found")
-	case errors.Is(err, runner.ErrNotExecutable):
-		return newOutcome(ExitNotExecutable, slog.LevelError, err.Error(), "event", "not_executable")
-	case errors.Is(err, lease.ErrUnsafeTiming), errors.Is(err, lease.ErrConfig), errors.Is(err, lease.ErrBadName):
-		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "config")
-	case errors.Is(err, lease.ErrUnavailable):
-		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "store_unavailable")
-	default:
-		return newOutcome(ExitFailure, slog.LevelError, err.Error(), "event", "error")
-	}
+	return fromRun(run.Classify(err))
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/run"
+	"github.com/leaderrun/leaderrun/internal/stderrlog"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
@@ -29,9 +31,9 @@ func TestFinalLineShape(t *testing.T) {
 	}{
 		{"Exited", 1, []string{"--store", store, "--name", "shape", "--", "false"}},
 		{"Signaled", 128 + int(syscall.SIGTERM), []string{"--store", store, "--name", "shape", "--", "sh", "-c", "kill -TERM $$"}},
-		{"Usage", ExitFailure, []string{"--store", store, "--bogus"}},
-		{"NotFound", ExitNotFound, []string{"--store", store, "--name", "shape", "--", "no-such-command-here"}},
-		{"Conflict", ExitConflict, []string{"--store", "shape://", "--name", "held", "--wait", "0", "--", "true"}},
+		{"Usage", run.ExitFailure, []string{"--store", store, "--bogus"}},
+		{"NotFound", run.ExitNotFound, []string{"--store", store, "--name", "shape", "--", "no-such-command-here"}},
+		{"Conflict", run.ExitConflict, []string{"--store", "shape://", "--name", "held", "--wait", "0", "--", "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runCapture(t, tc.args...)
@@ -64,7 +66,7 @@ func TestFinalLineShape(t *testing.T) {
 func TestLogSignalNames(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		var b strings.Builder
-		log, err := newLogger(&b, format, slog.LevelDebug, func(string) string { return "" })
+		log, err := stderrlog.New(&b, format, slog.LevelDebug, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/cliflags"
 	"github.com/urfave/cli/v2"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // envVars returns a pointer to f's EnvVars, or nil for a flag type without.
 func envVars(f cli.Flag) *[]string {
-	switch f := unwrapNames(f).(type) {
+	switch f := cliflags.Unwrap(f).(type) {
 	case *cli.BoolFlag:
 		return &f.EnvVars
 	case *cli.StringFlag:
@@ -40,7 +41,7 @@ func varsOf(flags []cli.Flag) map[string]string {
 	m := map[string]string{}
 	for _, f := range flags {
 		if v := envVars(f); v != nil && len(*v) > 0 {
-			m[namesOf(f)[0]] = (*v)[0]
+			m[cliflags.Names(f)[0]] = (*v)[0]
 		}
 	}
 	return m
@@ -82,8 +83,10 @@ func setFlags(c *cli.Context, flags []cli.Flag) map[string]bool {
 }
 
 // applyEnv sets each of flags that was not given on the command line from
-// its variable, then refuses contradictions within a group of related flags.
-func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) error {
+// its variable, records in o which flags were given either way, then
+// refuses contradictions within a group of related flags.
+func applyEnv(c *cli.Context, o *options, flags []cli.Flag, lookupEnv func(string) (string, bool)) error {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	onLine := setFlags(c, flags)
 	silenced := func(name string) bool {
 		for _, g := range relatedFlags {
@@ -104,8 +107,13 @@ func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) erro
 		if env == "" || silenced(name) {
 			continue
 		}
-		raw := getenv(env)
+		raw, set := lookupEnv(env)
 		if strings.TrimSpace(raw) == "" {
+			if set && name == "store" {
+				// The usual cause is a CI secret or a settings file that
+				// came out empty: the file store would let every host run.
+				return usagef("%s is set but empty: that would mean this host's file store, which excludes no other host; set it to the store's URL, or unset it for the file store", env)
+			}
 			continue // an empty variable is an unset one
 		}
 		what := env + "=" + shellQuote(raw) + " (" + dashes(name) + ")"
@@ -121,40 +129,58 @@ func applyEnv(c *cli.Context, flags []cli.Flag, getenv func(string) string) erro
 		}
 		fromEnv[name] = true
 	}
-	return contradictions(c, flags, onLine, fromEnv, getenv)
+	o.given, o.fromVar = map[any]bool{}, map[string]string{}
+	for _, f := range flags {
+		name := f.Names()[0]
+		if onLine[name] || fromEnv[name] {
+			o.given[destOf(f)] = true
+		}
+		if fromEnv[name] {
+			o.fromVar[name] = envOf(name)
+		}
+	}
+	return contradictions(o, onLine, fromEnv, getenv)
+}
+
+// destOf returns the field of options that f is bound to (Destination).
+func destOf(f cli.Flag) any {
+	switch f := cliflags.Unwrap(f).(type) {
+	case *cli.BoolFlag:
+		return f.Destination
+	case *cli.StringFlag:
+		return f.Destination
+	case *cli.DurationFlag:
+		return f.Destination
+	case *cli.IntFlag:
+		return f.Destination
+	case *cli.StringSliceFlag:
+		return f.Destination
+	}
+	return nil
 }
 
 // contradictions refuses related flags that contradict each other at one
 // level: both on the command line (onLine), or both from variables
 // (fromEnv).
-func contradictions(c *cli.Context, flags []cli.Flag, onLine, fromEnv map[string]bool, getenv func(string) string) error {
-	spell := func(name string) string {
+func contradictions(o *options, onLine, fromEnv map[string]bool, getenv func(string) string) error {
+	spell := func(name, value string) string { // value "": a boolean flag
 		switch {
 		case fromEnv[name]:
 			return envOf(name) + "=" + shellQuote(getenv(envOf(name)))
-		case kindOfName(flags, name) == kindBool:
+		case value == "":
 			return dashes(name)
 		default:
-			return dashes(name) + " " + shellQuote(c.String(name))
+			return dashes(name) + " " + shellQuote(value)
 		}
 	}
 	has := func(name string) bool { return onLine[name] || fromEnv[name] }
-	if has("no-wait") && has("wait") && c.Bool("no-wait") && waitNonZero(c.String("wait")) {
-		return usagef("%s and %s contradict each other; give one of them", spell("no-wait"), spell("wait"))
+	if has("no-wait") && has("wait") && o.noWait && waitNonZero(o.wait) {
+		return usagef("%s and %s contradict each other; give one of them", spell("no-wait", ""), spell("wait", o.wait))
 	}
-	if has("quiet") && has("verbose") && c.Bool("quiet") && c.Bool("verbose") {
-		return usagef("%s and %s contradict each other; give one of them", spell("quiet"), spell("verbose"))
+	if has("quiet") && has("verbose") && o.quiet && o.verbose {
+		return usagef("%s and %s contradict each other; give one of them", spell("quiet", ""), spell("verbose", ""))
 	}
 	return nil
-}
-
-func kindOfName(flags []cli.Flag, name string) flagKind {
-	for _, f := range flags {
-		if f.Names()[0] == name {
-			return kindOf(f)
-		}
-	}
-	return kindString
 }
 
 // waitNonZero reports whether a --wait value asks to wait at all.
@@ -167,7 +193,7 @@ func waitNonZero(s string) bool {
 // of EnvVars shown again.
 func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 	return func(f cli.Flag) string {
-		f = unwrapNames(f) // urfave's own stringer looks at the type too
+		f = cliflags.Unwrap(f) // urfave's own stringer looks at the type too
 		s := base(f)
 		if _, ok := f.(*cli.StringSliceFlag); ok {
 			// "--pass-env VAR [ --pass-env VAR ]" would widen every row;
@@ -186,3 +212,7 @@ func flagString(base cli.FlagStringFunc) cli.FlagStringFunc {
 		return s
 	}
 }
+
+// takeEnvNamed is takeEnv, with the flags' names computed once
+// (cliflags.WithNames): the flags a run hands preparse, applyEnv and urfave.
+func takeEnvNamed(flags []cli.Flag) []cli.Flag { return cliflags.WithNames(takeEnv(flags)) }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/cliflags"
 	"github.com/urfave/cli/v2"
 )
 
@@ -11,8 +12,8 @@ import (
 // optional interfaces urfave looks for (help, environment, categories,
 // required, actions); urfave's own flags stay themselves.
 func TestWithNamesIsTheFlag(t *testing.T) {
-	for i, flags := range formFlags(takeEnv) { // unwrapped
-		wrapped := withNames(slices.Concat(flags, []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
+	for i, flags := range formFlags(&options{}, takeEnv) { // unwrapped
+		wrapped := cliflags.WithNames(slices.Concat(flags, []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
 		if n := len(wrapped); wrapped[n-2] != cli.HelpFlag || wrapped[n-1] != cli.VersionFlag {
 			t.Errorf("form %d: urfave's help or version flag was wrapped", i)
 		}
@@ -21,8 +22,8 @@ func TestWithNamesIsTheFlag(t *testing.T) {
 			if w == f {
 				continue // a kind withNames does not wrap: slower, not wrong
 			}
-			if unwrapNames(w) != f || kindOf(w) != kindOf(f) || envVars(w) != envVars(f) {
-				t.Errorf("flag %v: unwrapped %v, kind %v (want %v)", f.Names(), unwrapNames(w), kindOf(w), kindOf(f))
+			if cliflags.Unwrap(w) != f || kindOf(w) != kindOf(f) || envVars(w) != envVars(f) {
+				t.Errorf("flag %v: unwrapped %v, kind %v (want %v)", f.Names(), cliflags.Unwrap(w), kindOf(w), kindOf(f))
 			}
 			if !slices.Equal(w.Names(), f.Names()) {
 				t.Errorf("flag %v: wrapped names %v", f.Names(), w.Names())
@@ -41,22 +42,6 @@ func TestWithNamesIsTheFlag(t *testing.T) {
 			if w.String() != f.String() {
 				t.Errorf("flag %v: wrapped help %q, want %q", f.Names(), w.String(), f.String())
 			}
-		}
-	}
-}
-
-// flagNames gives what cli.FlagNames gives, for plain names and for the
-// v1-style ones it hands to urfave.
-func TestFlagNamesIsUrfaves(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		aliases []string
-	}{
-		{"wait", nil}, {"no-wait", []string{"n"}}, {"a", []string{"b", "c"}},
-		{"store, s", nil}, {"x", []string{"y z"}}, {"p,q", []string{"r"}}, {"", nil},
-	} {
-		if got, want := flagNames(c.name, c.aliases), cli.FlagNames(c.name, c.aliases); !slices.Equal(got, want) {
-			t.Errorf("flagNames(%q, %q) = %q, want %q", c.name, c.aliases, got, want)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/filelease"
 )
@@ -121,7 +121,7 @@ func TestSubcommandRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, tc.args...)
 			line := oneLineOf(t, errOut)
-			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
+			if code != run.ExitFailure || !strings.Contains(line, tc.says) || out != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 125 saying %q", code, out, errOut, tc.says)
 			}
 		})
@@ -144,7 +144,7 @@ func TestUsageErrorsHonourLogFormat(t *testing.T) {
 		{"flag beats variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json"}, []string{"--log-format", "text", "--ttl", "5", "--", "true"}, false},
 		{"before status, error after NAME", nil, []string{"--log-format", "json", "status", "x", "--ttl", "5s"}, true},
 		{"after NAME, error before status", nil, []string{"--ttl", "5s", "status", "x", "--log-format", "json"}, true},
-		{"found by parseRun", nil, []string{"--log-format", "json", "--stop-signal", "KILL", "--", "true"}, true},
+		{"found by runConfig", nil, []string{"--log-format", "json", "--stop-signal", "KILL", "--", "true"}, true},
 		{"no command", nil, []string{"--log-format", "json"}, true},
 		{"bad variable", map[string]string{"LEADERRUN_LOG_FORMAT": "json", "LEADERRUN_QUIET": "maybe"}, []string{"--", "true"}, true},
 		{"invalid format falls back to text", nil, []string{"--log-format", "xml", "--", "true"}, false},
@@ -156,7 +156,7 @@ func TestUsageErrorsHonourLogFormat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runEnv(t, tc.vars, tc.args...)
 			line := oneLineOf(t, errOut)
-			if code != ExitFailure {
+			if code != run.ExitFailure {
 				t.Fatalf("exit %d; want 125 (stderr %q)", code, errOut)
 			}
 			var obj map[string]any
@@ -170,7 +170,7 @@ func TestUsageErrorsHonourLogFormat(t *testing.T) {
 			if err != nil {
 				t.Fatalf("stderr %q is not one JSON object: %v", line, err)
 			}
-			if obj["exit_code"] != float64(ExitFailure) || obj["level"] != "ERROR" || obj["msg"] == "" {
+			if obj["exit_code"] != float64(run.ExitFailure) || obj["level"] != "ERROR" || obj["msg"] == "" {
 				t.Fatalf("JSON line %q lacks exit_code 125, level or msg", line)
 			}
 		})
@@ -190,10 +190,9 @@ func TestFlagBeatsVariableForEveryFlag(t *testing.T) {
 		kindWait:     {"7s", "9s"},
 		kindInt:      {"7", "9"},
 	}
-	forms := map[string][]cli.Flag{"": runFlags(), "status": statusFlags(), "watch": watchFlags()}
+	forms := map[string]func(*options) []cli.Flag{"": runFlags, "status": statusFlags, "watch": watchFlags}
 	for form, flags := range forms {
-		flags = takeEnv(flags)
-		for _, f := range flags {
+		for _, f := range takeEnv(flags(&options{})) {
 			name := f.Names()[0]
 			envName := envOf(name)
 			if envName == "" {
@@ -222,7 +221,7 @@ func TestFlagBeatsVariableForEveryFlag(t *testing.T) {
 }
 
 func TestRelatedFlagsPrecedence(t *testing.T) {
-	flags := takeEnv(runFlags())
+	flags := runFlags
 	tests := []struct {
 		name   string
 		args   []string
@@ -270,9 +269,12 @@ type probed struct {
 }
 
 // probeFlags parses args for form (the run form or a subcommand) as run
-// does and returns every flag's value after applyEnv.
-func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars map[string]string) probed {
+// does, with the flags made by form bound to fresh options, and returns
+// every flag's value after applyEnv.
+func probeFlags(t *testing.T, form string, formFlags func(*options) []cli.Flag, args []string, vars map[string]string) probed {
 	t.Helper()
+	o := &options{}
+	flags := takeEnv(formFlags(o))
 	scopes := []scope{newScope("", flags)}
 	if form != "" {
 		scopes = append(scopes, newScope(form, flags))
@@ -287,7 +289,7 @@ func probeFlags(t *testing.T, form string, flags []cli.Flag, args []string, vars
 	}
 	var res probed
 	action := func(c *cli.Context) error {
-		if err := applyEnv(c, flags, func(k string) string { return vars[k] }); err != nil {
+		if err := applyEnv(c, o, flags, func(k string) (string, bool) { v, ok := vars[k]; return v, ok }); err != nil {
 			return err
 		}
 		res.values = map[string]string{}
@@ -327,13 +329,13 @@ func TestPrecedenceEndToEnd(t *testing.T) {
 	free := "file://" + t.TempDir()
 	t.Run("--wait beats LEADERRUN_NO_WAIT", func(t *testing.T) {
 		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_NO_WAIT": "yes", "LEADERRUN_STORE": held}, "--wait", "50ms", "--name", "busy", "--", "true")
-		if code != ExitConflict || !strings.Contains(errOut, "waiting") {
+		if code != run.ExitConflict || !strings.Contains(errOut, "waiting") {
 			t.Fatalf("exit %d, stderr %q; want 75 after waiting", code, errOut)
 		}
 	})
 	t.Run("-n beats LEADERRUN_WAIT", func(t *testing.T) {
 		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_WAIT": "forever", "LEADERRUN_STORE": held}, "-n", "--name", "busy", "--", "true")
-		if code != ExitConflict || strings.Contains(errOut, "waiting") {
+		if code != run.ExitConflict || strings.Contains(errOut, "waiting") {
 			t.Fatalf("exit %d, stderr %q; want 75 without waiting", code, errOut)
 		}
 	})
@@ -345,7 +347,7 @@ func TestPrecedenceEndToEnd(t *testing.T) {
 	})
 	t.Run("-n --wait 2s refused", func(t *testing.T) {
 		code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, "-n", "--wait", "2s", "--name", "busy", "--", "true")
-		if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), "contradict") {
+		if code != run.ExitFailure || !strings.Contains(oneLineOf(t, errOut), "contradict") {
 			t.Fatalf("exit %d, stderr %q; want 125 saying they contradict", code, errOut)
 		}
 	})
@@ -404,6 +406,17 @@ func TestValueMessages(t *testing.T) {
 		{"bare wait variable", map[string]string{"LEADERRUN_WAIT": "30"}, []string{"--", "true"}, "LEADERRUN_WAIT=30 (--wait): did you mean 30s?"},
 		{"bare interval", nil, []string{"watch", "x", "--interval", "2"}, "--interval 2: did you mean 2s?"},
 		{"bare interval variable", map[string]string{"LEADERRUN_WATCH_INTERVAL": "2"}, []string{"watch", "x"}, "LEADERRUN_WATCH_INTERVAL=2 (--interval): did you mean 2s?"},
+		// A window into the past: a bare number is likelier hours.
+		{"bare ran-within", nil, []string{"check", "x", "--ran-within", "25"}, "--ran-within 25: did you mean 25h?"},
+		{"bare since", nil, []string{"history", "x", "--since", "2"}, "--since 2: did you mean 2h?"},
+		// Zone names are case-sensitive; the one meant is named.
+		// A Pod label marks one leader; with slots each holder would
+		// take it off the others.
+		{"pod-label with slots", nil, []string{"--slots", "2", "--pod-label", "role=leader", "--", "true"}, "--pod-label with --slots 2: a label marks the one leader's Pod"},
+		{"zone case", nil, []string{"--once-per", "day", "--once-per-zone", "europe/berlin", "--", "true"}, `--once-per-zone "europe/berlin": no such zone; did you mean Europe/Berlin?`},
+		// Go's durations have no days.
+		{"days ran-within", nil, []string{"check", "x", "--ran-within", "1d"}, "--ran-within 1d: durations have no days; did you mean 24h?"},
+		{"days ttl variable", map[string]string{"LEADERRUN_TTL": "2d"}, []string{"--", "true"}, "LEADERRUN_TTL=2d (--ttl): durations have no days; did you mean 48h?"},
 		{"not a duration", nil, []string{"--ttl", "soon", "--", "true"}, "--ttl soon: want a duration such as 500ms, 15s or 10m"},
 		{"unknown flag", nil, []string{"--tll", "5s", "--", "true"}, "unknown flag --tll; did you mean --ttl?"},
 		{"unknown flag 2", nil, []string{"--renew-evry", "5s", "--", "true"}, "did you mean --renew-every?"},
@@ -415,14 +428,14 @@ func TestValueMessages(t *testing.T) {
 		{"int", nil, []string{"--conflict-exit-code", "x", "--", "true"}, "--conflict-exit-code x: want a whole number"},
 		{"priority not a number", nil, []string{"--priority", "high", "--", "true"}, "--priority high: want a whole number"},
 		{"priority out of range", nil, []string{"--priority", "2000000", "--", "true"}, "--priority 2000000: want a whole number from -1000000 to 1000000"},
-		{"priority variable out of range", map[string]string{"LEADERRUN_PRIORITY": "-2000000"}, []string{"--", "true"}, "--priority -2000000: want a whole number from -1000000 to 1000000"},
+		{"priority variable out of range", map[string]string{"LEADERRUN_PRIORITY": "-2000000"}, []string{"--", "true"}, "LEADERRUN_PRIORITY=-2000000 (--priority): want a whole number from -1000000 to 1000000"},
 		{"once is watch's", nil, []string{"--once", "--", "true"}, "--once"},
 		{"negative grace", nil, []string{"--grace", "-1s", "--", "true"}, "--grace -1s: durations must not be negative"},
 		{"negative renew", nil, []string{"--renew-every", "-1s", "--", "true"}, "--renew-every -1s: durations must not be negative"},
 		{"hold for a century", nil, []string{"--hold-at-least", "999999h", "--", "true"}, "--hold-at-least 999999h: want a duration from 0 to 744h (31 days"},
 		{"negative hold", nil, []string{"--hold-at-least", "-1s", "--", "true"}, "--hold-at-least -1s: want a duration from 0 to 744h"},
 		{"priority step too long", nil, []string{"--priority-step", "2m", "--", "true"}, "--priority-step 2m: want a duration from 1ms to 1m"},
-		{"priority step zero", map[string]string{"LEADERRUN_PRIORITY_STEP": "0s"}, []string{"--", "true"}, "--priority-step 0s: want a duration from 1ms to 1m"},
+		{"priority step zero", map[string]string{"LEADERRUN_PRIORITY_STEP": "0s"}, []string{"--", "true"}, "LEADERRUN_PRIORITY_STEP=0s (--priority-step): want a duration from 1ms to 1m"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,7 +445,7 @@ func TestValueMessages(t *testing.T) {
 			}
 			code, out, errOut := runEnv(t, vars, tc.args...)
 			line := oneLineOf(t, errOut)
-			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
+			if code != run.ExitFailure || !strings.Contains(line, tc.says) || out != "" {
 				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
 			}
 			if strings.Contains(line, "hunter2") {
@@ -484,12 +497,12 @@ func TestHelpCommand(t *testing.T) {
 	// After "--", help and h are programs to run.
 	for _, args := range [][]string{{"--", "help"}, {"h"}} {
 		code, out, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": "file://" + t.TempDir()}, args...)
-		if code != ExitNotFound || out != "" || !strings.Contains(errOut, "not found") {
+		if code != run.ExitNotFound || out != "" || !strings.Contains(errOut, "not found") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 127: %s looked up as a program", args, code, out, errOut, args[len(args)-1])
 		}
 	}
 	code, _, errOut := runEnv(t, nil, "help", "bogus")
-	if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), `no help for "bogus"`) {
+	if code != run.ExitFailure || !strings.Contains(oneLineOf(t, errOut), `no help for "bogus"`) {
 		t.Fatalf("help bogus: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -513,38 +526,6 @@ func checkHelpText(t *testing.T, out string) {
 		if strings.Contains(out, "GLOBAL OPTIONS") && !strings.Contains(out, want) {
 			t.Errorf("help does not show %q", want)
 		}
-	}
-}
-
-// --version says version, commit and Go version.
-func TestVersion(t *testing.T) {
-	code, out, errOut := runEnv(t, nil, "--version")
-	if code != 0 || errOut != "" || !strings.Contains(out, runtime.Version()) || !strings.HasPrefix(out, "leaderrun ") {
-		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want the Go version", code, out, errOut)
-	}
-	tests := []struct {
-		name string
-		bi   *debug.BuildInfo
-		want string
-	}{
-		{"no build info", nil, "leaderrun dev (built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout, built with " + runtime.Version()},
-		{"-buildvcs=false", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
-			"leaderrun dev (built without version information: no release stamp, module version or VCS commit, as with -buildvcs=false or outside a git checkout, built with go1.26.0 for "},
-		{"release", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"}},
-			"leaderrun v1.2.3 (built with go1.26.0 for "},
-		{"clean checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "5fb793553759488abcaf1091d4ac4a48deefd326"}, {Key: "vcs.modified", Value: "false"}}},
-			"leaderrun dev (commit 5fb793553759, built with go1.26.0 for "},
-		{"dirty checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20261122235307-5fb793553759+dirty"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "5fb793553759488abcaf1091d4ac4a48deefd326"}, {Key: "vcs.modified", Value: "true"}}},
-			"leaderrun v0.0.0-20261122235307-5fb793553759+dirty (commit 5fb793553759 with local changes, built with go1.26.0 for "},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := formatVersion(tc.bi); !strings.HasPrefix(got, tc.want) {
-				t.Fatalf("formatVersion = %q; want it to start with %q", got, tc.want)
-			}
-		})
 	}
 }
 
@@ -607,7 +588,7 @@ func TestFloors(t *testing.T) {
 				args = append(args, "--", "touch", marker)
 			}
 			code, out, errOut := runEnv(t, nil, args...)
-			if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), tc.says) || out != "" {
+			if code != run.ExitFailure || !strings.Contains(oneLineOf(t, errOut), tc.says) || out != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 125 saying %q", code, out, errOut, tc.says)
 			}
 			if _, err := os.Stat(marker); err == nil {
@@ -624,7 +605,7 @@ func TestFloors(t *testing.T) {
 
 // The scopes preparse uses know every flag urfave will see.
 func TestScopesCoverHelpAndVersion(t *testing.T) {
-	s := newScope("", slices.Concat(runFlags(), []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
+	s := newScope("", slices.Concat(runFlags(&options{}), []cli.Flag{cli.HelpFlag, cli.VersionFlag}))
 	for _, n := range []string{"h", "help", "version", "n", "q", "v", "ttl"} {
 		if _, ok := s.flags[n]; !ok {
 			t.Errorf("run scope lacks %s", n)
@@ -651,7 +632,7 @@ func TestMainReadsGivenEnvironment(t *testing.T) {
 	if err := json.Unmarshal([]byte(oneLineOf(t, string(b))), &obj); err != nil {
 		t.Fatalf("stderr %q: %v", b, err)
 	}
-	if code != ExitFailure || obj.ExitCode != ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=7 (--ttl): did you mean 7s?") {
+	if code != run.ExitFailure || obj.ExitCode != run.ExitFailure || !strings.Contains(obj.Msg, "LEADERRUN_TTL=7 (--ttl): did you mean 7s?") {
 		t.Fatalf("exit %d, stderr %q; want 125 suggesting 7s (the given LEADERRUN_TTL, not the process's)", code, b)
 	}
 }
@@ -659,7 +640,7 @@ func TestMainReadsGivenEnvironment(t *testing.T) {
 // A repeatable flag (StringSliceFlag) reads its variable through getenv
 // too, comma-separated, and the command line replaces it.
 func TestListFlagVariable(t *testing.T) {
-	flags := takeEnv(runFlags())
+	flags := runFlags
 	vars := map[string]string{"LEADERRUN_PASS_ENV": "A,B"}
 	if got := probeFlags(t, "", flags, nil, vars); got.err != nil || got.values["pass-env"] != "A,B" {
 		t.Fatalf("variable alone: %q, %v; want A,B", got.values["pass-env"], got.err)
@@ -704,7 +685,7 @@ func TestStrayStoreVarRefused(t *testing.T) {
 				}
 				code, out, errOut := runEnv(t, map[string]string{tc.k: tc.v}, args...)
 				line := oneLineOf(t, errOut)
-				if code != ExitFailure || out != "" || !strings.Contains(line, tc.k) || !strings.Contains(line, "LEADERRUN_STORE") || !strings.Contains(line, "nothing was run") {
+				if code != run.ExitFailure || out != "" || !strings.Contains(line, tc.k) || !strings.Contains(line, "LEADERRUN_STORE") || !strings.Contains(line, "nothing was run") {
 					t.Fatalf("exit %d, stdout %q, stderr %q; want 125 and one line naming %s and LEADERRUN_STORE", code, out, errOut, tc.k)
 				}
 				if strings.Contains(errOut, secret) || strings.Contains(errOut, "redis.internal") || strings.Contains(errOut, "10.0.0.1") {
@@ -725,12 +706,15 @@ func TestStrayStoreVarRefused(t *testing.T) {
 // warns).
 func TestStrayStoreVarHarmless(t *testing.T) {
 	store := "file://" + t.TempDir()
-	nested := childEnviron(nil, newEnvReads(func(string) string { return "" }), nil, "outer", "host:1", 7)
+	nested := []string{envLease + "=outer", envLeaseHolder + "=host:1", envLeaseToken + "=7", envTokenDeprecated + "=7"} // what the run gives its child
 	harmless := map[string]string{
 		"LEADERRUN_JOB_DIR":       "/srv/job",
 		"LEADERRUN_JOB_DIRECTORY": "/srv/job",
 		"LEADERRUN_TEST_ETCD_URL": "etcd://127.0.0.1:1",
 		"LEADERRUN_RETRIES":       "3",
+		// Not a CI job, whatever the suite's is: the default store in
+		// one is warned of (TestFileStoreInCIWarned).
+		"CI": "", "JENKINS_URL": "", "TF_BUILD": "",
 	}
 	for _, kv := range nested {
 		k, v, _ := strings.Cut(kv, "=")
@@ -808,7 +792,7 @@ func TestNearCommand(t *testing.T) {
 				return
 			}
 			line := oneLineOf(t, errOut)
-			if code != ExitFailure || ran || !strings.Contains(line, tc.says) {
+			if code != run.ExitFailure || ran || !strings.Contains(line, tc.says) {
 				t.Fatalf("exit %d, ran %v, stderr %q; want 125, nothing run, saying %q", code, ran, errOut, tc.says)
 			}
 			// The suggestion followed is accepted (status of a free lease
@@ -823,7 +807,7 @@ func TestNearCommand(t *testing.T) {
 			if meant == "watch" {
 				return // runs until interrupted
 			}
-			if code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, followed...); code == ExitFailure {
+			if code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": store}, followed...); code == run.ExitFailure {
 				t.Fatalf("the suggestion followed, %q: exit %d, stderr %q", followed, code, errOut)
 			}
 		})
@@ -836,8 +820,8 @@ func TestCombinedShortFlags(t *testing.T) {
 	for _, args := range [][]string{{"-nq"}, {"-qn"}, {"-n", "-q"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, append(args, "--name", "busy", "--", "true")...)
-			if code != ExitConflict || errOut != "" {
-				t.Fatalf("exit %d, stderr %q; want %d (no wait) and nothing printed (quiet)", code, errOut, ExitConflict)
+			if code != run.ExitConflict || errOut != "" {
+				t.Fatalf("exit %d, stderr %q; want %d (no wait) and nothing printed (quiet)", code, errOut, run.ExitConflict)
 			}
 		})
 	}
@@ -851,7 +835,7 @@ func TestCombinedShortFlags(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": held}, tc.args...)
-			if line := oneLineOf(t, errOut); code != ExitFailure || !strings.Contains(line, tc.says) {
+			if line := oneLineOf(t, errOut); code != run.ExitFailure || !strings.Contains(line, tc.says) {
 				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
 			}
 		})
@@ -861,9 +845,10 @@ func TestCombinedShortFlags(t *testing.T) {
 // The --health-* defaults adapt to the values given, as --grace does to a
 // short --ttl: only values given (flag or variable) are refused.
 func TestHealthDefaultsAdapt(t *testing.T) {
-	parse := func(t *testing.T, vars map[string]string, args ...string) (healthConfig, error) {
+	parse := func(t *testing.T, vars map[string]string, args ...string) (run.HealthConfig, error) {
 		t.Helper()
-		flags := runFlags()
+		o := &options{}
+		flags := runFlags(o)
 		set := flag.NewFlagSet("leaderrun", flag.ContinueOnError)
 		for _, f := range takeEnv(flags) {
 			if err := f.Apply(set); err != nil {
@@ -874,10 +859,10 @@ func TestHealthDefaultsAdapt(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := cli.NewContext(&cli.App{}, set, nil)
-		if err := applyEnv(c, flags, func(k string) string { return vars[k] }); err != nil {
+		if err := applyEnv(c, o, flags, func(k string) (string, bool) { v, ok := vars[k]; return v, ok }); err != nil {
 			t.Fatal(err)
 		}
-		return parseHealth(c, c.Duration("ttl"))
+		return health(o, o.run.Timing.TTL)
 	}
 	ms := time.Millisecond
 	for _, tc := range []struct {
@@ -894,8 +879,8 @@ func TestHealthDefaultsAdapt(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			h, err := parse(t, tc.vars, tc.args...)
-			if err != nil || h.interval != tc.interval || h.timeout != tc.timeout {
-				t.Fatalf("interval %v, timeout %v, %v; want %v and %v, accepted", h.interval, h.timeout, err, tc.interval, tc.timeout)
+			if err != nil || h.Interval != tc.interval || h.Timeout != tc.timeout {
+				t.Fatalf("interval %v, timeout %v, %v; want %v and %v, accepted", h.Interval, h.Timeout, err, tc.interval, tc.timeout)
 			}
 		})
 	}
@@ -905,7 +890,7 @@ func TestHealthDefaultsAdapt(t *testing.T) {
 		want string
 	}{
 		{nil, []string{"--health-cmd=true", "--health-interval=200ms", "--health-timeout=5s"}, "--health-timeout 5s is longer than --health-interval 200ms"},
-		{map[string]string{"LEADERRUN_HEALTH_TIMEOUT": "5s"}, []string{"--health-cmd=true", "--health-interval=200ms"}, "--health-timeout 5s is longer than --health-interval 200ms"},
+		{map[string]string{"LEADERRUN_HEALTH_TIMEOUT": "5s"}, []string{"--health-cmd=true", "--health-interval=200ms"}, "LEADERRUN_HEALTH_TIMEOUT=5s (--health-timeout) is longer than --health-interval 200ms"},
 		{nil, []string{"--health-cmd=true", "--ttl=3s", "--health-timeout=3s"}, "--health-timeout 3s is not shorter than --ttl 3s"},
 		{nil, []string{"--health-cmd=true", "--health-interval=2m", "--health-timeout=90s", "--ttl=1m"}, "--health-timeout 1m30s is not shorter than --ttl 1m"},
 	} {
@@ -919,5 +904,13 @@ func TestHealthDefaultsAdapt(t *testing.T) {
 	code, _, errOut := runEnv(t, map[string]string{"LEADERRUN_STORE": "file://" + t.TempDir()}, "--health-cmd", "true", "--health-interval", "200ms", "--name", "adapt", "--", "true")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q; want 0", code, errOut)
+	}
+}
+
+// --version says version, commit and Go version.
+func TestVersion(t *testing.T) {
+	code, out, errOut := runEnv(t, nil, "--version")
+	if code != 0 || errOut != "" || !strings.Contains(out, runtime.Version()) || !strings.HasPrefix(out, "leaderrun ") {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want the Go version", code, out, errOut)
 	}
 }

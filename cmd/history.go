@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/leaderrun/leaderrun/internal/leaseview"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -31,7 +29,8 @@ but the command never started), running, or "no end recorded": leaderrun died
 (SIGKILL, a crash, a power cut) before it could write the end. --json prints
 an array of {"name","holder","token","start","end","outcome","exit_code",
 "signal","version","running"} instead ("exit_code" is null for a run without
-an end). --format prom prints Prometheus metrics of every run the store keeps
+an end; a run in a slot has "slot" and "slots" too, its holder without
+"(slot K of N)"). --format prom prints Prometheus metrics of every run the store keeps
 (or those --limit and --since select) instead: leaderrun_history_runs by
 outcome, leaderrun_history_running, leaderrun_history_last_start_timestamp_seconds
 and leaderrun_history_last_success_timestamp_seconds, labelled with the name. The store keeps the last 100 runs per name: each run trims to its
@@ -59,83 +58,44 @@ store, a store that keeps no history).`
 
 // openHistory opens the store of a history or check command and returns
 // its history.
-func openHistory(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) (lease.Store, lease.History, error) {
+func openHistory(ctx context.Context, o *options, name string, e env, log *slog.Logger) (lease.Store, lease.History, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return nil, nil, usageError{err}
 	}
-	if err := e.dispatch(c.String("store")); err != nil {
+	if err := e.dispatch(o.store); err != nil {
 		return nil, nil, err
 	}
-	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: 5 * time.Second, Getenv: e.getenv, Log: log})
+	store, err := openForReading(ctx, o.store, o.spell, e, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, ok := store.(lease.History)
-	if !ok {
-		store.Close()
-		return nil, nil, fmt.Errorf("%w: this store keeps no run history", lease.ErrConfig)
-	}
-	return store, h, nil
+	return store, store, nil
 }
 
-// runJSON is a run in history's --json output.
-type runJSON struct {
-	lease.Run
-	// Running is true for the current holder's run.
-	Running bool `json:"running,omitempty"`
-}
-
-// MarshalJSON writes the run as lease.Run does (exit_code null without an
-// end), with "running" when it is.
-func (r runJSON) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(r.Run)
-	if err != nil || !r.Running {
-		return b, err
-	}
-	return append(b[:len(b)-1], `,"running":true}`...), nil
-}
-
-// readRuns reads up to limit runs and the token of the current holder (0
-// when free or unreadable: only "running" depends on it).
-func readRuns(ctx context.Context, store lease.Store, h lease.History, name string, limit int) ([]lease.Run, uint64, error) {
-	var (
-		runs    []lease.Run
-		current uint64
-		wg      sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if st, err := store.Status(ctx, name); err == nil && st != nil && st.HeldUntil.IsZero() {
-			current = st.Token
-		}
-	}()
-	runs, err := h.Runs(ctx, name, limit)
-	wg.Wait()
-	if err != nil {
-		return nil, 0, fmt.Errorf("run history of lease %s: %w", name, err)
-	}
-	return runs, current, nil
-}
+// runJSON is a run in history's --json output; Running is true for a
+// current holder's run (with --slots, any slot's).
+type runJSON = leaseview.Run
 
 // historyCommand prints the last runs of name.
-func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
-	format, err := historyFormat(c.String("format"), c.Bool("json"))
+func historyCommand(ctx context.Context, o *options, name string, e env, log *slog.Logger) *outcome {
+	format, err := historyFormat(o.format, o.json)
 	if err != nil {
 		return classify(err)
 	}
-	limit := c.Int("limit")
-	if format == "prom" && !c.IsSet("limit") {
+	limit := o.limit
+	if format == "prom" && !o.isGiven(&o.limit) {
 		limit = 0 // the metrics count every run the store keeps
 	}
 	if limit < 0 {
 		return classify(usagef("--limit %d: want 0 (all) or more", limit))
 	}
-	since := c.Duration("since")
-	if since < 0 {
-		return classify(usagef("--since %s: want a positive duration such as 24h", lease.FormatDuration(since)))
+	since := o.since
+	if since < 0 || since == 0 && o.isGiven(&o.since) {
+		// 0 would mean no bound, as leaving the flag out does: a window of
+		// nothing given explicitly is a mistake, as a negative one is.
+		return classify(usagef("--since %s: want a positive duration such as 24h (leave it out for no bound)", lease.FormatDuration(since)))
 	}
-	store, h, err := openHistory(ctx, c, name, e, log)
+	store, h, err := openHistory(ctx, o, name, e, log)
 	if err != nil {
 		return classify(err)
 	}
@@ -146,7 +106,7 @@ func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log
 	if since > 0 {
 		fetch = 0 // the window, not the count, decides
 	}
-	runs, current, err := readRuns(sctx, store, h, name, fetch)
+	runs, current, err := leaseview.Runs(sctx, store, h, name, fetch)
 	if err != nil {
 		return classify(err)
 	}
@@ -159,7 +119,7 @@ func historyCommand(ctx context.Context, c *cli.Context, name string, e env, log
 		if limit > 0 && len(out) == limit {
 			break
 		}
-		out = append(out, runJSON{Run: r, Running: !r.Ended() && r.Token == current})
+		out = append(out, runJSON{Run: r, Running: current.Running(r)})
 	}
 	if format == "prom" {
 		e.stdio.Out.Write(historyMetrics(name, out))
@@ -207,7 +167,7 @@ func runResult(r lease.Run, running bool) string {
 	case running:
 		return "running"
 	case !r.Ended():
-		return "no end recorded (leaderrun was killed, or is still running)"
+		return "no end recorded (leaderrun was killed, could not write the end to the store, or is still running)"
 	}
 	s := fmt.Sprintf("%s (exit %d", printable(string(r.Outcome)), r.ExitCode)
 	if r.Signal != "" {
@@ -230,62 +190,43 @@ func lastRunText(r lease.Run, now time.Time) string {
 	}
 }
 
-// lastRun returns the newest run of name that is not the current holder's
-// (token current), or nil; best effort, as status's other parts.
-func lastRun(ctx context.Context, store lease.Store, name string, current uint64) *lease.Run {
-	h, ok := store.(lease.History)
-	if !ok {
-		return nil
-	}
-	runs, err := h.Runs(ctx, name, 2)
-	if err != nil {
-		return nil
-	}
-	for _, r := range runs {
-		if r.Token != current {
-			return &r
-		}
-	}
-	return nil
-}
-
 // checkJSON is check's --json output.
 type checkJSON struct {
-	Name        string     `json:"name"`
-	OK          bool       `json:"ok"`
-	RanWithinMS int64      `json:"ran_within_ms"`
-	Succeeded   bool       `json:"succeeded"`
-	Match       *lease.Run `json:"match,omitempty"`
-	LastRun     *lease.Run `json:"last_run,omitempty"`
+	Name        string         `json:"name"`
+	OK          bool           `json:"ok"`
+	RanWithinMS int64          `json:"ran_within_ms"`
+	Succeeded   bool           `json:"succeeded"`
+	Match       *leaseview.Run `json:"match,omitempty"`
+	LastRun     *leaseview.Run `json:"last_run,omitempty"`
 }
 
 // checkCommand exits 0 when a run (a successful one, with --succeeded) of
 // name started within --ran-within, else ExitCheckMissed.
-func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
-	within := c.Duration("ran-within")
-	if !c.IsSet("ran-within") {
+func checkCommand(ctx context.Context, o *options, name string, e env, log *slog.Logger) *outcome {
+	within := o.ranWithin
+	if !o.isGiven(&o.ranWithin) {
 		return classify(usagef("check needs --ran-within DURATION, such as 25h for a daily job"))
 	}
 	if within <= 0 {
 		return classify(usagef("--ran-within %v: want a duration above zero, such as 25h for a daily job", within))
 	}
-	succeeded := c.Bool("succeeded")
-	store, h, err := openHistory(ctx, c, name, e, log)
+	succeeded := o.succeeded
+	store, h, err := openHistory(ctx, o, name, e, log)
 	if err != nil {
 		return classify(err)
 	}
 	defer store.Close()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	runs, current, err := readRuns(sctx, store, h, name, 0)
+	runs, current, err := leaseview.Runs(sctx, store, h, name, 0)
 	if err != nil {
 		return classify(err)
 	}
 	now := time.Now()
 	out := checkJSON{Name: name, RanWithinMS: within.Milliseconds(), Succeeded: succeeded}
-	out.Match, out.LastRun = matchRun(runs, now, within, succeeded)
-	last := out.LastRun
-	out.OK = out.Match != nil
+	match, last := leaseview.MatchRun(runs, now, within, succeeded)
+	out.Match, out.LastRun = leaseview.RunOf(match), leaseview.RunOf(last)
+	out.OK = match != nil
 	what := "run"
 	if succeeded {
 		what = "successful run"
@@ -293,13 +234,13 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	var line string
 	switch {
 	case out.OK:
-		line = fmt.Sprintf("OK: %s: a %s started %s ago: %s", name, what, humanAgo(now.Sub(out.Match.Start)), checkRunText(*out.Match, current, now))
+		line = fmt.Sprintf("OK: %s: a %s started %s ago: %s", name, what, humanAgo(now.Sub(match.Start)), checkRunText(*match, current, now))
 	case last == nil:
 		line = fmt.Sprintf("MISSED: %s: no %s within %s; no run recorded", name, what, humanDuration(within))
 	default:
 		line = fmt.Sprintf("MISSED: %s: no %s within %s; last run started %s ago: %s", name, what, humanDuration(within), humanAgo(now.Sub(last.Start)), checkRunText(*last, current, now))
 	}
-	if c.Bool("json") {
+	if o.json {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(e.stdio.Out, string(b))
 	} else {
@@ -311,33 +252,9 @@ func checkCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	return &outcome{code: 0, level: slog.LevelDebug, msg: line}
 }
 
-// matchRun returns the newest of runs (newest first) that started within
-// within before now (and, with succeeded, ended with exit 0), and the newest
-// run that started at all.
-func matchRun(runs []lease.Run, now time.Time, within time.Duration, succeeded bool) (match, last *lease.Run) {
-	for i, r := range runs {
-		// A run counts from now − within to now + the clock skew a store's
-		// records may have (stores already drop those beyond it): a start
-		// further ahead is no run, and never "0s ago" for ever.
-		if r.Outcome == lease.OutcomeNotStarted || r.Start.After(now.Add(lease.MaxClockSkew)) {
-			continue
-		}
-		if last == nil {
-			last = &runs[i]
-		}
-		if r.Start.Before(now.Add(-within)) {
-			break
-		}
-		if !succeeded || r.Outcome == lease.OutcomeOK {
-			return &runs[i], last
-		}
-	}
-	return nil, last
-}
-
 // checkRunText describes a run on check's line.
-func checkRunText(r lease.Run, current uint64, now time.Time) string {
-	return fmt.Sprintf("%s, %s, %s", printable(r.Label), runSpan(r, now), runResult(r, !r.Ended() && r.Token == current))
+func checkRunText(r lease.Run, current leaseview.Holding, now time.Time) string {
+	return fmt.Sprintf("%s, %s, %s", printable(r.Label), runSpan(r, now), runResult(r, current.Running(r)))
 }
 
 // humanAgo rounds an age for check's line: whole minutes from an hour up.

@@ -1,18 +1,12 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"reflect"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/filelease"
 )
@@ -38,7 +32,7 @@ func TestRunTexts(t *testing.T) {
 		{"across midnight", lease.Run{Label: "h", Start: yesterday, End: start, Outcome: lease.OutcomeLost, ExitCode: 124, Signal: "SIGTERM"},
 			false, "2026-03-09 02:00:03–2026-03-10 02:00:03 UTC", "lost (exit 124, SIGTERM)", "last run: h, 2026-03-09 02:00:03–2026-03-10 02:00:03 UTC, lost (exit 124, SIGTERM)"},
 		{"no end", lease.Run{Label: "h", Start: start},
-			false, "02:00:03 UTC–", "no end recorded (leaderrun was killed, or is still running)", "last run: h, 02:00:03 UTC–, no end recorded"},
+			false, "02:00:03 UTC–", "no end recorded (leaderrun was killed, could not write the end to the store, or is still running)", "last run: h, 02:00:03 UTC–, no end recorded"},
 		{"running", lease.Run{Label: "h", Start: start}, true, "02:00:03 UTC–", "running", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,26 +51,6 @@ func TestRunTexts(t *testing.T) {
 	}
 }
 
-// The history outcome of a child that ended by itself or by a forwarded
-// signal.
-func TestChildRunOutcome(t *testing.T) {
-	for _, tc := range []struct {
-		res     resultView
-		stopped bool
-		want    lease.Outcome
-	}{
-		{resultView{code: 0}, false, lease.OutcomeOK},
-		{resultView{code: 3}, false, lease.OutcomeFailed},
-		{resultView{code: 137, signal: 9}, false, lease.OutcomeFailed},
-		{resultView{code: 143, signal: 15}, true, lease.OutcomeStopped},
-		{resultView{code: 0}, true, lease.OutcomeStopped},
-	} {
-		if got := childRunOutcome(tc.res, tc.stopped); got != tc.want {
-			t.Errorf("childRunOutcome(%+v, stopped %v) = %s; want %s", tc.res, tc.stopped, got, tc.want)
-		}
-	}
-}
-
 // Bad values of the history flags: exit 125, one line, nothing run.
 func TestHistoryFlagsRefused(t *testing.T) {
 	store := "file://" + t.TempDir()
@@ -90,63 +64,9 @@ func TestHistoryFlagsRefused(t *testing.T) {
 		{"check", "--store", store, "--ran-within", "1h", "bad name"},
 	} {
 		code, out, errOut := runCapture(t, args...)
-		if code != ExitFailure || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "usage: ") && !strings.Contains(errOut, "bad name") {
+		if code != run.ExitFailure || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "usage: ") && !strings.Contains(errOut, "bad name") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 125 and one line", args, code, out, errOut)
 		}
-	}
-}
-
-// A run record on a real (file) store: the start is written while the
-// child starts, the end replaces it; a not-started run is written whole;
-// --history-keep 0 writes nothing.
-func TestRunRecord(t *testing.T) {
-	store, err := filelease.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	info := lease.Holder{Name: "job", Label: "host-a:1", Token: 41, Since: time.Now()}
-	rec := newRunRecord(store, 5, info, time.Second, log)
-	rec.start()
-	<-rec.started
-	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) != 1 || runs[0].Ended() || runs[0].Version != version() {
-		t.Fatalf("after the start: %+v, %v; want one run without an end", runs, err)
-	}
-	rec.end(lease.OutcomeStopped, 143, syscall.SIGTERM)
-	runs, err := store.Runs(ctx, "job", 0)
-	if err != nil || len(runs) != 1 || runs[0].Outcome != lease.OutcomeStopped || runs[0].ExitCode != 143 || runs[0].Signal != "SIGTERM" || !runs[0].Ended() {
-		t.Fatalf("after the end: %+v, %v", runs, err)
-	}
-	info.Token = 42
-	o := notStarted(newRunRecord(store, 5, info, time.Second, log), newOutcome(130, slog.LevelWarn, "interrupted"))
-	if o.code != 130 {
-		t.Fatalf("notStarted changed the outcome: %d", o.code)
-	}
-	runs, err = store.Runs(ctx, "job", 0)
-	if err != nil || len(runs) != 2 || runs[0].Token != 42 || runs[0].Outcome != lease.OutcomeNotStarted || runs[0].ExitCode != 130 {
-		t.Fatalf("after a not-started run: %+v, %v", runs, err)
-	}
-	// Runs whose child never starts keep the history trimmed: each also
-	// writes a start, where the store trims (keep 2: a few runs more at most).
-	for tok := uint64(100); tok < 120; tok++ {
-		info.Token = tok
-		notStarted(newRunRecord(store, 2, info, time.Second, log), newOutcome(126, slog.LevelWarn, "exec format error"))
-	}
-	if runs, err := store.Runs(ctx, "job", 0); err != nil || len(runs) > 2+2 || runs[0].Token != 119 || runs[0].Outcome != lease.OutcomeNotStarted {
-		t.Fatalf("after 20 not-started runs keeping 2: %d runs (newest %+v), %v; want at most 4", len(runs), runs[0], err)
-	}
-	before, err := store.Runs(ctx, "job", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info.Token = 143
-	off := newRunRecord(store, 0, info, time.Second, log)
-	off.start()
-	off.end(lease.OutcomeOK, 0, 0)
-	if runs, err := store.Runs(ctx, "job", 0); err != nil || !reflect.DeepEqual(runs, before) {
-		t.Fatalf("--history-keep 0 wrote: %+v, %v; want the history as before, %+v", runs, err, before)
 	}
 }
 
@@ -158,7 +78,7 @@ func TestRunTextsEscaped(t *testing.T) {
 	for what, s := range map[string]string{
 		"history": runLine(r, false, now),
 		"status":  lastRunText(r, now),
-		"check":   checkRunText(r, 0, now),
+		"check":   checkRunText(r, nil, now),
 	} {
 		if strings.ContainsAny(s, "\x1b\a\u202e") || !strings.Contains(s, `ok\x1b]0;title\x07`) || !strings.Contains(s, `SIG\x1b[2J`) || !strings.Contains(s, `h\u202eevil`) {
 			t.Errorf("%s: %q; want the store's text escaped", what, s)
@@ -169,7 +89,7 @@ func TestRunTextsEscaped(t *testing.T) {
 // check --ran-within 0s names the value it refuses, not a missing flag.
 func TestCheckRanWithinZero(t *testing.T) {
 	code, out, errOut := runCapture(t, "check", "--store", "file://"+t.TempDir(), "--ran-within", "0s", "job")
-	if code != ExitFailure || out != "" || !strings.Contains(errOut, "--ran-within 0s: want a duration above zero") || strings.Contains(errOut, "needs") {
+	if code != run.ExitFailure || out != "" || !strings.Contains(errOut, "--ran-within 0s: want a duration above zero") || strings.Contains(errOut, "needs") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 125 and the value refused", code, out, errOut)
 	}
 }
@@ -227,74 +147,17 @@ func TestCheckFutureStart(t *testing.T) {
 	}
 }
 
-// A history that cannot be written (here NAME.runs is a directory) gets one
-// warning a run, without -v, that says what it means for check and does not
-// advise turning history off.
-func TestHistoryNotWrittenWarnsOnce(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "job.runs-"+strconv.Itoa(os.Geteuid())), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	store, err := filelease.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rec := newRunRecord(store, 5, lease.Holder{Name: "job", Label: "h", Token: 41, Since: time.Now()}, time.Second, log)
-	rec.start()
-	rec.end(lease.OutcomeOK, 0, 0)
-	out := buf.String()
-	if strings.Count(out, "level=WARN") != 1 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "check may report MISSED for this run") || strings.Contains(out, "turns it off") {
-		t.Fatalf("log:\n%s\nwant one warning that check may report MISSED", out)
-	}
-}
-
-// endCounter counts the end records written through it.
-type endCounter struct {
-	lease.History
-	ends int
-	last lease.Run // the last end written
-}
-
-func (c *endCounter) RecordRun(ctx context.Context, r lease.Run, keep int) error {
-	if r.Ended() {
-		c.ends++
-		c.last = r
-	}
-	return c.History.RecordRun(ctx, r, keep)
-}
-
-// TestRunRecordEndWithRelease: a release carries the run's end only once
-// the child started (its start record began); end does not write that end
-// again, but does write an end whose outcome changed since (the release
-// found the lease no longer ours).
-func TestRunRecordEndWithRelease(t *testing.T) {
-	store, err := filelease.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	info := lease.Holder{Name: "job", Label: "host-a:1", Token: 7, Since: time.Now()}
-	rec := newRunRecord(store, 5, info, time.Second, slog.New(slog.DiscardHandler))
-	c := &endCounter{History: store}
-	rec.h = c
-	if _, ok := rec.endForRelease(lease.OutcomeOK, 0, 0); ok {
-		t.Fatal("endForRelease before the child started: want nothing to carry")
-	}
-	rec.start()
-	run, ok := rec.endForRelease(lease.OutcomeOK, 0, 0)
-	if !ok || !run.Ended() || run.Token != 7 || run.Outcome != lease.OutcomeOK {
-		t.Fatalf("endForRelease = %+v, %v; want the run's end, ok", run, ok)
-	}
-	rec.endedWith(run) // the release wrote it
-	rec.end(lease.OutcomeOK, 0, 0)
-	if c.ends != 0 {
-		t.Fatalf("end wrote %d end records after the release carried the same end; want 0", c.ends)
-	}
-	rec.end(lease.OutcomeLost, 124, 0)
-	if c.ends != 1 || c.last.Outcome != lease.OutcomeLost || c.last.ExitCode != 124 || c.last.Token != 7 {
-		t.Fatalf("after a changed outcome: %d end writes, the last %+v; want one, the run lost with 124", c.ends, c.last)
+func TestHistoryFormat(t *testing.T) {
+	for _, c := range []struct {
+		format string
+		json   bool
+		want   string
+		bad    bool
+	}{{"", false, "text", false}, {"", true, "json", false}, {"prom", false, "prom", false},
+		{"json", true, "json", false}, {"prom", true, "", true}, {"yaml", false, "", true}} {
+		got, err := historyFormat(c.format, c.json)
+		if got != c.want || (err != nil) != c.bad {
+			t.Errorf("historyFormat(%q, %v) = %q, %v", c.format, c.json, got, err)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/filelease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
@@ -24,13 +25,24 @@ func TestOncePerRefused(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"not a period", nil, []string{"--once-per", "fortnight"}, `--once-per "fortnight": want hour, day, week or month, or a duration from 1s`},
+		{"not a period", nil, []string{"--once-per", "fortnight"}, `--once-per "fortnight": want hour, day, week or month, a cron schedule such as '0 21 * * *' or @daily, or a duration from 1s`},
+		{"bad schedule", nil, []string{"--once-per", "0 25 * * *"}, `--once-per: not a period: "0 25 * * *": end of range (25) above maximum (23)`},
+		{"schedule by variable", map[string]string{"LEADERRUN_ONCE_PER": "@every 1h"}, nil, `LEADERRUN_ONCE_PER (--once-per): not a period: "@every 1h": @every is not tied to the clock`},
 		{"too short", nil, []string{"--once-per", "500ms"}, `--once-per "500ms": want`},
 		{"no history", nil, []string{"--once-per", "day", "--history-keep", "0"}, "--once-per reads the run history, and --history-keep 0 records none"},
-		{"no history by variable", map[string]string{"LEADERRUN_HISTORY_KEEP": "0", "LEADERRUN_ONCE_PER": "day"}, nil, "--history-keep 0 records none"},
+		{"no history by variable", map[string]string{"LEADERRUN_HISTORY_KEEP": "0", "LEADERRUN_ONCE_PER": "day"}, nil, "LEADERRUN_HISTORY_KEEP=0 (--history-keep) records none"},
 		{"unknown zone", nil, []string{"--once-per", "day", "--once-per-zone", "Mars/Olympus"}, `--once-per-zone "Mars/Olympus": want an IANA time zone name`},
-		{"zone with a duration", nil, []string{"--once-per", "6h", "--once-per-zone", "Europe/Berlin"}, "--once-per-zone Europe/Berlin applies to hour, day, week and month"},
+		{"zone with a duration", nil, []string{"--once-per", "6h", "--once-per-zone", "Europe/Berlin"}, "--once-per-zone Europe/Berlin applies to hour, day, week, month and cron schedules"},
 		{"exit code", nil, []string{"--once-per", "day", "--once-per-exit-code", "300"}, "--once-per-exit-code 300: want 0-255"},
+		{"within too short", nil, []string{"--once-within", "500ms"}, "--once-within 500ms: want a duration from 1s to 8784h"},
+		{"within and per", nil, []string{"--once-within", "24h", "--once-per", "day"}, "--once-within with --once-per: give one of them"},
+		{"within with a zone", nil, []string{"--once-within", "24h", "--once-per-zone", "Europe/Berlin"}, "--once-per-zone applies to --once-per's calendar periods"},
+		{"within with a deadline", map[string]string{"LEADERRUN_ONCE_WITHIN": "24h", "LEADERRUN_ONCE_PER_DEADLINE": "1h"}, nil, "LEADERRUN_ONCE_PER_DEADLINE (--once-per-deadline) applies to --once-per's periods"},
+		{"within without history", map[string]string{"LEADERRUN_ONCE_WITHIN": "24h", "LEADERRUN_HISTORY_KEEP": "0"}, nil, "LEADERRUN_ONCE_WITHIN (--once-within) reads the run history, and LEADERRUN_HISTORY_KEEP=0 (--history-keep) records none"},
+		{"within with slots", nil, []string{"--once-within", "24h", "--slots", "2"}, "--slots 2 with --once-per or --once-within"},
+		{"within not a duration", map[string]string{"LEADERRUN_ONCE_WITHIN": "tomorrow"}, nil, "tomorrow"},
+		{"deadline alone", nil, []string{"--once-per-deadline", "2h"}, "--once-per-deadline needs --once-per PERIOD"},
+		{"deadline not positive", nil, []string{"--once-per", "day", "--once-per-deadline", "0s"}, "--once-per-deadline 0s: want a positive duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]string{"LEADERRUN_STORE": store}
@@ -40,7 +52,7 @@ func TestOncePerRefused(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
 			code, out, errOut := runEnv(t, vars, append(tc.args, "--name", "j", "--", "touch", marker)...)
 			line := oneLineOf(t, errOut)
-			if code != ExitFailure || !strings.Contains(line, tc.says) || out != "" {
+			if code != run.ExitFailure || !strings.Contains(line, tc.says) || out != "" {
 				t.Fatalf("exit %d, stderr %q; want 125 saying %q", code, errOut, tc.says)
 			}
 			if _, err := os.Stat(marker); err == nil {
@@ -228,20 +240,103 @@ func TestOncePerOnTheStoresClock(t *testing.T) {
 	}
 }
 
-// A store that keeps no run history cannot decide: refused before any
-// lease is taken.
-func TestOncePerNeedsHistory(t *testing.T) {
-	s := &leasetest.MemStore{}
-	useStore(t, "nohistory", s)
-	marker := filepath.Join(t.TempDir(), "ran")
-	code, _, errOut := runCapture(t, "--store", "nohistory://", "--once-per", "day", "--name", "n", "--", "touch", marker)
-	if code != ExitFailure || !strings.Contains(oneLineOf(t, errOut), "--once-per reads the run history, and this store keeps none") {
-		t.Fatalf("exit %d, stderr %q; want 125 and one line", code, errOut)
+// TestOncePerSchedule: --once-per with a cron schedule, in --once-per-zone,
+// on the store's clock: a crontab that fires more often runs the job once
+// per span between two fire times, and the fire time a spring-forward
+// skips (02:30 on 2026-03-29 in Berlin) starts its period when the clock
+// jumps, so that day's run is not lost. The child gets its period in
+// LEADERRUN_PERIOD_START and LEADERRUN_PERIOD_END, in the zone.
+func TestOncePerSchedule(t *testing.T) {
+	s := &clockStore{historyStore{MemStore: &leasetest.MemStore{}}}
+	useStore(t, "schedtest", s)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the child ran")
+	marks := t.TempDir()
+	for i, step := range []struct {
+		at     string // the store's clock, in Berlin
+		ran    bool
+		says   string
+		period string // the child's LEADERRUN_PERIOD_START and _END
+	}{
+		{"2026-03-28 01:50 +0100", true, "no successful run yet this period of '30 2 * * *' (2026-03-27 02:30 to 2026-03-28 02:30 CET, on the store's clock)", "2026-03-27T02:30:00+01:00 2026-03-28T02:30:00+01:00"},
+		{"2026-03-28 02:10 +0100", false, "already done this period of '30 2 * * *' (2026-03-27 02:30 to 2026-03-28 02:30 CET", ""},
+		{"2026-03-28 02:31 +0100", true, "(2026-03-28 02:30 to 2026-03-29 03:00 CEST", "2026-03-28T02:30:00+01:00 2026-03-29T03:00:00+02:00"},
+		{"2026-03-29 01:59 +0100", false, "already done this period of '30 2 * * *' (2026-03-28 02:30 to 2026-03-29 03:00 CEST", ""},
+		{"2026-03-29 03:01 +0200", true, "no successful run yet this period of '30 2 * * *' (2026-03-29 03:00 to 2026-03-30 02:30 CEST", "2026-03-29T03:00:00+02:00 2026-03-30T02:30:00+02:00"},
+		{"2026-03-29 12:00 +0200", false, "already done", ""},
+	} {
+		at, err := time.ParseInLocation("2006-01-02 15:04 -0700", step.at, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.at.Store(at.UnixMicro())
+		mark := filepath.Join(marks, strconv.Itoa(i))
+		code, out, errOut := runCapture(t, "--store", "schedtest://", "--once-per", "30 2 * * *", "--once-per-zone", "Europe/Berlin", "--name", "d", "--",
+			"sh", "-c", `touch "$0"; echo "$LEADERRUN_PERIOD_START $LEADERRUN_PERIOD_END"`, mark)
+		_, statErr := os.Stat(mark)
+		if code != 0 || (statErr == nil) != step.ran || !strings.Contains(errOut, step.says) {
+			t.Fatalf("at %s: exit %d, ran %v; want ran %v saying %q:\n%s", step.at, code, statErr == nil, step.ran, step.says, errOut)
+		}
+		if want := step.period; strings.TrimSpace(out) != want {
+			t.Errorf("at %s: the child's period %q; want %q", step.at, strings.TrimSpace(out), want)
+		}
 	}
-	if h, _ := s.Status(context.Background(), "n"); h != nil {
-		t.Fatalf("lease taken: %+v", h)
+}
+
+// TestPeriodVarsNotInherited: a run without --once-per gives its child no
+// period, not even one its own environment had (an outer leaderrun's, for
+// another lease); a fixed period's is in UTC.
+func TestPeriodVarsNotInherited(t *testing.T) {
+	store := "file://" + t.TempDir()
+	show := []string{"--", "sh", "-c", `echo "${LEADERRUN_PERIOD_START-unset} ${LEADERRUN_PERIOD_END-unset}"`}
+	vars := map[string]string{"LEADERRUN_STORE": store, "LEADERRUN_PERIOD_START": "2001-01-01T00:00:00Z", "LEADERRUN_PERIOD_END": "2001-01-02T00:00:00Z"}
+	if code, out, errOut := runEnv(t, vars, append([]string{"--name", "n"}, show...)...); code != 0 || out != "unset unset\n" {
+		t.Fatalf("exit %d, the child saw %q; want unset unset: %s", code, out, errOut)
+	}
+	code, out, errOut := runEnv(t, vars, append([]string{"--name", "m", "--once-per", "8784h"}, show...)...)
+	p, _ := lease.ParsePeriod("8784h", nil)
+	start, end := p.Bounds(time.Now())
+	// The period that held the acquisition: the one now, or the one
+	// before it if a boundary passed since.
+	want := start.UTC().Format(time.RFC3339) + " " + end.UTC().Format(time.RFC3339) + "\n"
+	if ps, _ := p.Bounds(start.Add(-time.Nanosecond)); out != want && out != ps.UTC().Format(time.RFC3339)+" "+start.UTC().Format(time.RFC3339)+"\n" {
+		t.Fatalf("exit %d, the child saw %q; want %q: %s", code, out, want, errOut)
+	}
+}
+
+// TestOnceWithinAndDeadline, on the store's clock: --once-within 24h runs
+// again only once a day has passed since the last successful run started,
+// whatever the calendar says; --once-per day --once-per-deadline 2h runs a
+// day's job until 02:00 only, then says it is too late, exiting as for a
+// day done.
+func TestOnceWithinAndDeadline(t *testing.T) {
+	s := &clockStore{historyStore{MemStore: &leasetest.MemStore{}}}
+	useStore(t, "withintest", s)
+	marks := t.TempDir()
+	base := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
+	for i, step := range []struct {
+		args  []string
+		after time.Duration // the store's clock, after base
+		code  int
+		ran   bool
+		says  string
+	}{
+		{[]string{"--name", "w", "--once-within", "24h"}, 0, 0, true, "no successful run yet within the last 24h (since 2026-11-24 22:00:00 UTC, on the store's clock)"},
+		{[]string{"--name", "w", "--once-within", "24h"}, 23 * time.Hour, 0, false, "already done within the last 24h"},
+		{[]string{"--name", "w", "--once-within", "24h"}, 24*time.Hour + time.Second, 0, true, "no successful run yet within the last 24h"},
+		{[]string{"--name", "d", "--once-per", "day", "--once-per-deadline", "2h"}, 3 * time.Hour, 0, true, "no successful run yet this day (2026-11-26 00:00"},
+		{[]string{"--name", "d", "--once-per", "day", "--once-per-deadline", "2h"}, 4 * time.Hour, 0, false, "already done this day"},
+		{[]string{"--name", "d", "--once-per", "day", "--once-per-deadline", "2h", "--once-per-exit-code", "9"}, 28*time.Hour + time.Second, 9, false,
+			"no successful run this day (2026-11-27 00:00 to 2026-11-28 00:00 UTC, on the store's clock), but it began 2h0m1s ago, past --once-per-deadline 2h: too late to run it; touch not started"},
+	} {
+		s.at.Store(base.Add(step.after).UnixMicro())
+		mark := filepath.Join(marks, strconv.Itoa(i))
+		code, _, errOut := runCapture(t, append(append([]string{"--store", "withintest://"}, step.args...), "--", "touch", mark)...)
+		_, statErr := os.Stat(mark)
+		if code != step.code || (statErr == nil) != step.ran || !strings.Contains(errOut, step.says) {
+			t.Fatalf("step %d: exit %d, ran %v; want %d, ran %v, saying %q:\n%s", i, code, statErr == nil, step.code, step.ran, step.says, errOut)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/runner"
@@ -54,7 +55,9 @@ func (s *hookStore) Wait(ctx context.Context, name string, held *lease.HeldError
 // useStore makes scheme:// open s for this test.
 func useStore(t *testing.T, scheme string, s lease.Store) {
 	t.Helper()
-	storeOpeners[scheme] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) { return s, nil }
+	storeOpeners[scheme] = func(context.Context, string, lease.FlagSpeller, lease.OpenOptions) (lease.Store, error) {
+		return s, nil
+	}
 	t.Cleanup(func() { delete(storeOpeners, scheme) })
 }
 
@@ -82,8 +85,8 @@ func TestLauncherNeedsName(t *testing.T) {
 	for _, command := range []string{"sh", "bash", "/bin/sh", "python3", "python3.11", "/usr/bin/python3", "node", "perl", "ruby", "java", "lua5.4", "Rscript", "pwsh", "env", "timeout", "nice", "nohup", "sudo", "xargs", "busybox"} {
 		t.Run(command, func(t *testing.T) {
 			code, _, errOut := runCapture(t, "--store", store, "--", command, "-c", "touch "+marker)
-			if code != ExitFailure {
-				t.Fatalf("exit %d; want %d (stderr %q)", code, ExitFailure, errOut)
+			if code != run.ExitFailure {
+				t.Fatalf("exit %d; want %d (stderr %q)", code, run.ExitFailure, errOut)
 			}
 			oneLineSaying(t, errOut, "give --name")
 			if _, err := os.Stat(marker); err == nil {
@@ -96,7 +99,7 @@ func TestLauncherNeedsName(t *testing.T) {
 		t.Fatalf("sh with --name: exit %d (stderr %q)", code, errOut)
 	}
 	for _, command := range []string{"true", "sha256sum", "shred"} {
-		if !isLauncher(command) {
+		if !run.IsLauncher(command) {
 			continue
 		}
 		t.Errorf("%s is taken for a launcher", command)
@@ -121,8 +124,8 @@ func TestHolderControlCharacters(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, _, errOut := runCapture(t, "--store", store, "--name", "h", "--holder", holder, "--", "touch", marker)
-			if code != ExitFailure {
-				t.Fatalf("exit %d; want %d (stderr %q)", code, ExitFailure, errOut)
+			if code != run.ExitFailure {
+				t.Fatalf("exit %d; want %d (stderr %q)", code, run.ExitFailure, errOut)
 			}
 			oneLineSaying(t, errOut, "--holder")
 			if strings.ContainsAny(errOut, "\x1b\t\x7f\u0085\a") || strings.Contains(errOut, "\xff") {
@@ -143,13 +146,13 @@ func TestEmptyCommandName(t *testing.T) {
 	s := &leasetest.MemStore{}
 	useStore(t, "emptycmd", s)
 	code, _, errOut := runCapture(t, "--store", "emptycmd://", "--name", "e", "--", "")
-	if code != ExitNotFound {
-		t.Fatalf("exit %d; want %d (stderr %q)", code, ExitNotFound, errOut)
+	if code != run.ExitNotFound {
+		t.Fatalf("exit %d; want %d (stderr %q)", code, run.ExitNotFound, errOut)
 	}
 	oneLineSaying(t, errOut, "command name after -- is empty")
 	code, _, errOut = runCapture(t, "--store", "emptycmd://", "--", "")
-	if code != ExitNotFound {
-		t.Fatalf("without --name: exit %d; want %d (stderr %q)", code, ExitNotFound, errOut)
+	if code != run.ExitNotFound {
+		t.Fatalf("without --name: exit %d; want %d (stderr %q)", code, run.ExitNotFound, errOut)
 	}
 	oneLineSaying(t, errOut, "command name after -- is empty")
 	if h, _ := s.Status(context.Background(), "e"); h != nil {
@@ -286,14 +289,6 @@ func TestShrunkGraceReported(t *testing.T) {
 	}
 }
 
-func TestHumanDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{10 * time.Minute: "10m", 133 * time.Second: "2m13s", time.Hour: "1h", 90 * time.Minute: "1h30m", 1234 * time.Millisecond: "1.2s", 665 * time.Millisecond: "665ms"} {
-		if got := humanDuration(d); got != want {
-			t.Errorf("humanDuration(%v) = %q; want %q", d, got, want)
-		}
-	}
-}
-
 // No chain of package prefixes in what users read. Errors
 // are written for people where they are made (sentinels' texts are words,
 // stores return sentences) and printed as they are: nothing rewrites them.
@@ -317,34 +312,10 @@ func TestReadableErrors(t *testing.T) {
 			t.Errorf("classify(%q).msg = %q; want the error's own text", err, got)
 		}
 	}
-	if got := lostWhy(lease.NewError("lock file x was replaced", lease.ErrLost)); got != " (lock file x was replaced)" {
-		t.Errorf("lostWhy = %q", got)
-	}
-	if got := lostWhy(lease.ErrLost); got != "" {
-		t.Errorf("lostWhy(ErrLost) = %q; want nothing", got)
-	}
 	// The final line of a run against a store that is not there.
 	code, _, errOut := runCapture(t, "--store", "redis://127.0.0.1:1", "--wait", "0", "--name", "x", "--", "true")
-	if code != ExitFailure || !strings.Contains(errOut, "127.0.0.1:1") || strings.Contains(errOut, "lease: ") || strings.Contains(errOut, "redislease") {
+	if code != run.ExitFailure || !strings.Contains(errOut, "127.0.0.1:1") || strings.Contains(errOut, "lease: ") || strings.Contains(errOut, "redislease") {
 		t.Fatalf("exit %d, stderr %q; want 125 and the address without package prefixes", code, errOut)
-	}
-}
-
-// The final line says how SIGKILL actually came.
-func TestStopText(t *testing.T) {
-	for _, tc := range []struct {
-		res  runner.Result
-		want string
-	}{
-		{runner.Result{Stopped: true}, "stopped job with SIGTERM"},
-		{runner.Result{Stopped: true, Signal: syscall.SIGKILL}, "stopped job with SIGTERM, then SIGKILL at the lease's kill point (from the guard)"},
-		{runner.Result{Stopped: true, Killed: true, KillAfter: 3 * time.Second}, "stopped job with SIGTERM, then SIGKILL after the 3s grace"},
-		{runner.Result{Stopped: true, Killed: true, KillPoint: true}, "killed job with SIGTERM and SIGKILL at once: the lease's kill point had come"},
-		{runner.Result{Stopped: true, Killed: true, KillPoint: true, KillAfter: 665 * time.Millisecond}, "stopped job with SIGTERM, then SIGKILL 665ms later at the lease's kill point"},
-	} {
-		if got := stopText("job", syscall.SIGTERM, tc.res); got != tc.want {
-			t.Errorf("stopText(%+v) = %q; want %q", tc.res, got, tc.want)
-		}
 	}
 }
 
@@ -355,8 +326,8 @@ func useCredStore(t *testing.T) {
 	t.Helper()
 	for _, real := range []string{"redis", "azblob+http", "azblob"} {
 		scheme := "credtest+" + real
-		storeOpeners[scheme] = func(ctx context.Context, raw string, o lease.OpenOptions) (lease.Store, error) {
-			s, err := openStore(ctx, strings.TrimPrefix(raw, "credtest+"), o)
+		storeOpeners[scheme] = func(ctx context.Context, raw string, _ lease.FlagSpeller, o lease.OpenOptions) (lease.Store, error) {
+			s, err := openStore(ctx, strings.TrimPrefix(raw, "credtest+"), lease.DashFlag, o)
 			if err != nil {
 				return nil, err
 			}
@@ -371,7 +342,7 @@ func useCredStore(t *testing.T) {
 // child saw.
 func childEnv(t *testing.T, vars map[string]string, args ...string) map[string]string {
 	t.Helper()
-	for _, k := range append(removableVars(), envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated, "LEADERRUN_PASS_ENV", "AZURE_STORAGE_ACCOUNT") {
+	for _, k := range append(run.RemovableVars(), envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated, "LEADERRUN_PASS_ENV", "AZURE_STORAGE_ACCOUNT") {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -382,7 +353,7 @@ func childEnv(t *testing.T, vars map[string]string, args ...string) map[string]s
 	if code != 0 {
 		t.Fatalf("exit %d (stderr %q)", code, errOut)
 	}
-	for _, k := range secretVars {
+	for _, k := range run.SecretVars {
 		if v := vars[k]; v != "" && strings.Contains(errOut, v) {
 			t.Fatalf("stderr shows %s: %s", k, errOut)
 		}
@@ -486,40 +457,11 @@ func TestChildEnvironmentVariables(t *testing.T) {
 	})
 	t.Run("--pass-env of a name leaderrun never removes", func(t *testing.T) {
 		code, _, errOut := runCapture(t, "--store", "file://"+t.TempDir(), "--pass-env", "HOME", "--", "true")
-		if code != ExitFailure {
+		if code != run.ExitFailure {
 			t.Fatalf("exit %d; want 125 (stderr %q)", code, errOut)
 		}
 		oneLineSaying(t, errOut, "--pass-env HOME")
 	})
-}
-
-func TestURLCarriesCredential(t *testing.T) {
-	for raw, want := range map[string]bool{
-		"redis://127.0.0.1:6379":                                   false,
-		"redis://user@127.0.0.1:6379":                              false,
-		"redis://:pw@127.0.0.1:6379":                               true,
-		"rediss://user:pw@h:6380/0":                                true,
-		"azblob://acct/c":                                          false,
-		"azblob+https://acct.blob.core.windows.net/c?sv=1&sig=abc": true,
-		"file:///var/lock/leaderrun":                               false,
-		"redis:/:S3cr3t@127.0.0.1:6379":                            true,
-		"redis://h:6379/%zz":                                       false,
-		// every credential form of every store
-		"etcd://user:pw@127.0.0.1:2379":                                   true,
-		"etcds://127.0.0.1:2379?ca=/etc/ca.pem":                           false,
-		"postgres://app@db/prod?password=S3cr3t":                          true,
-		"postgres://app@db/prod?PassWord=S3cr3t":                          true,
-		"postgresql://app@db/prod?sslmode=verify-full&sslpassword=S3cr3t": true,
-		"postgres://app:pa@ssW0rd@db/prod":                                true,
-		"postgres://app@db/prod?sslmode=require":                          false,
-		"postgres://app@db/prod?password=":                                false,
-		"azblob+http://127.0.0.1:10000/devstoreaccount1/c?SIG=abc":        true,
-		"postgres://app@db/prod?password=S3cr3t&x=%zz":                    true,
-	} {
-		if got := urlCarriesCredential(raw); got != want {
-			t.Errorf("urlCarriesCredential(%q) = %v; want %v", raw, got, want)
-		}
-	}
 }
 
 // flakyStore fails its first attempts as an unreachable Redis would.
@@ -553,26 +495,13 @@ func TestStoreUnavailableRetryLines(t *testing.T) {
 	}
 }
 
-// The holder's since carries the date when it is not today.
-func TestHeldBySince(t *testing.T) {
-	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
-	h := lease.Holder{Label: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
-	if got, want := heldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00 "+now.Format("MST")+", token 5"; got != want {
-		t.Errorf("heldBy = %q; want %q", got, want)
-	}
-	h.Since = now.Add(-time.Hour)
-	if got, want := heldBy(h, now), "held by web-1:42 since 22:30:00 "+now.Format("MST")+", token 5"; got != want {
-		t.Errorf("heldBy = %q; want %q", got, want)
-	}
-}
-
 // The conflict line says who holds the lease and whether leaderrun waited.
 func TestConflictLine(t *testing.T) {
 	s := &leasetest.MemStore{}
 	useStore(t, "conflict", s)
 	take(t, s, "c", "first")
 	code, _, errOut := runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "0", "--", "true")
-	if code != ExitConflict || !regexp.MustCompile(`^leaderrun: lease c is held by first since `+clockRE+`, token 1; true not started; exit 75\n$`).MatchString(errOut) {
+	if code != run.ExitConflict || !regexp.MustCompile(`^leaderrun: lease c is held by first since `+clockRE+`, token 1; true not started; exit 75\n$`).MatchString(errOut) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runCapture(t, "--store", "conflict://", "--name", "c", "--wait", "20ms", "--conflict-exit-code", "0", "--", "true")

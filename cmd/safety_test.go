@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -21,7 +22,7 @@ import (
 var memStore atomic.Pointer[leasetest.MemStore]
 
 func init() {
-	storeOpeners["memtest"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
+	storeOpeners["memtest"] = func(context.Context, string, lease.FlagSpeller, lease.OpenOptions) (lease.Store, error) {
 		return memStore.Load(), nil
 	}
 }
@@ -73,8 +74,8 @@ func TestChildDeadBeforeLeaseExpires(t *testing.T) {
 	pid := readPIDFromFIFO(t, fifo, res)
 	died := leasetest.WatchDeath(t, pid)
 	r := <-res
-	if r.code != ExitLost {
-		t.Fatalf("exit %d; want %d (stderr %q)", r.code, ExitLost, r.errOut)
+	if r.code != run.ExitLost {
+		t.Fatalf("exit %d; want %d (stderr %q)", r.code, run.ExitLost, r.errOut)
 	}
 	if !strings.Contains(r.errOut, "SIGKILL") || !strings.Contains(r.errOut, "lost") {
 		t.Fatalf("final line does not say the lease was lost and SIGKILL was needed: %q", r.errOut)
@@ -140,7 +141,7 @@ func (s signalOnAcquire) TryAcquire(ctx context.Context, req lease.Request) (lea
 // child is not started, the lease is released, and leaderrun exits 128+15.
 func TestSignalDuringHandoffStartsNothing(t *testing.T) {
 	s := &leasetest.MemStore{}
-	storeOpeners["sigtest"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
+	storeOpeners["sigtest"] = func(context.Context, string, lease.FlagSpeller, lease.OpenOptions) (lease.Store, error) {
 		return signalOnAcquire{s}, nil
 	}
 	marker := filepath.Join(t.TempDir(), "started")
@@ -192,7 +193,9 @@ func TestNoRunwayWaitsAgain(t *testing.T) {
 	// renew-every = 1.257s of it; three lost answers of 250ms each plus the
 	// retry pauses (at least 350ms) leave less.
 	s := &lostGrants{MemStore: mem, lost: 3, delay: 250 * time.Millisecond}
-	storeOpeners["lostgrants"] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) { return s, nil }
+	storeOpeners["lostgrants"] = func(context.Context, string, lease.FlagSpeller, lease.OpenOptions) (lease.Store, error) {
+		return s, nil
+	}
 	marker := filepath.Join(t.TempDir(), "ran")
 	code, _, errOut := runCapture(t, "--store", "lostgrants://", "--ttl", "2s", "--name", "slow", "--", "touch", marker)
 	if code != 0 {
@@ -206,25 +209,5 @@ func TestNoRunwayWaitsAgain(t *testing.T) {
 	// acquisition after the lost ones.
 	if !strings.Contains(errOut, "waiting again") || s.acquires.Load() <= s.lost+1 {
 		t.Fatalf("no second acquisition (%d attempts) or no line saying it waits again: %q", s.acquires.Load(), errOut)
-	}
-}
-
-// A flag the store could not honour is refused, never silently ignored
-// (every store of this build has standbys and holds; a store without them
-// is modelled by the in-memory one).
-func TestFlagsTheStoreCannotHonour(t *testing.T) {
-	s := &leasetest.MemStore{}
-	if err := checkPriority(s, 5, 0); err == nil || !strings.Contains(err.Error(), "--priority 5: this store keeps no list of standbys") {
-		t.Fatalf("checkPriority = %v", err)
-	}
-	if err := checkPriority(s, 0, time.Second); err == nil || !strings.Contains(err.Error(), "--priority-step 1s: this store keeps no list of standbys") {
-		t.Fatalf("checkPriority(step) = %v", err)
-	}
-	if err := checkPriority(s, 0, 0); err != nil {
-		t.Fatalf("checkPriority(0) = %v", err)
-	}
-	reg := &leasetest.MemCandidates{MemStore: s}
-	if err := checkPriority(reg, 5, time.Second); err != nil {
-		t.Fatalf("checkPriority on a registry = %v", err)
 	}
 }

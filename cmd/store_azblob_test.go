@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/redact"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -21,13 +22,13 @@ func TestOpenStoreAzblob(t *testing.T) {
 		"AZBLOB+HTTPS://myacct.blob.core.windows.net/locks?sv=1&sig=SIGSECRET",
 		"azblob+http://127.0.0.1:10000/devstoreaccount1/locks",
 	} {
-		s, err := openStore(context.Background(), raw, lease.OpenOptions{Getenv: getenv})
+		s, err := openStore(context.Background(), raw, lease.DashFlag, lease.OpenOptions{Getenv: getenv})
 		if err != nil || s == nil {
-			t.Fatalf("openStore(%q) = %v, %v", redactURL(raw), s, err)
+			t.Fatalf("openStore(%q) = %v, %v", redact.URL(raw), s, err)
 		}
 		_ = s.Close()
 	}
-	s, err := openStore(context.Background(), "azblob://BAD/locks?sig=SIGSECRET", lease.OpenOptions{Getenv: getenv})
+	s, err := openStore(context.Background(), "azblob://BAD/locks?sig=SIGSECRET", lease.DashFlag, lease.OpenOptions{Getenv: getenv})
 	if s != nil || !errors.Is(err, lease.ErrConfig) {
 		t.Fatalf("openStore(bad) = %v, %v; want nil store and ErrConfig", s, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/redact"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -43,9 +44,9 @@ func FuzzOpenStore(f *testing.F) {
 		saved := storeOpeners
 		t.Cleanup(func() { storeOpeners = saved })
 		var got string
-		storeOpeners = map[string]func(context.Context, string, lease.OpenOptions) (lease.Store, error){}
+		storeOpeners = map[string]opener{}
 		for scheme := range saved {
-			storeOpeners[scheme] = func(context.Context, string, lease.OpenOptions) (lease.Store, error) {
+			storeOpeners[scheme] = func(context.Context, string, lease.FlagSpeller, lease.OpenOptions) (lease.Store, error) {
 				got = scheme
 				return nil, errDispatched
 			}
@@ -55,7 +56,7 @@ func FuzzOpenStore(f *testing.F) {
 		if other == pass {
 			other = strings.Repeat("Z", len(pass))
 		}
-		_, err := openStore(context.Background(), raw, lease.OpenOptions{})
+		_, err := openStore(context.Background(), raw, lease.DashFlag, lease.OpenOptions{})
 		scheme, _, hasSep := strings.Cut(raw, "://")
 		_, registered := saved[strings.ToLower(scheme)]
 		switch {
@@ -75,13 +76,13 @@ func FuzzOpenStore(f *testing.F) {
 			// Another part of the message (an escaped character) might
 			// spell the string by chance: the same URL with another
 			// password of the same shape tells.
-			_, err2 := openStore(context.Background(), before+":"+other+"@"+after, lease.OpenOptions{})
+			_, err2 := openStore(context.Background(), before+":"+other+"@"+after, lease.DashFlag, lease.OpenOptions{})
 			if strings.Contains(err.Error(), pass) && (err2 == nil || !strings.Contains(err2.Error(), pass)) {
 				t.Fatalf("openStore(%q): error %q contains the password", raw, err)
 			}
 		}
-		if r := redactURL(raw); strings.Contains(r, pass) && !strings.Contains(redactURL(before+":"+other+"@"+after), pass) {
-			t.Fatalf("redactURL(%q) = %q contains the password", raw, r)
+		if r := redact.URL(raw); strings.Contains(r, pass) && !strings.Contains(redact.URL(before+":"+other+"@"+after), pass) {
+			t.Fatalf("redact.URL(%q) = %q contains the password", raw, r)
 		}
 	})
 }
@@ -103,7 +104,7 @@ func FuzzFileStoreURL(f *testing.F) {
 			return // would leave the temporary directory
 		}
 		raw := "file://" + host + t.TempDir() + path + tail
-		s, err := openFileStore(context.Background(), raw, lease.OpenOptions{})
+		s, err := openFileStore(context.Background(), raw, lease.DashFlag, lease.OpenOptions{})
 		if err != nil {
 			if !errors.Is(err, lease.ErrConfig) {
 				t.Fatalf("openFileStore(%q) error %v does not wrap lease.ErrConfig", raw, err)

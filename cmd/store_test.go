@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/redact"
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -86,10 +88,10 @@ func TestStoreURLTyposHideSecrets(t *testing.T) {
 		t.Run(raw, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			s, err := openStore(ctx, raw, lease.OpenOptions{CallTimeout: time.Second, Getenv: getenv})
+			s, err := openStore(ctx, raw, lease.DashFlag, lease.OpenOptions{CallTimeout: time.Second, Getenv: getenv})
 			if err == nil {
 				_ = s.Close()
-				t.Fatalf("openStore accepted %s", redactURL(raw))
+				t.Fatalf("openStore accepted %s", redact.URL(raw))
 			}
 			if !errors.Is(err, lease.ErrConfig) {
 				t.Fatalf("openStore: %v; want ErrConfig", err)
@@ -99,34 +101,16 @@ func TestStoreURLTyposHideSecrets(t *testing.T) {
 					t.Fatalf("message shows the secret: %s", err)
 				}
 			}
-			if got := redactURL(raw); strings.Contains(got, "S3cr3t") {
+			if got := redact.URL(raw); strings.Contains(got, "S3cr3t") {
 				t.Fatalf("redactURL = %q shows the secret", got)
 			}
 			code, _, errOut := runCapture(t, "--store", raw, "--wait", "0", "--", "true")
 			chain := strings.Contains(errOut, "lease: ") && !strings.HasPrefix(raw, "file:") // file:// errors are the file store's
-			if code != ExitFailure || strings.Contains(errOut, "S3cr3t") || chain {
+			if code != run.ExitFailure || strings.Contains(errOut, "S3cr3t") || chain {
 				t.Fatalf("leaderrun: exit %d, stderr %q; want 125, one line without the secret or package chains", code, errOut)
 			}
 			t.Logf("%s", strings.TrimSpace(errOut))
 		})
-	}
-}
-
-// TestRedactURLShowsPlainParts: what cannot be a secret stays readable.
-func TestRedactURLShowsPlainParts(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":                               "redis://127.0.0.1:6379/0",
-		"redis://u:pw@h:6379/0":                                  "redis://…@h:6379/0",
-		"redis+cluster://a:1,b:2":                                "redis+cluster://a:1,b:2",
-		"rediss://[::1]:6380?ca=/x":                              "rediss://[::1]:6380?…",
-		"azblob+https://acct.blob.core.windows.net/c?sv=1&sig=S": "azblob+https://acct.blob.core.windows.net/c?…",
-		"file:///var/lock/leaderrun":                             "file:///var/lock/leaderrun",
-		"/var/lock/leaderrun":                                    "/var/lock/leaderrun",
-		"redis://h:pw/0":                                         storeURLHidden,
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
-		}
 	}
 }
 
@@ -162,14 +146,14 @@ func TestStoreURLSuggestions(t *testing.T) {
 			o := lease.OpenOptions{CallTimeout: 100 * time.Millisecond, Getenv: func(string) string { return "" }}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := openStore(ctx, tc.raw, o)
+			_, err := openStore(ctx, tc.raw, lease.DashFlag, o)
 			if err == nil || !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("openStore: %v; want ErrConfig saying %q", err, tc.says)
 			}
 			if strings.Contains(err.Error(), "pw") {
 				t.Fatalf("message shows the password: %v", err)
 			}
-			s, err := openStore(ctx, tc.follow, o)
+			s, err := openStore(ctx, tc.follow, lease.DashFlag, o)
 			if err == nil {
 				s.Close()
 			} else if errors.Is(err, lease.ErrConfig) {

@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/leaderrun/leaderrun/internal/dispatch"
+	"github.com/leaderrun/leaderrun/internal/run"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 // Mistyped names: a flag, a LEADERRUN_* variable or a command close to one
@@ -78,11 +81,11 @@ func editDistance(a, b string) int {
 	return d[len(a)][len(b)]
 }
 
-// otherVars are the LEADERRUN_* variables that are not a flag's: those
-// leaderrun gives its child (childenv.go), and those a store or the
-// dispatch reads.
+// otherVars are the LEADERRUN_* variables that are neither a flag's nor a
+// store's (run.SecretVars): those leaderrun gives its child (childenv.go), and
+// the one the dispatch reads.
 var otherVars = []string{envLease, envLeaseHolder, envLeaseToken, envTokenDeprecated,
-	"LEADERRUN_GUARD_PROGRAM", "LEADERRUN_REDIS_SENTINEL_PASSWORD"}
+	dispatch.EnvGuardProgram}
 
 // testVarPrefix is the prefix of the variables leaderrun's own test suite
 // sets (scripts/*.sh write the test servers' URLs there): never leaderrun's
@@ -91,7 +94,7 @@ const testVarPrefix = "LEADERRUN_TEST_"
 
 // knownVars are the LEADERRUN_* variables leaderrun reads or sets.
 func knownVars() []string {
-	known := slices.Clone(otherVars)
+	known := slices.Concat(otherVars, run.SecretVars)
 	for _, v := range flagVars() {
 		known = append(known, v)
 	}
@@ -187,8 +190,8 @@ func looksLikeStoreURL(v string) bool {
 	if !ok || scheme == "" || !isSchemeWord(scheme) {
 		return false
 	}
-	_, known := drivers[scheme]
-	return known || scheme == "file" || strings.HasPrefix(rest, "//")
+	_, known := storetab.ByScheme(scheme)
+	return known || strings.HasPrefix(rest, "//")
 }
 
 // isSchemeWord reports whether s can be a URL scheme (RFC 3986: a letter,

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +26,7 @@ func checkValue(f flagInfo, what, v string, has bool) (string, error) {
 		}
 		return strconv.FormatBool(b), nil
 	case kindDuration:
-		if _, err := parseDuration(what, v); err != nil {
+		if _, err := parseDuration(what, v, bareUnit(f.name)); err != nil {
 			return "", err
 		}
 	case kindWait:
@@ -59,16 +61,35 @@ func parseBool(s string) (value, ok bool) {
 }
 
 // parseDuration is time.ParseDuration with a message that names the flag or
-// variable and suggests the unit a bare number lacks.
-func parseDuration(what, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
+// variable and suggests what was likely meant: the unit a bare number lacks
+// (unit), and hours for days, which Go's durations do not have.
+func parseDuration(what, s, unit string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	d, err := time.ParseDuration(t)
 	if err == nil {
 		return d, nil
 	}
-	if t := strings.TrimSpace(s); isBareNumber(t) {
-		return 0, usagef("%s: did you mean %ss?", what, t)
+	if isBareNumber(t) {
+		return 0, usagef("%s: did you mean %s%s?", what, t, unit)
+	}
+	if n, ok := strings.CutSuffix(t, "d"); ok && isBareNumber(n) {
+		if days, err := strconv.ParseFloat(n, 64); err == nil && days > 0 && days <= 10000 {
+			return 0, usagef("%s: durations have no days; did you mean %s?", what, strconv.FormatFloat(days*24, 'f', -1, 64)+"h")
+		}
 	}
 	return 0, usagef("%s: want a duration such as 500ms, 15s or 10m", what)
+}
+
+// bareUnit is the unit a bare number given to the duration flag called
+// name most likely lacks: hours for the windows into the past of history
+// and check (a job's "ran within 25" is a day and an hour), seconds for
+// the rest (TTLs, intervals, timeouts).
+func bareUnit(name string) string {
+	switch name {
+	case "ran-within", "since":
+		return "h"
+	}
+	return "s"
 }
 
 func isBareNumber(s string) bool {
@@ -82,4 +103,35 @@ func shellQuote(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// zoneDir is where time.LoadLocation finds zones on Debian and most Linux
+// systems.
+var zoneDir = "/usr/share/zoneinfo"
+
+// zoneCase returns the zone name that differs from zone only in case
+// (europe/berlin: Europe/Berlin), or "". It reads one directory a level.
+func zoneCase(zone string) string {
+	dir, parts := zoneDir, strings.Split(zone, "/")
+	for i, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return ""
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return ""
+		}
+		found := ""
+		for _, e := range entries {
+			if strings.EqualFold(e.Name(), p) && e.IsDir() == (i < len(parts)-1) {
+				found = e.Name()
+				break
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		parts[i], dir = found, filepath.Join(dir, found)
+	}
+	return strings.Join(parts, "/")
 }

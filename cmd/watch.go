@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
-	"github.com/urfave/cli/v2"
 
+	"github.com/leaderrun/leaderrun/internal/leaseview"
+	"github.com/leaderrun/leaderrun/internal/stderrlog"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
@@ -30,23 +31,23 @@ const (
 // watchCommand prints one line (or JSON object) for each change of the
 // holder of name and each standby joining or leaving, until INT or TERM
 // (or, with --once, the first change). Where the store can tell of changes
-// (file: inotify; Redis: its channels and known expiry times) it reports
-// them as they happen and polls every --interval only as a fallback;
-// elsewhere (Azure) it polls every --interval, jittered.
-func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *slog.Logger) *outcome {
+// (lease.ChangeWatcher: storetab's Watches) it reports them as they happen
+// and polls every --interval only as a fallback; elsewhere it polls every
+// --interval, jittered.
+func watchCommand(ctx context.Context, o *options, name string, e env, log *slog.Logger) *outcome {
 	if err := lease.ValidateName(name); err != nil {
 		return classify(usageError{err})
 	}
-	interval := c.Duration("interval")
+	interval := o.interval
 	if interval < MinWatchInterval {
-		return classify(usagef("--interval %s: want at least %s (watch polls the store that often)", lease.FormatDuration(interval), lease.FormatDuration(MinWatchInterval)))
+		return classify(usagef("%s: want at least %s (watch polls the store that often)", o.spell("interval", lease.FormatDuration(interval)), lease.FormatDuration(MinWatchInterval)))
 	}
-	if err := e.dispatch(c.String("store")); err != nil {
+	if err := e.dispatch(o.store); err != nil {
 		return classify(err)
 	}
 	// Polls are sequential, so a short interval must not shorten the call
 	// timeout: a slow answer only delays the next poll.
-	store, err := openStoreFor(ctx, c.String("store"), lease.OpenOptions{CallTimeout: min(max(interval, time.Second), 5*time.Second), Getenv: e.getenv, Log: log})
+	store, err := openForReading(ctx, o.store, o.spell, e, log)
 	if err != nil {
 		return classify(err)
 	}
@@ -59,11 +60,11 @@ func watchCommand(ctx context.Context, c *cli.Context, name string, e env, log *
 	// prompt starts on a fresh line.
 	defer func() {
 		if f := e.stdio.Err; f != nil && ctx.Err() != nil && isatty.IsTerminal(f.Fd()) {
-			_, _ = f.WriteString(freshLine(int(f.Fd())))
+			_, _ = f.WriteString(stderrlog.FreshLine(int(f.Fd())))
 		}
 	}()
 	w := &watchLoop{store: store, name: name, interval: interval, log: log,
-		p: watchPrinter{e: e, asJSON: c.Bool("json"), name: name, started: time.Now()}, once: c.Bool("once")}
+		p: watchPrinter{e: e, asJSON: o.json, name: name, started: time.Now()}, once: o.once}
 	w.changes = watchChanges(ctx, store, name, log)
 	if w.changes != nil {
 		defer w.changes.Close()
@@ -101,9 +102,10 @@ type watchLoop struct {
 	once     bool
 
 	first   bool
-	last    leaseView
+	last    leaseview.View
 	failing error
 	highest uint64 // the highest token seen held
+	slots   int    // the number of slots of the lease, once a view found it
 }
 
 // run watches until ctx ends or, with --once, the first change.
@@ -112,7 +114,7 @@ func (w *watchLoop) run(ctx context.Context) *outcome {
 	w.first = true
 	for {
 		sctx, cancel := context.WithTimeout(ctx, max(w.interval, 5*time.Second))
-		v, err := readView(sctx, w.store, w.name)
+		v, err := leaseview.Read(sctx, w.store, w.name, w.slots)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -139,22 +141,22 @@ func (w *watchLoop) run(ctx context.Context) *outcome {
 
 // show prints what changed since the last view (on the first, the holder
 // and the standbys, unless --once) and reports whether --once is satisfied.
-func (w *watchLoop) show(v leaseView) (done bool) {
-	if unrecorded(v.holder, w.last.holder, w.highest) {
+func (w *watchLoop) show(v leaseview.View) (done bool) {
+	if unrecorded(v.Holder, w.last.Holder, w.highest) {
 		// Taken, but its holder not yet recorded (Azure writes the record
 		// just after the lease): the next look will tell.
-		v.holder = w.last.holder
+		v.Holder = w.last.Holder
 	}
-	if v.holder != nil {
-		w.highest = max(w.highest, v.holder.Token)
+	if v.Holder != nil {
+		w.highest = max(w.highest, v.Holder.Token)
 	}
 	if w.first {
 		w.log.Debug("watching lease "+w.name, "event", "watching", "push", w.changes != nil)
-		if !w.once && v.nslots > 1 {
+		if !w.once && v.NSlots > 1 {
 			printSlotChanges(w.p, w.last, v, true) // --slots
 		} else if !w.once {
-			w.p.holder(v.holder)
-			for _, s := range v.standbys {
+			w.p.holder(v.Holder)
+			for _, s := range v.Standbys {
 				w.p.standby("standby_waiting", s)
 			}
 		}
@@ -162,6 +164,9 @@ func (w *watchLoop) show(v leaseView) (done bool) {
 		return true
 	}
 	w.first, w.last = false, v
+	if v.NSlots > 1 {
+		w.slots = v.NSlots
+	}
 	return false
 }
 
@@ -182,7 +187,7 @@ func unrecorded(h, last *lease.Holder, highest uint64) bool {
 // nextChange waits for the store to tell of a change, or at most interval
 // (jittered ±25% when the store is only polled); it returns an error only
 // when ctx ended.
-func nextChange(ctx context.Context, changes lease.Changes, v leaseView, interval time.Duration) error {
+func nextChange(ctx context.Context, changes lease.Changes, v leaseview.View, interval time.Duration) error {
 	if changes == nil {
 		t := time.NewTimer(interval*3/4 + rand.N(interval/2+1))
 		defer t.Stop()
@@ -195,7 +200,7 @@ func nextChange(ctx context.Context, changes lease.Changes, v leaseView, interva
 	}
 	nctx, cancel := context.WithTimeout(ctx, interval)
 	defer cancel()
-	_ = changes.Next(nctx, v.holder, v.standbys) // an error is a failed watch: the poll goes on
+	_ = changes.Next(nctx, v.Holder, v.Standbys) // an error is a failed watch: the poll goes on
 	if nctx.Err() == nil {
 		return nil
 	}
@@ -214,38 +219,53 @@ func holderKey(h *lease.Holder) string {
 // the standbys that left and those that joined. A standby that left because
 // it took the lease is not reported as leaving. It reports whether anything
 // was printed.
-func printChanges(p watchPrinter, last, v leaseView) bool {
+func printChanges(p watchPrinter, last, v leaseview.View) bool {
 	changed := false
-	newHolder := holderKey(last.holder) != holderKey(v.holder)
-	if last.nslots > 1 || v.nslots > 1 { // --slots: each slot's holder
+	newHolder := holderKey(last.Holder) != holderKey(v.Holder)
+	if last.NSlots > 1 || v.NSlots > 1 { // --slots: each slot's holder
 		changed, newHolder = printSlotChanges(p, last, v, false), false
 	} else if newHolder {
-		p.holder(v.holder)
+		p.holder(v.Holder)
 		changed = true
 	}
 	now := map[string]bool{}
-	for _, s := range v.standbys {
+	for _, s := range v.Standbys {
 		now[s.ID] = true
 	}
 	was := map[string]bool{}
-	for _, s := range last.standbys {
+	for _, s := range last.Standbys {
 		was[s.ID] = true
 		if now[s.ID] {
 			continue
 		}
-		if newHolder && v.holder != nil && v.holder.Label == s.Label {
+		if tookOver(s, v.Holder) {
 			continue // it took over: the holder line says so
 		}
 		p.standby("standby_left", s)
 		changed = true
 	}
-	for _, s := range v.standbys {
+	for _, s := range v.Standbys {
 		if !was[s.ID] {
 			p.standby("standby_joined", s)
 			changed = true
 		}
 	}
 	return changed
+}
+
+// tookOver reports whether standby s left the line because it holds the
+// lease h now, in this look or since an earlier one (its registration is
+// removed after the acquisition, so a look may find it both holding and
+// waiting): h is its acquisition (the same ID), or, where the store does
+// not tell the holder's ID, h has its label.
+func tookOver(s lease.Candidate, h *lease.Holder) bool {
+	switch {
+	case h == nil:
+		return false
+	case h.ID != "" && s.ID != "":
+		return h.ID == s.ID
+	}
+	return h.Label == s.Label
 }
 
 // watchPrinter writes watch's lines.
@@ -266,8 +286,8 @@ func (p watchPrinter) holder(h *lease.Holder) {
 		out := struct {
 			Time  time.Time `json:"time"`
 			Event string    `json:"event"`
-			statusJSON
-		}{Time: now, Event: "holder", statusJSON: statusJSON{Name: p.name}}
+			leaseview.Status
+		}{Time: now, Event: "holder", Status: leaseview.Status{Name: p.name}}
 		if h != nil {
 			out.Held, out.Holder, out.Token = true, h.Label, h.Token
 			if !h.Since.IsZero() {
@@ -299,8 +319,8 @@ func (p watchPrinter) standby(event string, s lease.Candidate) {
 			Time  time.Time `json:"time"`
 			Name  string    `json:"name"`
 			Event string    `json:"event"`
-			standbyJSON
-		}{now, p.name, event, standbyJSON{Holder: s.Label, Priority: s.Priority, Since: s.Since}})
+			leaseview.Standby
+		}{now, p.name, event, leaseview.Standby{Holder: s.Label, Priority: s.Priority, Since: s.Since}})
 		fmt.Fprintln(p.e.stdio.Out, string(b))
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/leaseview"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -18,23 +19,31 @@ func TestPrintChanges(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		last, now leaseView
+		last, now leaseview.View
 		want      []string
 	}{
-		{"nothing", leaseView{holder: a}, leaseView{holder: a}, nil},
-		{"released", leaseView{holder: a}, leaseView{}, []string{"j: free"}},
-		{"joined", leaseView{holder: a}, leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 3)}},
+		{"nothing", leaseview.View{Holder: a}, leaseview.View{Holder: a}, nil},
+		{"released", leaseview.View{Holder: a}, leaseview.View{}, []string{"j: free"}},
+		{"joined", leaseview.View{Holder: a}, leaseview.View{Holder: a, Standbys: []lease.Candidate{sb("1", "b", 3)}},
 			[]string{"j: standby b joined (priority 3)"}},
-		{"left", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 3)}}, leaseView{holder: a},
+		{"left", leaseview.View{Holder: a, Standbys: []lease.Candidate{sb("1", "b", 3)}}, leaseview.View{Holder: a},
 			[]string{"j: standby b left (priority 3)"}},
-		{"took over: the holder line only", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "b", 0), sb("2", "c", 0)}},
-			leaseView{holder: b, standbys: []lease.Candidate{sb("2", "c", 0)}}, []string{"j: held by b, token 6"}},
+		{"took over: the holder line only", leaseview.View{Holder: a, Standbys: []lease.Candidate{sb("1", "b", 0), sb("2", "c", 0)}},
+			leaseview.View{Holder: b, Standbys: []lease.Candidate{sb("2", "c", 0)}}, []string{"j: held by b, token 6"}},
+		// The new holder was still listed as a standby on the look that
+		// saw it take over: its leaving on the next look is no news.
+		{"took over a look earlier", leaseview.View{Holder: b, Standbys: []lease.Candidate{sb("1", "b", 0)}},
+			leaseview.View{Holder: b}, nil},
+		{"took over, by ID", leaseview.View{Holder: &lease.Holder{Label: "web", ID: "1", Token: 7}, Standbys: []lease.Candidate{sb("1", "web", 0), sb("2", "web", 0)}},
+			leaseview.View{Holder: &lease.Holder{Label: "web", ID: "1", Token: 7}, Standbys: []lease.Candidate{sb("2", "web", 0)}}, nil},
+		{"another instance with the holder's label leaves", leaseview.View{Holder: &lease.Holder{Label: "web", ID: "1", Token: 7}, Standbys: []lease.Candidate{sb("2", "web", 0)}},
+			leaseview.View{Holder: &lease.Holder{Label: "web", ID: "1", Token: 7}}, []string{"j: standby web left (priority 0)"}},
 		// A key or lock file without leaderrun's record: the wording status
 		// uses, not "held by , token 26".
-		{"unknown holder", leaseView{}, leaseView{holder: &lease.Holder{Token: 26}}, []string{"j: held by an unknown process (no leaderrun record), token 26"}},
-		{"unknown holder without a token", leaseView{}, leaseView{holder: &lease.Holder{}}, []string{"j: held by an unknown process (no leaderrun record)"}},
-		{"holder first, then left, then joined", leaseView{holder: a, standbys: []lease.Candidate{sb("1", "x", 0)}},
-			leaseView{standbys: []lease.Candidate{sb("2", "y", 1)}},
+		{"unknown holder", leaseview.View{}, leaseview.View{Holder: &lease.Holder{Token: 26}}, []string{"j: held by an unknown process (no leaderrun record), token 26"}},
+		{"unknown holder without a token", leaseview.View{}, leaseview.View{Holder: &lease.Holder{}}, []string{"j: held by an unknown process (no leaderrun record)"}},
+		{"holder first, then left, then joined", leaseview.View{Holder: a, Standbys: []lease.Candidate{sb("1", "x", 0)}},
+			leaseview.View{Standbys: []lease.Candidate{sb("2", "y", 1)}},
 			[]string{"j: free", "j: standby x left (priority 0)", "j: standby y joined (priority 1)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -399,4 +400,174 @@ func reportMargins(b *testing.B, margins []time.Duration, outlived int) {
 	b.Logf("%d trials: margin min %v, median %v, max %v (smallest: %s); the child outlived the lease in %d",
 		len(margins), margins[0].Round(time.Millisecond), margins[len(margins)/2].Round(time.Millisecond),
 		margins[len(margins)-1].Round(time.Millisecond), strings.Join(low, " "), outlived)
+}
+
+// BenchmarkOverloadContenders measures liveness on a starved host: each
+// iteration starts 20 contenders for one lease at once (--ttl 4s --wait
+// 60s; Azure: --ttl 15s, its shortest), each running a child that marks
+// its start and end (bash's $EPOCHREALTIME, no fork) and sleeps 200 ms,
+// on a private server of the store LEADERRUN_BENCH_STORE names (file,
+// redis, etcd, postgres, azure). It reports the contenders' exits by code
+// (exit0, exit75, exit125, exit-other: with the store up, every one must
+// end with its child's 0 or 75, never 125), the time from one child's end
+// to the next child's start (handover-ms-median, -p95, -max: the release,
+// the wake-up, the acquisition and the child's start), and children that
+// overlapped (must be 0). scripts/bench-overload.sh contenders runs it
+// beside stress-ng --cpu 8.
+//
+//	LEADERRUN_BENCH_STORE=redis go test -run '^$' -bench BenchmarkOverloadContenders -benchtime 10x ./e2e
+func BenchmarkOverloadContenders(b *testing.B) {
+	const n = 20
+	store := cmp.Or(os.Getenv("LEADERRUN_BENCH_STORE"), "file")
+	var probe herdProbe
+	switch store {
+	case "redis": // herdStore's Redis runs MONITOR, a load of its own
+		srv := leasetest.StartServer(b, b.TempDir(), "scripts/redis.sh", "single")
+		probe.env = []string{"LEADERRUN_STORE=redis://" + srv["LEADERRUN_TEST_REDIS"]}
+	case "mysql", "s3", "gcs", "kubernetes":
+		probe.env = contendersServer(b, store)
+	default:
+		probe = herdStore(b, store, n)
+	}
+	ttl := "4s"
+	if store == "azure" {
+		ttl = "15s"
+	}
+	codes := map[int]int{}
+	var handovers []time.Duration
+	overlaps := 0
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("contend-%d-%d-%d", os.Getpid(), b.N, i)
+		marks := filepath.Join(b.TempDir(), "marks")
+		child := `echo "s $EPOCHREALTIME" >>"$0"; sleep 0.2; echo "e $EPOCHREALTIME" >>"$0"`
+		var ps []*exec.Cmd
+		var errs []*bytes.Buffer
+		for range n {
+			cmd := exec.Command(lrBin, "--name", name, "--ttl", ttl, "--wait", "60s", "--", "bash", "-c", child, marks)
+			cmd.Env = append(testEnv(), probe.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			ps, errs = append(ps, cmd), append(errs, &stderr)
+		}
+		for k, cmd := range ps {
+			err := cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			if err != nil && code < 0 {
+				b.Fatalf("contender %d: %v", k, err)
+			}
+			codes[code]++
+			if code != 0 && code != 75 {
+				lines := strings.Split(strings.TrimSpace(errs[k].String()), "\n")
+				b.Logf("run %d, contender %d: exit %d: %s", i, k, code, lines[len(lines)-1])
+			}
+		}
+		h, o := handoverTimes(b, marks)
+		handovers, overlaps = append(handovers, h...), overlaps+o
+		// A line a run, as it ends, to stderr (b.Logf prints only when
+		// the benchmark ends): a count of a hundred takes over an hour
+		// under load, and one stopped early still has its runs' numbers.
+		fmt.Fprintf(os.Stderr, "contenders %s: run %d of %d: exits so far %v, overlaps %d; this run's handovers %s; load %s\n",
+			store, i+1, b.N, codes, overlaps, spreadOf(h), loadAvg())
+	}
+	other := b.N * n
+	for _, c := range []int{0, 75, 125} {
+		other -= codes[c]
+	}
+	b.ReportMetric(float64(codes[0]), "exit0")
+	b.ReportMetric(float64(codes[75]), "exit75")
+	b.ReportMetric(float64(codes[125]), "exit125")
+	b.ReportMetric(float64(other), "exit-other")
+	b.ReportMetric(float64(overlaps), "overlaps")
+	if len(handovers) > 0 {
+		slices.Sort(handovers)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(handovers[len(handovers)/2]), "handover-ms-median")
+		b.ReportMetric(ms(handovers[len(handovers)*95/100]), "handover-ms-p95")
+		b.ReportMetric(ms(handovers[len(handovers)-1]), "handover-ms-max")
+	}
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%s: %d runs of %d contenders: exits %v; %d handovers; %d overlaps", store, b.N, n, codes, len(handovers), overlaps)
+}
+
+// handoverTimes reads a contenders run's marks ("s TIME" at a child's
+// start, "e TIME" at its end, in the order written) and returns the time
+// from each child's end to the next child's start, and how many children
+// started before the previous one ended.
+func handoverTimes(b *testing.B, marks string) ([]time.Duration, int) {
+	b.Helper()
+	raw, err := os.ReadFile(marks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []time.Duration
+	overlaps := 0
+	var lastEnd float64
+	open := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		kind, v, _ := strings.Cut(l, " ")
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("mark %q: %v", l, err)
+		}
+		switch kind {
+		case "s":
+			if open > 0 {
+				overlaps++
+			} else if lastEnd > 0 {
+				out = append(out, time.Duration((t-lastEnd)*float64(time.Second)))
+			}
+			open++
+		case "e":
+			open--
+			lastEnd = t
+		}
+	}
+	return out, overlaps
+}
+
+// contendersServer starts a server of the benchmark's own for store
+// (stopped by PID at cleanup) and returns the environment that points
+// leaderrun at it.
+func contendersServer(b *testing.B, store string) []string {
+	dir := b.TempDir()
+	switch store {
+	case "mysql":
+		srv := leasetest.StartServer(b, dir, myStore.script)
+		return myStore.runEnv(srv[myStore.envVar])
+	case "kubernetes":
+		srv := leasetest.StartServer(b, dir, kubeStore.script)
+		return kubeStore.runEnv(srv[kubeStore.envVar])
+	case "s3":
+		srv := leasetest.StartServer(b, dir, "scripts/versitygw.sh")
+		return []string{"AWS_ACCESS_KEY_ID=" + srv["LEADERRUN_TEST_S3_ACCESS_KEY"], "AWS_SECRET_ACCESS_KEY=" + srv["LEADERRUN_TEST_S3_SECRET_KEY"],
+			"LEADERRUN_STORE=s3://leases/bench?endpoint=" + srv[s3E2EEnv]}
+	case "gcs":
+		srv := leasetest.StartServer(b, dir, "scripts/fakegcs.sh")
+		return []string{"STORAGE_EMULATOR_HOST=" + srv[gcsE2EEnv], "LEADERRUN_STORE=gs://leases/bench"}
+	}
+	b.Fatalf("no server for store %q", store)
+	return nil
+}
+
+// spreadOf summarizes durations: median and largest, rounded to the
+// millisecond ("none" when there are none).
+func spreadOf(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	ds = slices.Sorted(slices.Values(ds))
+	return fmt.Sprintf("median %v, max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// loadAvg is the host's one-minute load average, as /proc/loadavg says it
+// ("?" when it cannot be read).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

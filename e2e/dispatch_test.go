@@ -26,7 +26,7 @@ func TestDispatchMissingStoreProgram(t *testing.T) {
 	}
 	marker := filepath.Join(dir, "ran")
 	empty := t.TempDir()
-	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob", "kubernetes": "leaderrun-kubernetes"} {
+	for scheme, prog := range map[string]string{"redis": "leaderrun-redis", "etcd": "leaderrun-etcd", "postgres": "leaderrun-postgres", "azblob": "leaderrun-azblob", "kubernetes": "leaderrun-kubernetes", "mysql": "leaderrun-mysql", "mariadb": "leaderrun-mysql", "s3": "leaderrun-s3", "gs": "leaderrun-gcs"} {
 		cmd := exec.Command(lone, "--store", scheme+"://user:SECRETPW@127.0.0.1:1/x", "--name", "d", "--", "touch", marker)
 		// PATH holds no store program: TestDebPackage may have one in
 		// /usr/bin at this moment (the run is refused before COMMAND is
@@ -47,6 +47,20 @@ func TestDispatchMissingStoreProgram(t *testing.T) {
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatalf("%s: the child ran", scheme)
 		}
+	}
+	// --ping without leaderrun-ping: the same advice, not a `go install
+	// …@latest` of a module that is not published.
+	cmd := exec.Command(lone, "--ping", "https://hc.example/0b9d1e7c-5f8a", "--name", "d", "--", "touch", marker)
+	cmd.Env = []string{"PATH=" + empty, "HOME=" + dir, "NO_COLOR=1"}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 {
+		t.Fatalf("--ping: %v; want exit 125 (output %q)", err, out)
+	}
+	if msg := strings.TrimSpace(string(out)); strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "leaderrun-ping") || !strings.Contains(msg, "go build -o DIR/ . ./cmd/...") || strings.Contains(msg, "@latest") || strings.Contains(msg, "0b9d1e7c") {
+		t.Errorf("--ping: want one line naming leaderrun-ping and how to install it, without the URL's path; got %q", msg)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("--ping: the child ran")
 	}
 }
 

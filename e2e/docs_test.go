@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/internal/ptytest"
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 // docFiles are the Markdown documents whose code blocks TestReadmeExamples
@@ -206,7 +207,9 @@ func TestDevelopmentDocListsInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ensure := regexp.MustCompile(`apt_ensure\b[^\n]*?--((?:[ \t]+[a-z0-9.+-]+)+)`)
+	// apt_ensure ... -- PACKAGE..., a packages=(...) list given to it, and
+	// apt_extract PROGRAM PACKAGE.
+	ensure := regexp.MustCompile(`apt_ensure\b[^\n]*?--((?:[ \t]+[a-z0-9.+-]+)+)|\bpackages=\(([a-z0-9.+ -]+)\)|apt_extract [a-z0-9-]+ ([a-z0-9.+-]+)`)
 	found := 0
 	for _, s := range scripts {
 		b, err := os.ReadFile(s)
@@ -214,6 +217,7 @@ func TestDevelopmentDocListsInstalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range ensure.FindAllStringSubmatch(string(b), -1) {
+			m[1] += " " + m[2] + " " + m[3]
 			for _, pkg := range strings.Fields(m[1]) {
 				found++
 				if !strings.Contains(string(doc), "`"+pkg+"`") {
@@ -320,6 +324,11 @@ func TestUnitFilesVerify(t *testing.T) {
 	// The packaged template sits beside the documented units, so that a
 	// documented drop-in for it applies.
 	units = append(units, docUnit{"scripts/package/leaderrun@.service", "etc/systemd/system/leaderrun@.service", strings.Split(string(packaged), "\n")})
+	sandboxed, err := os.ReadFile("scripts/package/leaderrun-sandboxed@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	units = append(units, docUnit{"scripts/package/leaderrun-sandboxed@.service", "etc/systemd/system/leaderrun-sandboxed@.service", strings.Split(string(sandboxed), "\n")})
 	// alert@.service is "whatever notifies you" in docs/usage.md: a stand-in.
 	units = append(units, docUnit{"(test stand-in)", "etc/systemd/system/alert@.service", []string{"[Service]", "Type=oneshot", "ExecStart=/bin/true"}})
 	files := map[string]bool{}
@@ -363,29 +372,23 @@ func TestUnitFilesVerify(t *testing.T) {
 	}
 }
 
-// systemdAnalyze returns the systemd-analyze program, skipping the test
-// without it (failing it under CI, where scripts/test.sh installs systemd).
+// systemdAnalyze returns the systemd-analyze program, failing the test
+// without it with the line that installs it.
 func systemdAnalyze(t *testing.T) string {
 	t.Helper()
-	sa, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("systemd-analyze not found: it checks the documented units under CI")
-		}
-		t.Skip("systemd-analyze not found")
-	}
-	return sa
+	return needTool(t, "systemd-analyze", "systemd")
 }
 
 // exposureRE reads systemd-analyze security's verdict.
 var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: (\d+\.\d+) (\S+)`)
 
-// TestSandboxDropIn: the packaged template unit runs jobs as root without
-// a sandbox (systemd-analyze security rates it UNSAFE); the drop-in that
-// docs/systemd.md shows makes it OK, runs the job as another user, and keeps
-// what leaderrun needs to make the job's cgroup: Delegate=yes and a
-// writable /sys/fs/cgroup (no ProtectControlGroups=, no
-// ProtectKernelTunables=).
+// TestSandboxDropIn: the packaged template unit leaderrun@.service runs
+// jobs as root without a sandbox (systemd-analyze security rates it
+// UNSAFE); the drop-in that docs/systemd.md shows makes it OK, runs the job
+// as another user, and keeps what leaderrun needs to make the job's cgroup:
+// Delegate=yes and a writable /sys/fs/cgroup (no ProtectControlGroups=, no
+// ProtectKernelTunables=). The packaged leaderrun-sandboxed@.service is
+// exactly leaderrun@.service with the drop-in's settings, and rates OK.
 func TestSandboxDropIn(t *testing.T) {
 	t.Parallel()
 	sa := systemdAnalyze(t)
@@ -451,6 +454,38 @@ func TestSandboxDropIn(t *testing.T) {
 	before, verdict := exposure(false)
 	after, verdictAfter := exposure(true)
 	t.Logf("systemd-analyze security: packaged unit %.1f %s; with the drop-in %.1f %s", before, verdict, after, verdictAfter)
+
+	// The sandboxed template: the packaged unit's settings and the
+	// drop-in's, no more, no fewer.
+	sb, err := os.ReadFile("scripts/package/leaderrun-sandboxed@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	su := parseUnit(t, strings.Split(string(sb), "\n"))
+	want := parseUnit(t, strings.Split(string(packaged), "\n"))
+	for k, v := range u["Service"] {
+		want["Service"][k] = v // a drop-in's value replaces the unit's
+	}
+	want["Unit"]["Description"] = su["Unit"]["Description"]
+	if !strings.Contains(strings.Join(su["Unit"]["Description"], ""), "sandbox") {
+		t.Errorf("leaderrun-sandboxed@.service: its Description does not say it is sandboxed")
+	}
+	if fmt.Sprint(su) != fmt.Sprint(want) {
+		t.Errorf("leaderrun-sandboxed@.service is not leaderrun@.service with docs/systemd.md's drop-in:\n got %v\nwant %v", su, want)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "leaderrun-sandboxed@.service"), sb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(sa, "security", "--offline=yes", "--no-pager", filepath.Join(dir, "leaderrun-sandboxed@billing.service")).CombinedOutput()
+	m := exposureRE.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("systemd-analyze security: no verdict in\n%s", out)
+	}
+	if f, err := strconv.ParseFloat(m[1], 64); err != nil || f >= 4 || m[2] != "OK" {
+		t.Errorf("leaderrun-sandboxed@.service rates %s %s; want below 4.0, OK", m[1], m[2])
+	}
+	t.Logf("systemd-analyze security: leaderrun-sandboxed@.service %s %s", m[1], m[2])
 	if before < 9 {
 		t.Errorf("the packaged unit rates %.1f %s: docs/systemd.md says 9.6, UNSAFE", before, verdict)
 	}
@@ -497,4 +532,140 @@ func TestColoursAsDocumented(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "leaderrun:") || strings.Contains(string(out), "\x1b") {
 		t.Errorf("TERM=xterm, stderr a pipe: %v, %q; want leaderrun's lines without colour", err, out)
 	}
+}
+
+// crontabLineRE is a crontab entry: five time fields (or an @ schedule) and
+// a command.
+var crontabLineRE = regexp.MustCompile(`^(?:@(?:reboot|yearly|annually|monthly|weekly|daily|hourly)|(?:[0-9*/,-]+\s+){4}[0-9*/,A-Za-z-]+)\s+(.+)$`)
+
+// leaderrunWordRE is a bare `leaderrun` run as a command, found on PATH.
+var leaderrunWordRE = regexp.MustCompile(`(?:^|[;&|(]\s*|&&\s*|\s)leaderrun(?:\s|$)`)
+
+// TestCrontabsSetPath: every crontab line in README.md and docs/*.md (run
+// or not-run, in any block) that runs a bare `leaderrun` comes after a
+// PATH= line of its block with /usr/local/bin and /usr/bin, as the README's
+// crontab does: cron's own PATH is /usr/bin:/bin, which misses the install
+// from a clone.
+func TestCrontabsSetPath(t *testing.T) {
+	t.Parallel()
+	found := 0
+	for _, f := range docFiles(t) {
+		for _, b := range readmeParse(t, f) {
+			if b.info != "sh" && b.info != "bash" && b.info != "cron" && b.info != "" {
+				continue
+			}
+			path := ""
+			for i, l := range b.body {
+				l = strings.TrimSpace(l)
+				if v, ok := strings.CutPrefix(l, "PATH="); ok {
+					path = v
+					continue
+				}
+				m := crontabLineRE.FindStringSubmatch(l)
+				if m == nil || !leaderrunWordRE.MatchString(m[1]) {
+					continue
+				}
+				found++
+				dirs := strings.Split(path, ":")
+				if !slices.Contains(dirs, "/usr/local/bin") || !slices.Contains(dirs, "/usr/bin") {
+					t.Errorf("%s:%d: a crontab line runs leaderrun without a PATH= line with /usr/local/bin and /usr/bin before it (cron's PATH is /usr/bin:/bin)", b.file, b.line+1+i)
+				}
+			}
+		}
+	}
+	if found < 3 {
+		t.Fatalf("found %d crontab lines that run leaderrun in the docs; want the README's and docs/usage.md's", found)
+	}
+}
+
+// TestNoGoInstallLatest: no document or message advises `go install
+// …@latest`, which cannot work while the module is not published; only the
+// README's Install section names it, to say so.
+func TestNoGoInstallLatest(t *testing.T) {
+	t.Parallel()
+	files := docFiles(t)
+	for _, dir := range []string{"cmd", "internal", "lease", "runner"} { // the programs' messages
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+				files = append(files, p)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paras := strings.Split(string(b), "\n\n")
+		for _, p := range paras {
+			if strings.Contains(p, "@latest") && !(f == "README.md" && strings.Contains(p, "not published")) {
+				t.Errorf("%s: advises @latest, which does not work while the module is not published:\n%s", f, p)
+			}
+		}
+	}
+}
+
+// TestDocsNameEveryScheme: every scheme of the store table (storetab) is
+// named, as SCHEME://, by --help, by README.md's table of the stores and
+// by docs/stores.md, so that a store added to the table and not to the
+// docs (or a scheme dropped from a help text written by hand) fails here.
+// internal/gendocs' TestManNamesEveryScheme checks the man page and the
+// completions.
+func TestDocsNameEveryScheme(t *testing.T) {
+	t.Parallel()
+	help, err := exec.Command(lrBin, "--help").Output()
+	if err != nil {
+		t.Fatalf("leaderrun --help: %v", err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores, err := os.ReadFile("docs/stores.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{
+		"leaderrun --help":        string(help),
+		"README.md's store table": mdTableWith(string(readme), "| | file |"),
+		"docs/stores.md":          string(stores),
+	}
+	for what, text := range docs {
+		if text == "" {
+			t.Errorf("%s: not found", what)
+			continue
+		}
+		for _, s := range storetab.Schemes() {
+			if !namesScheme(text, s) {
+				t.Errorf("%s does not name %s://", what, s)
+			}
+		}
+	}
+}
+
+// namesScheme reports whether text has scheme:// where no longer scheme
+// ends (redis:// inside rediss:// or unix+redis:// does not count).
+func namesScheme(text, scheme string) bool {
+	return regexp.MustCompile(`(^|[^a-z0-9+.-])` + regexp.QuoteMeta(scheme) + `://`).MatchString(text)
+}
+
+// mdTableWith returns the Markdown table of text whose header line begins
+// with header, or "".
+func mdTableWith(text, header string) string {
+	var rows []string
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case len(rows) == 0 && strings.HasPrefix(l, header):
+			rows = append(rows, l)
+		case len(rows) > 0 && strings.HasPrefix(l, "|"):
+			rows = append(rows, l)
+		case len(rows) > 0:
+			return strings.Join(rows, "\n")
+		}
+	}
+	return strings.Join(rows, "\n")
 }

@@ -212,6 +212,10 @@ func TestBadInput(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "metrics.prom")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	touch := []string{"--", "touch", marker}
 	tests := []struct {
 		name string
@@ -226,6 +230,18 @@ func TestBadInput(t *testing.T) {
 		{"bad store URL", append([]string{"--store", "ftp://example"}, touch...), nil, 125, "unknown scheme"},
 		{"store not a URL", append([]string{"--store", "/tmp/dir"}, touch...), nil, 125, "is not a URL"},
 		{"relative file store", append([]string{"--store", "file://relative/dir"}, touch...), nil, 125, "file:///"},
+		{"empty store variable", touch, []string{"LEADERRUN_STORE="}, 125, "LEADERRUN_STORE is set but empty"},
+		{"blank store variable", touch, []string{"LEADERRUN_STORE= "}, 125, "LEADERRUN_STORE is set but empty"},
+		{"once-per-zone alone", append([]string{"--once-per-zone", "Europe/Berlin"}, touch...), nil, 125, "--once-per-zone needs --once-per"},
+		{"once-per-any alone, from its variable", touch, []string{"LEADERRUN_ONCE_PER_ANY=true"}, 125, "LEADERRUN_ONCE_PER_ANY (--once-per-any) needs --once-per"},
+		{"once-per-exit-code alone", append([]string{"--once-per-exit-code", "0"}, touch...), nil, 125, "--once-per-exit-code needs --once-per"},
+		{"misspelt once-per variable", touch, []string{"LEADERRUN_ONCE_PR=day"}, 125, "did you mean LEADERRUN_ONCE_PER?"},
+		{"listen without a port", append([]string{"--listen", "8080"}, touch...), nil, 125, "want HOST:PORT, :PORT (127.0.0.1) or unix:PATH"},
+		{"listen port out of range, from its variable", touch, []string{"LEADERRUN_LISTEN=:70000"}, 125, "the port must be a number from 0 to 65535"},
+		{"metrics file a FIFO", append([]string{"--metrics-file", fifo}, touch...), nil, 125, "is not a regular file"},
+		{"metrics file a device", append([]string{"--metrics-file", "/dev/zero"}, touch...), nil, 125, "is not a regular file"},
+		{"history --since 0s", []string{"history", "--since", "0s", "job"}, nil, 125, "--since 0s: want a positive duration"},
+		{"history --since -1h", []string{"history", "--since", "-1h", "job"}, nil, 125, "--since -1h: want a positive duration"},
 		{"bad ttl", append([]string{"--ttl", "soon"}, touch...), nil, 125, "ttl"},
 		{"zero ttl", append([]string{"--ttl", "0s"}, touch...), nil, 125, "--ttl"},
 		{"bad ttl from env", touch, []string{"LEADERRUN_TTL=forever"}, 125, "ttl"},
@@ -244,7 +260,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := append([]string{"LEADERRUN_STORE=" + fileStore(t)}, tc.env...)
-			if tc.name == "bad store URL" || tc.name == "store not a URL" || tc.name == "relative file store" {
+			if strings.Contains(tc.name, "store") {
 				env = tc.env
 			}
 			code, stderr := runLR(t, env, tc.args...)
@@ -302,5 +318,46 @@ func TestFileWatch(t *testing.T) {
 	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	if code := w.wait(); code != 0 {
 		t.Fatalf("watch exit %d after SIGTERM; want 0", code)
+	}
+}
+
+// -v says which store a run uses: the default file store by name (it
+// excludes only this host), any other by its URL with the password masked.
+func TestVerboseNamesTheStore(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	_, stderr := runLR(t, []string{"HOME=" + home, "XDG_STATE_HOME=" + home}, "-v", "--name", "vstore", "--", "true")
+	if !strings.Contains(stderr, "store: the default file store, which excludes only this host's processes") {
+		t.Errorf("-v on the default store: stderr %q does not name the store", stderr)
+	}
+	store := fileStore(t)
+	_, stderr = runLR(t, nil, "-v", "--store", store, "--name", "vstore", "--", "true")
+	if !strings.Contains(stderr, "store url="+store) {
+		t.Errorf("-v with --store: stderr %q does not name %s", stderr, store)
+	}
+}
+
+// A lock file whose counter is 30 days ahead of the clock (any user of a
+// shared directory can write one): --once-per day refuses in one line,
+// exit 125, and starts nothing, run after run. (It ran on every tick, the
+// token deciding a period 30 days ahead, and the runs vanished from
+// history as "from the future".)
+func TestFileCounterAheadRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ahead := time.Now().Add(30 * 24 * time.Hour).UnixMicro()
+	if err := os.WriteFile(filepath.Join(dir, "daily.lock"), []byte(fmt.Sprintf(`{"name":"daily","token":%d,"held":false}`+"\n", ahead)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for range 2 {
+		code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, "--once-per", "day", "--name", "daily", "--", "touch", marker)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != 125 || len(lines) != 1 || !strings.Contains(stderr, "ahead of the store's clock") {
+			t.Fatalf("exit %d, %q; want 125 and one line saying the counter is ahead", code, stderr)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child ran")
 	}
 }

@@ -77,6 +77,55 @@ func sharedStore(t *testing.T, mode os.FileMode, gid int) string {
 	return d
 }
 
+// sharedURL is the store URL of a new sharedStore: with ?shared=world
+// when every user may write it.
+func sharedURL(t *testing.T, mode os.FileMode, gid int) string {
+	t.Helper()
+	u := "file://" + sharedStore(t, mode, gid)
+	if mode&0o002 != 0 {
+		u += "?shared=world"
+	}
+	return u
+}
+
+// A directory every user may write (1777) is refused unless the store URL
+// says shared=world: one line naming the fixes, exit 125, no child; with
+// it, the run goes on. A group directory needs nothing. (Every user could
+// stop, block or take over the jobs of a 1777 directory, which was
+// accepted silently.)
+func TestFileWorldWritableNeedsOptIn(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "started")
+	for _, args := range [][]string{{"--name", "job", "--", "touch", marker}, {"status", "job"}, {"history", "job"}} {
+		code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, args...)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != 125 || len(lines) != 1 || !strings.Contains(stderr, "can be written by every user") || !strings.Contains(stderr, "?shared=world") || !strings.Contains(stderr, "2775") {
+			t.Fatalf("%v in a 1777 directory: exit %d, %q; want 125 and one line naming the fixes", args, code, stderr)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the child was started")
+	}
+	for _, bad := range []string{"?shared=yes", "?shared=world&shared=world", "?other=1"} {
+		if code, stderr := runLR(t, nil, "--store", "file://"+dir+bad, "--name", "job", "--", "touch", marker); code != 125 || !strings.Contains(stderr, "shared=world") {
+			t.Fatalf("--store file://DIR%s: exit %d, %q; want 125 naming the one parameter", bad, code, stderr)
+		}
+	}
+	if code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir + "?shared=world"}, "--name", "job", "--", "touch", marker); code != 0 {
+		t.Fatalf("with ?shared=world: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("with ?shared=world the child did not run")
+	}
+}
+
 // Two users and root take turns on one lease in a pre-created shared
 // directory, as the README's /var/lock/leaderrun example does.
 func TestFileSharedDirectoryAcrossUsers(t *testing.T) {
@@ -90,7 +139,7 @@ func TestFileSharedDirectoryAcrossUsers(t *testing.T) {
 		{"2775", os.ModeSetgid | 0o775, e2eGroup},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
+			env := []string{"LEADERRUN_STORE=" + sharedURL(t, tc.mode, tc.gid)}
 			for _, u := range []asUser{e2eNobody, e2eNoPw, e2eRoot, e2eNobody} {
 				if code, stderr := runAs(t, u, env, "-q", "--name", "nightly", "--", "true"); code != 0 {
 					t.Fatalf("as uid %d: exit %d: %s", u.uid, code, stderr)
@@ -124,7 +173,7 @@ func TestFileHostileLockPath(t *testing.T) {
 				if err := pl.plant(filepath.Join(dir, "job.lock")); err != nil {
 					t.Fatal(err)
 				}
-				code, stderr := runAs(t, u, nil, "--store", "file://"+dir, "--name", "job", "--wait", "1h", "--", "touch", marker)
+				code, stderr := runAs(t, u, nil, "--store", "file://"+dir+"?shared=world", "--name", "job", "--wait", "1h", "--", "touch", marker)
 				lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
 				if code != 125 || len(lines) != 1 || !strings.Contains(lines[0], pl.says) {
 					t.Fatalf("exit %d, stderr %q; want 125 and one line saying %q", code, stderr, pl.says)
@@ -203,7 +252,7 @@ func TestFileLockDeletedStopsLeaderAtOnce(t *testing.T) {
 func TestFileNoPasswdEntry(t *testing.T) {
 	requireRootE2E(t)
 	home := t.TempDir()
-	code, stderr := runAs(t, e2eNoPw, []string{"HOME=" + home, "LEADERRUN_STORE="}, "--name", "x", "--", "true")
+	code, stderr := runAs(t, e2eNoPw, []string{"HOME=" + home}, "--name", "x", "--", "true")
 	if code != 125 || !strings.Contains(stderr, "no home directory for uid 54321") || !strings.Contains(stderr, "--store") {
 		t.Fatalf("exit %d, stderr %q; want 125 asking for --store", code, stderr)
 	}
@@ -288,7 +337,7 @@ func TestFileHistoryForeignLock(t *testing.T) {
 	if code, stderr := runLR(t, env, "--name", "hl", "--", "true"); code != 0 || strings.Contains(stderr, "not written") {
 		t.Fatalf("run with a foreign lock on %s: exit %d, %q; want 0 and history written", legacy, code, stderr)
 	}
-	own := filepath.Join(dir, fmt.Sprintf("hl.runs-%d-lock", os.Geteuid()))
+	own := filepath.Join(dir, fmt.Sprintf("hl~runs-%d-lock", os.Geteuid()))
 	flockHeld(t, own)
 	began := time.Now()
 	code, stderr := runLR(t, env, "--name", "hl", "--", "sh", "-c", "exit 7")

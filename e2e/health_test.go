@@ -555,7 +555,10 @@ func TestHealthCheckContained(t *testing.T) {
 	})
 	check := fmt.Sprintf("setsid sleep %s & sleep %s & touch %s; exit 0", escaped, holder, mark)
 	code, stderr := runLR(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "--contain", "cgroup", "--name", "hc",
-		"--health-cmd", check, "--health-interval", "100ms", "--health-timeout", "90ms", "--health-retries", "1",
+		// A timeout a loaded machine's shell start meets (90ms did not,
+		// beside the whole suite): a check wrongly waiting for the
+		// leftover's output would still run into it.
+		"--health-cmd", check, "--health-interval", "2s", "--health-timeout", "1500ms", "--health-retries", "1",
 		"--", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; sleep 0.3", mark))
 	if code != 0 {
 		t.Fatalf("exit %d; want 0 (every check exited 0): %s", code, stderr)

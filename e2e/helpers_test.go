@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,9 +48,13 @@ func TestMain(m *testing.M) {
 	lrBin = filepath.Join(dir, "leaderrun")
 	// leaderrun and the store programs it hands other stores to
 	// (cmd/leaderrun-*), side by side as `go install .../...` puts them,
-	// built as scripts/release.sh builds them (static, and without
-	// urfave/cli's man-page renderer: docs/performance.md).
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "urfave_cli_no_docs", "-o", dir+"/", ".", "./cmd/...")
+	// built as scripts/release.sh and README's install line build them
+	// (static, and without urfave/cli's man-page renderer:
+	// docs/performance.md). -trimpath as they do: the compiled packages
+	// are then the install line's own (its build in a copy of the tree
+	// links from the cache rather than compiling everything again, which
+	// took over 3 minutes on a loaded 2-core machine).
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", dir+"/", ".", "./cmd/...")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -61,7 +67,20 @@ func TestMain(m *testing.M) {
 }
 
 // requireEnv returns an integration server address; see leasetest.RequireEnv.
-func requireEnv(t *testing.T, name string) string { return leasetest.RequireEnv(t, name) }
+func requireEnv(t testing.TB, name string) string { return leasetest.RequireEnv(t, name) }
+
+// together runs each of subs as a subtest of t, all at once, in the one
+// parallel slot t holds: for tests that mostly wait (for a period, a
+// TTL), which would otherwise each hold one of the package's -parallel
+// slots while tests that need a core wait for it. (A subtest that called
+// t.Parallel would take a slot of its own.)
+func together(t *testing.T, subs map[string]func(*testing.T)) {
+	var wg sync.WaitGroup
+	for _, name := range slices.Sorted(maps.Keys(subs)) {
+		wg.Go(func() { t.Run(name, subs[name]) })
+	}
+	wg.Wait()
+}
 
 // lr is one leaderrun process under test.
 type lr struct {

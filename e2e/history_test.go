@@ -24,6 +24,13 @@ type histRun struct {
 	Signal   string    `json:"signal"`
 	Version  string    `json:"version"`
 	Running  bool      `json:"running"`
+	// Granted is when the store granted the run's lease, on its clock
+	// (stores whose tokens count their clock); zero when not recorded.
+	Granted time.Time `json:"granted"`
+	// Slot and Slots: a run in a slot (--slots), whose Holder is then
+	// the label alone.
+	Slot  *int `json:"slot"`
+	Slots int  `json:"slots"`
 }
 
 // leaderOut runs a leaderrun subcommand to completion and returns its exit
@@ -346,7 +353,7 @@ func TestFileSharedDirectoryHistory(t *testing.T) {
 		{"2775", os.ModeSetgid | 0o775, e2eGroup, []int{3, 2, 1, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := []string{"LEADERRUN_STORE=file://" + sharedStore(t, tc.mode, tc.gid)}
+			env := []string{"LEADERRUN_STORE=" + sharedURL(t, tc.mode, tc.gid)}
 			users := []asUser{e2eNobody, e2eNoPw, e2eRoot, e2eNobody}
 			for i, u := range users {
 				if code, stderr := runAs(t, u, env, "-v", "--holder", "user-"+strconv.Itoa(i), "--name", "nightly", "--", "true"); code != 0 || strings.Contains(stderr, "history") {
@@ -366,12 +373,12 @@ func TestFileSharedDirectoryHistory(t *testing.T) {
 	}
 }
 
-// A run whose history cannot be written (NAME.runs-UID is a directory: as a
+// A run whose history cannot be written (NAME~runs-UID is a directory: as a
 // role without a grant on the runs table, it fails every run) exits as its
 // child did and says so in one line, without -v: check may report MISSED.
 func TestHistoryNotWrittenWarns(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "nohist.runs-"+strconv.Itoa(os.Geteuid())), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "nohist~runs-"+strconv.Itoa(os.Geteuid())), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr := runLR(t, []string{"LEADERRUN_STORE=file://" + dir}, "--name", "nohist", "--", "true")

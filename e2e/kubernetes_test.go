@@ -8,6 +8,7 @@ package e2e
 // with scripts/kubernetes.sh and stop it by PID.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -311,7 +312,8 @@ func docManifest(t *testing.T, doc, ns string, kinds ...string) string {
 // of that service account leaderrun runs its child; with update taken out
 // of the Role's verbs it refuses with one line naming the verb and RBAC,
 // exit 125, no child. The Deployment of docs/kubernetes.md, with the
-// ServiceAccount it names, passes the API server's own validation
+// ServiceAccount it names, and docs/listen.md's Deployment and Service
+// (/leader as the readiness probe) pass the API server's own validation
 // (server-side dry run: there is no kubelet here to run it).
 func TestKubernetesDocsRole(t *testing.T) {
 	t.Parallel()
@@ -335,27 +337,9 @@ func TestKubernetesDocsRole(t *testing.T) {
 	}
 	apply(role)
 	apply(docManifest(t, "kubernetes.md", ns, "ServiceAccount", "Deployment"), "--dry-run=server")
+	apply(docManifest(t, "listen.md", ns, "Deployment", "Service"), "--dry-run=server") // /leader as the readiness probe
 
-	// A kubeconfig with the service account's token, on the shared server.
-	token := kubeAdmin(t, "create", "token", "billing-worker", "--namespace", ns, "--duration", "1h")
-	kc := filepath.Join(dir, "billing-worker.kubeconfig")
-	cfg := kubeAdmin(t, "config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority}")
-	server, ca, _ := strings.Cut(cfg, " ")
-	if err := os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster: {server: %q, certificate-authority: %q}
-users:
-- name: billing-worker
-  user: {token: %q}
-contexts:
-- name: billing-worker
-  context: {cluster: test, user: billing-worker, namespace: %s}
-current-context: billing-worker
-`, server, ca, token, ns)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := serviceAccountKubeconfig(t, dir, ns, "billing-worker")
 	env := []string{"LEADERRUN_STORE=kubernetes://?kubeconfig=" + kc}
 
 	marker := filepath.Join(dir, "ran")
@@ -391,5 +375,146 @@ current-context: billing-worker
 			t.Fatalf("without update: exit %d, stderr %q; want 125", code, stderr)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// --pod-label on the real API server (Pods without a kubelet stay Pending,
+// and their labels can be patched): while the child runs, its Pod (POD_NAME)
+// carries the label, and a previous holder's Pod no longer does; after the
+// run the label is off. Elsewhere than Kubernetes, or for a Pod that does
+// not exist, it is refused before anything starts (one line, 125).
+func TestKubernetesPodLabel(t *testing.T) {
+	t.Parallel()
+	kc := requireEnv(t, "LEADERRUN_TEST_KUBECONFIG")
+	ns := "podlabel-" + strings.ToLower(lease.NewID()[:8])
+	kubeAdmin(t, "create", "namespace", ns) // stays: no controller here finishes a deletion
+	pods := filepath.Join(t.TempDir(), "pods.yaml")
+	var manifest strings.Builder
+	manifest.WriteString("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default, namespace: " + ns + "}\n")
+	for _, p := range []string{"web-0", "web-1"} {
+		manifest.WriteString("---\napiVersion: v1\nkind: Pod\nmetadata: {name: " + p + ", namespace: " + ns + ", labels: {app: web}}\n" +
+			"spec: {automountServiceAccountToken: false, containers: [{name: web, image: registry.example/web:1}]}\n")
+	}
+	if err := os.WriteFile(pods, []byte(manifest.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeAdmin(t, "apply", "-f", pods)
+	kubeAdmin(t, "label", "pod", "web-1", "--namespace", ns, "role=leader") // a previous holder's, left behind
+	label := func(pod string) string {
+		t.Helper()
+		return kubeAdmin(t, "get", "pod", pod, "--namespace", ns, "-o", "jsonpath={.metadata.labels.role}")
+	}
+	env := []string{"LEADERRUN_STORE=kubernetes://" + ns + "?kubeconfig=" + kc, "POD_NAME=web-0", "POD_NAMESPACE=" + ns}
+	leader, release := leaderUntilStdin(t, env, "web", []string{"--pod-label", "role=leader"})
+	// The label goes on in the background once the child runs; nothing
+	// here is told when.
+	for deadline := time.Now().Add(30 * time.Second); label("web-0") != "leader"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("web-0 is not labelled role=leader 30s after its child started: %s", leader.stderr.String())
+		}
+	}
+	if l := label("web-1"); l != "" {
+		t.Fatalf("the previous holder's Pod web-1 still carries role=%s", l)
+	}
+	release()
+	if c := leader.wait(); c != 0 {
+		t.Fatalf("leader exited %d: %s", c, leader.stderr.String())
+	}
+	if l := label("web-0"); l != "" {
+		t.Fatalf("web-0 still carries role=%s after its run ended", l)
+	}
+
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"LEADERRUN_STORE=" + fileStore(t)}, "needs the Kubernetes store"},
+		{[]string{"LEADERRUN_STORE=kubernetes://" + ns + "?kubeconfig=" + kc, "POD_NAME=web-9", "POD_NAMESPACE=" + ns}, "no Pod web-9"},
+	} {
+		marker := filepath.Join(t.TempDir(), "ran")
+		code, stderr := runLR(t, c.env, "--pod-label", "role=leader", "--name", "web-refused", "--", "touch", marker)
+		if _, err := os.Stat(marker); code != 125 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || err == nil {
+			t.Errorf("--pod-label with %v: exit %d, stderr %q, child ran: %v; want 125, one line saying %q, no child", c.env, code, stderr, err == nil, c.want)
+		}
+	}
+}
+
+// serviceAccountKubeconfig writes, in dir, a kubeconfig with a token of the
+// ServiceAccount sa of namespace ns, on the shared server, and returns its
+// path.
+func serviceAccountKubeconfig(t *testing.T, dir, ns, sa string) string {
+	t.Helper()
+	token := kubeAdmin(t, "create", "token", sa, "--namespace", ns, "--duration", "1h")
+	kc := filepath.Join(dir, sa+".kubeconfig")
+	cfg := kubeAdmin(t, "config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority}")
+	server, ca, _ := strings.Cut(cfg, " ")
+	if err := os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: %s
+  user: {token: %q}
+contexts:
+- name: %s
+  context: {cluster: test, user: %s, namespace: %s}
+current-context: %s
+`, server, ca, sa, token, sa, sa, ns, sa)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// The CronJob of docs/kubernetes.md, with its ServiceAccount, Role and
+// RoleBinding, created as written (in a namespace of the test's own) on a
+// real API server, which validates it (there is no controller here to
+// start its Jobs); its container's command line, run as the ServiceAccount
+// with the command replaced by one that leaves a mark, runs the command
+// the first time and finds the day done the second.
+func TestKubernetesDocsCronJob(t *testing.T) {
+	t.Parallel()
+	ns := "docs-cron-" + strings.ToLower(lease.NewID()[:8])
+	dir := t.TempDir()
+	kubeAdmin(t, "create", "namespace", ns) // stays: no controller would finish its deletion
+	f := filepath.Join(dir, "cronjob.yaml")
+	if err := os.WriteFile(f, []byte(docManifest(t, "kubernetes.md", ns, "ServiceAccount", "Role", "RoleBinding", "CronJob")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeAdmin(t, "create", "-f", f)
+	var command []string
+	if err := json.Unmarshal([]byte(kubeAdmin(t, "get", "cronjob", "nightly-report", "--namespace", ns, "-o", "jsonpath={.spec.jobTemplate.spec.template.spec.containers[0].command}")), &command); err != nil {
+		t.Fatal(err)
+	}
+	dash := slices.Index(command, "--")
+	if len(command) < 2 || command[0] != "leaderrun" || dash < 0 || !slices.Contains(command, "--once-per") {
+		t.Fatalf("the CronJob's command %q: want leaderrun … --once-per … -- COMMAND", command)
+	}
+	env := []string{"LEADERRUN_STORE=kubernetes://?kubeconfig=" + serviceAccountKubeconfig(t, dir, ns, "nightly-report")}
+	run := func(marker string) (int, string) {
+		args := append(slices.Clone(command[1:dash+1]), "touch", marker)
+		return runLR(t, env, args...)
+	}
+	first := filepath.Join(dir, "first")
+	// The RoleBinding reaches the API server's authorizer through its
+	// informers, a moment after the create: until then, exit 125.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, stderr := run(first)
+		if code == 0 {
+			break
+		}
+		if code != 125 || time.Now().After(deadline) {
+			t.Fatalf("the CronJob's command line as its ServiceAccount: exit %d: %s", code, stderr)
+		}
+	}
+	if _, err := os.Stat(first); err != nil {
+		t.Fatalf("the first run did not start the command: %v", err)
+	}
+	second := filepath.Join(dir, "second")
+	if code, stderr := run(second); code != 0 {
+		t.Fatalf("the second run: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(second); err == nil {
+		t.Error("the second run of the day started the command: --once-per day should have found the day done")
 	}
 }

@@ -17,16 +17,15 @@ import (
 	"time"
 )
 
-// requirePromtool returns promtool's path: a test that needs it is skipped
-// without it, and fails in CI (CI set), where scripts/test.sh installs it.
+// requirePromtool returns promtool's path, failing the test without it
+// with how to get it: Debian has no package of promtool alone, and
+// installing prometheus starts a server, so scripts/test.sh extracts it
+// into .tools/bin.
 func requirePromtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found (Debian package prometheus; scripts/test.sh installs it)")
-		}
-		t.Skip("promtool not found (Debian package prometheus)")
+		t.Fatal("promtool not found: run scripts/test.sh once (it extracts promtool from Debian's prometheus package into .tools/bin) and put .tools/bin on PATH, or `apt-get install --no-install-recommends prometheus` (which starts a Prometheus server)")
 	}
 	return p
 }
@@ -442,6 +441,10 @@ func TestPingNeverDelays(t *testing.T) {
 			if warn != 1 {
 				t.Errorf("%d warnings of undelivered pings; want 1:\n%s", warn, stderr)
 			}
+			// Each ping named as a ping, the dropped start too.
+			if !strings.Contains(stderr, "the start ping: dropped") || !strings.Contains(stderr, "the success ping: ") || strings.Contains(stderr, "success failed") {
+				t.Errorf("the warning does not say that the start ping was dropped and the success ping failed:\n%s", stderr)
+			}
 			noKey(t, "0b9d1e7c-5f8a-4c3e-9d2b-7a61c4e8f0a3", stderr)
 			noKey(t, "s3cr3t", stderr)
 		})
@@ -460,6 +463,23 @@ func TestPingBadURL(t *testing.T) {
 	noKey(t, "0b9d1e7c-5f8a-4c3e", stderr)
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the child ran despite a bad --ping")
+	}
+	// Longer than leaderrun-ping reads: refused before anything starts,
+	// with the limit, from the flag or the variable.
+	long := "https://hc.example/0b9d1e7c-5f8a-4c3e/" + strings.Repeat("k", 70000)
+	for _, args := range [][]string{{"--ping", long}, nil} {
+		e := env
+		if args == nil {
+			e = append(append([]string(nil), env...), "LEADERRUN_PING="+long)
+		}
+		code, stderr := runLR(t, e, append(args, "--", "touch", marker)...)
+		if code != 125 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "at most 65535") {
+			t.Errorf("a %d-byte URL: exit %d, %q; want 125 and one line with the limit", len(long), code, stderr)
+		}
+		noKey(t, "0b9d1e7c-5f8a-4c3e", stderr)
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the child ran despite a too long --ping")
+		}
 	}
 }
 
@@ -512,15 +532,11 @@ func testHistoryProm(t *testing.T, env []string, name string) {
 	if got := sample(prom, `leaderrun_history_running{name="`+name+`"}`); got != "0" {
 		t.Errorf("running %q; want 0", got)
 	}
-	if p, err := exec.LookPath("promtool"); err == nil {
-		f := filepath.Join(t.TempDir(), "h.prom")
-		if err := os.WriteFile(f, []byte(prom), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		promCheck(t, p, f)
-	} else if os.Getenv("CI") != "" {
-		t.Fatal("promtool not found (Debian package prometheus)")
+	f := filepath.Join(t.TempDir(), "h.prom")
+	if err := os.WriteFile(f, []byte(prom), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	promCheck(t, requirePromtool(t), f)
 	if code, _, stderr := leaderOut(t, env, "history", "--format", "yaml", name); code != 125 || !strings.Contains(stderr, "--format yaml") {
 		t.Errorf("--format yaml: exit %d, %q; want 125", code, stderr)
 	}
@@ -624,5 +640,49 @@ func TestPingHelperFails(t *testing.T) {
 			}
 			noKey(t, "0b9d1e7c-5f8a", string(out))
 		})
+	}
+}
+
+// TestPingKuma: an Uptime Kuma push URL is known by its path and gets
+// Kuma's one request at the end, from leaderrun through leaderrun-ping:
+// GET with status=down for a failure, the final line as msg and the run's
+// duration in ms as ping; no start request (a push monitor has none), the
+// URL's own query (as Kuma's interface shows it) replaced.
+func TestPingKuma(t *testing.T) {
+	t.Parallel()
+	type req struct {
+		method, path string
+		query        map[string][]string
+	}
+	got := make(chan req, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- req{r.Method, r.URL.Path, r.URL.Query()}
+		fmt.Fprintln(w, `{"ok":true}`)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	env := []string{"LEADERRUN_STORE=" + fileStore(t), "LEADERRUN_PING=http://" + ln.Addr().String() + "/api/push/Xk3a9S3cr3t?status=up&msg=OK&ping="}
+	code, stderr := runLR(t, env, "--name", "p-kuma", "-v", "--", "sh", "-c", "sleep 0.2; exit 3")
+	if code != 3 {
+		t.Fatalf("exit %d; want 3: %s", code, stderr)
+	}
+	noKey(t, "Xk3a9S3cr3t", stderr)
+	close(got) // leaderrun waited for leaderrun-ping, which waited for the answers
+	var reqs []req
+	for r := range got {
+		reqs = append(reqs, r)
+	}
+	if len(reqs) != 1 {
+		t.Fatalf("Kuma got %d requests, %+v; want the end's one", len(reqs), reqs)
+	}
+	r := reqs[0]
+	ms, _ := strconv.Atoi(strings.Join(r.query["ping"], ""))
+	if r.method != http.MethodGet || r.path != "/api/push/Xk3a9S3cr3t" || strings.Join(r.query["status"], ",") != "down" ||
+		len(r.query["msg"]) != 1 || !strings.Contains(r.query["msg"][0], "lease p-kuma") || len(r.query) != 3 || ms < 200 {
+		t.Errorf("Kuma got %+v; want GET /api/push/TOKEN?status=down&msg=…&ping=MS (MS ≥ 200, the child's sleep)", r)
 	}
 }

@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 // The package a user installs: scripts/release.sh builds the release (for
@@ -85,6 +91,9 @@ func TestDebPackage(t *testing.T) {
 	if b, err := exec.Command("dpkg-deb", "-f", debs[0], "Recommends").Output(); err != nil || !strings.Contains(string(b), "bash-completion") {
 		t.Errorf("dpkg-deb -f %s Recommends: %q, %v; want bash-completion", filepath.Base(debs[0]), b, err)
 	}
+	if b, err := exec.Command("dpkg-deb", "-f", debs[0], "Description").Output(); err != nil || !strings.Contains(string(b), "kubernetes://") {
+		t.Errorf("dpkg-deb -f %s Description: %q, %v; want every store, kubernetes:// too", filepath.Base(debs[0]), b, err)
+	}
 	if b, err := exec.Command("dpkg", "-i", debs[0]).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg -i %s: %v\n%s", debs[0], err, b)
 	}
@@ -101,6 +110,17 @@ func TestDebPackage(t *testing.T) {
 	}
 	if b, err := exec.Command("/usr/bin/leaderrun", "--version").Output(); err != nil || !strings.HasPrefix(string(b), "leaderrun "+version+" ") {
 		t.Errorf("/usr/bin/leaderrun --version: %q, %v; want the stamped %s", b, err, version)
+	}
+	// The commit too, where Go can read it: a clone, whose .git is a
+	// directory (in a git worktree it is a file, and release.sh warns).
+	if st, err := os.Stat(".git"); err == nil && st.IsDir() {
+		rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := exec.Command("/usr/bin/leaderrun", "--version").Output(); !strings.Contains(string(b), "commit "+string(rev[:12])) {
+			t.Errorf("/usr/bin/leaderrun --version: %q; want commit %s", b, rev[:12])
+		}
 	}
 
 	t.Run("demo", func(t *testing.T) {
@@ -139,10 +159,11 @@ COMP_WORDS=(leaderrun status --j); COMP_CWORD=2; _leaderrun; printf 'reply %s\n'
 	})
 
 	t.Run("unit", func(t *testing.T) {
-		unit := "/usr/lib/systemd/system/leaderrun@.service"
-		b, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
-		if err != nil || len(b) != 0 {
-			t.Fatalf("systemd-analyze verify %s: %v\n%s", unit, err, b)
+		for _, unit := range []string{"/usr/lib/systemd/system/leaderrun@.service", "/usr/lib/systemd/system/leaderrun-sandboxed@.service"} {
+			b, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+			if err != nil || len(b) != 0 {
+				t.Fatalf("systemd-analyze verify %s: %v\n%s", unit, err, b)
+			}
 		}
 		if _, err := os.Stat("/etc/default/leaderrun"); err != nil {
 			t.Fatalf("the unit's environment file: %v", err)
@@ -152,7 +173,83 @@ COMP_WORDS=(leaderrun status --j); COMP_CWORD=2; _leaderrun; printf 'reply %s\n'
 
 // packageDocs are the documents every package ships (under
 // /usr/share/doc/leaderrun, and at the top of the archive).
-var packageDocs = []string{"README.md", "docs/usage.md", "docs/stores.md", "docs/systemd.md", "copyright", "THIRD_PARTY_LICENSES"}
+var packageDocs = []string{"README.md", "docs/usage.md", "docs/stores.md", "docs/systemd.md", "copyright", "LICENSE", "THIRD_PARTY_LICENSES"}
+
+// TestPackageDescriptionNamesStores: the packages' Description names the
+// URL scheme of every store program (cmd/leaderrun-NAME serves NAME://,
+// or the first scheme of its row in the store table).
+func TestPackageDescriptionNamesStores(t *testing.T) {
+	t.Parallel()
+	nfpm, err := os.ReadFile("scripts/package/nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _, _ := strings.Cut(string(nfpm[strings.Index(string(nfpm), "\ndescription:"):]), "\nhomepage:")
+	desc = strings.Join(strings.Fields(desc), " ")
+	progs, err := filepath.Glob("cmd/leaderrun-*")
+	if err != nil || len(progs) < 5 {
+		t.Fatalf("store programs: %q, %v", progs, err)
+	}
+	for _, p := range progs {
+		scheme := strings.TrimPrefix(filepath.Base(p), "leaderrun-")
+		if scheme == "ping" || scheme == "listen" { // helpers, not stores
+			continue
+		}
+		for _, r := range storetab.All() {
+			if r.Program == filepath.Base(p) {
+				scheme = r.Schemes[0] // leaderrun-gcs serves gs://
+			}
+		}
+		if !strings.Contains(desc, scheme+"://") {
+			t.Errorf("scripts/package/nfpm.yaml: the description does not name %s:// (%s):%s", scheme, p, desc)
+		}
+	}
+}
+
+// apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0's text as
+// apache.org publishes it (www.apache.org/licenses/LICENSE-2.0.txt), which
+// is also Debian's /usr/share/common-licenses/Apache-2.0.
+const apacheLicenseSHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+
+// TestLicenceStated: the project's licence, the Apache License 2.0, is
+// LICENSE (its standard text, unchanged), and the packages' copyright
+// file, their metadata and the README's last section say so.
+func TestLicenceStated(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(text); hex.EncodeToString(sum[:]) != apacheLicenseSHA256 {
+		t.Errorf("LICENSE is not the Apache License 2.0's standard text (SHA-256 %x)", sum)
+	}
+	if debian, err := os.ReadFile("/usr/share/common-licenses/Apache-2.0"); err == nil && !bytes.Equal(debian, text) {
+		t.Errorf("LICENSE differs from /usr/share/common-licenses/Apache-2.0")
+	}
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cr := read("scripts/package/copyright")
+	if files, _, _ := strings.Cut(cr[strings.Index(cr, "Files: *"):]+"\n\n", "\n\n"); !strings.Contains(files, "\nLicense: Apache-2.0") {
+		t.Errorf("scripts/package/copyright: its Files: * paragraph does not say License: Apache-2.0:\n%s", cr)
+	}
+	if !strings.Contains(cr, "\nLicense: Apache-2.0\n Licensed under the Apache License, Version 2.0") || strings.Contains(cr, "none") {
+		t.Errorf("scripts/package/copyright lacks the Apache-2.0 licence paragraph, or still says none was chosen:\n%s", cr)
+	}
+	if !regexp.MustCompile(`(?m)^license: Apache-2.0$`).MatchString(read("scripts/package/nfpm.yaml")) {
+		t.Errorf("scripts/package/nfpm.yaml: want license: Apache-2.0 (the packages' metadata)")
+	}
+	readme := read("README.md")
+	last := readme[strings.LastIndex(readme, "\n## "):]
+	if !strings.Contains(last, "Apache License 2.0") || !strings.Contains(last, "(LICENSE)") || !strings.Contains(last, "THIRD_PARTY_LICENSES") {
+		t.Errorf("README's last section does not name the Apache License 2.0 with links to LICENSE and THIRD_PARTY_LICENSES:\n%s", last)
+	}
+}
 
 // tarNames lists the entries of a .tar.gz.
 func tarNames(t *testing.T, path string) []string {

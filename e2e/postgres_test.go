@@ -123,11 +123,7 @@ func TestPostgresTokensIncrease(t *testing.T)         { testTokensIncrease(t, pg
 // under a running leader: the child is dead (by the kernel's clock) before
 // the lease's expiry in its row (expires − clock_timestamp() on the server);
 // exit 124 (testServerFault). bench-postgres.sh reports the MARGIN lines.
-func TestPostgresServerFaultStopsChild(t *testing.T) {
-	t.Parallel()
-	t.Run("stop", func(t *testing.T) { t.Parallel(); testServerFault(t, pgStore, syscall.SIGSTOP, false) })
-	t.Run("kill", func(t *testing.T) { t.Parallel(); testServerFault(t, pgStore, syscall.SIGKILL, false) })
-}
+func TestPostgresServerFaultStopsChild(t *testing.T) { testServerFaults(t, pgStore) }
 
 // The row deleted by someone else under a running leader: the next renewal
 // finds no row with our ID, the child is stopped within one renew interval,
@@ -145,22 +141,8 @@ func TestPostgresRowDeletedStopsChild(t *testing.T) {
 func TestPostgresPasswordNeverPrinted(t *testing.T) {
 	t.Parallel()
 	raw, _ := pgE2EShared(t)
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass, _ := u.User.Password()
+	pass, withPass := passwordURL(t, raw)
 	const wrong = "Wr0ngS3cretPW"
-	user := u.User.Username()
-	withPass := func(p string) string {
-		v := *u
-		if p == "" {
-			v.User = url.User(user)
-		} else {
-			v.User = url.UserPassword(user, p)
-		}
-		return v.String()
-	}
 	testSecretsNotPrinted(t, []string{pass, wrong}, []secretCase{
 		{"url", withPass(pass), nil, true},
 		{"env", withPass(""), []string{"PGPASSWORD=" + pass}, true},
@@ -209,8 +191,12 @@ func TestPostgresPassfileNotRegular(t *testing.T) {
 }
 
 // pgFleetSize is the number of standbys of TestPostgresFleetListenLeavesRoom:
-// five times the server's connection limit.
-const pgFleetSize = 100
+// two and a half times the server's connection limit, so that one
+// connection a standby would fill the server twice over. (With 100, five
+// times, the test's 100 processes and their takeovers were the suite's
+// largest load on 2 cores for 5 minutes; scripts/bench-postgres.sh's fleet
+// and BenchmarkStandbyHerd measure larger fleets: docs/performance.md, "Standby fleets".)
+const pgFleetSize = 50
 
 // fleetLimit is the CONNECTION LIMIT of the fleet's role while it takes
 // over in TestPostgresFleetListenLeavesRoom: of max_connections=20 (17
@@ -219,9 +205,8 @@ const pgFleetSize = 100
 const fleetLimit = 12
 
 // A fleet in the default mode (LISTEN) at max_connections=20, as a role
-// that is not a superuser: a leader and 100 standbys (leaderrun processes,
-// as users run them: 100 Go processes fit in memory and start within a
-// minute even on 2 busy cores). Only the front of the line LISTENs and a
+// that is not a superuser: a leader and pgFleetSize standbys (leaderrun
+// processes, as users run them). Only the front of the line LISTENs and a
 // LISTEN connection is made only while the server keeps room, so the
 // application (another role) connects every time while the fleet waits;
 // once the leader is SIGKILLed, every standby runs under the role's
@@ -254,13 +239,22 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer op.Close(context.Background())
-	held := func() int { // the fleet's sessions; -1 when unknown
-		var n int
-		if err := op.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+	// held counts the fleet's sessions (-1 when unknown) and says what
+	// they were doing (LISTEN, a heartbeat, a listing, a login), so that
+	// a failure names what held the connections.
+	// kept counts the sessions older than 10 s: those the fleet keeps (the
+	// leader's, the front's LISTEN ones), not a call's, which lasts a
+	// login and a statement.
+	held := func() (n, kept int, what string) {
+		err := op.QueryRow(ctx, `SELECT coalesce(sum(c), 0), coalesce(sum(old), 0), coalesce(string_agg(c || ' ' || k, '; '), '') FROM (
+			SELECT count(*) AS c, count(*) FILTER (WHERE backend_start < now() - interval '10 seconds') AS old,
+				coalesce(state, 'starting') || ': ' || left(regexp_replace(query, '\s+', ' ', 'g'), 40) AS k
+			FROM pg_stat_activity WHERE usename = $1 GROUP BY 3) g`, role).Scan(&n, &kept, &what)
+		if err != nil {
 			t.Errorf("counting the fleet's sessions: %v", err)
-			return -1
+			return -1, -1, ""
 		}
-		return n
+		return n, kept, what
 	}
 	appConnects := func() bool { // the application, as another role
 		c, err := pgx.Connect(ctx, appURL)
@@ -291,25 +285,37 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 	// is over the fleet holds the leader's connection and the front's
 	// LISTEN ones (and now and then a heartbeat's or a listing's).
 	deadline := time.Now().Add(time.Minute)
-	for n := held(); n < 0 || n > 1+3; n = held() {
+	for n, _, what := held(); n < 0 || n > 1+3; n, _, what = held() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d waiting standbys still hold %d connections after a minute (max_connections=%d)", pgFleetSize, held(), maxConns)
+			t.Fatalf("%d waiting standbys still hold %d connections after a minute (max_connections=%d): %s", pgFleetSize, n, maxConns, what)
 		}
 		time.Sleep(100 * time.Millisecond) // no event for another session's end
 	}
 	const tries = 20
-	most, ok := 0, 0
+	most, mostWhat, mostKept, ok := 0, "", 0, 0
 	for range tries {
-		most = max(most, held())
+		n, kept, what := held()
+		if n > most {
+			most, mostWhat = n, what
+		}
+		mostKept = max(mostKept, kept)
 		if appConnects() {
 			ok++
 		}
 	}
-	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections; the application connected %d of %d times", pgFleetSize, most, ok, tries)
-	// The leader's and the front's connections, and now and then a few
-	// heartbeats' or listings': far from one per standby.
-	if ok != tries || most >= maxConns/2 {
-		t.Fatalf("while %d standbys wait the fleet held up to %d connections and the application connected %d of %d times; want under %d and every time", pgFleetSize, most, ok, tries, maxConns/2)
+	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections (%s), kept at most %d; the application connected %d of %d times", pgFleetSize, most, mostWhat, mostKept, ok, tries)
+	// The fleet keeps the leader's connection and the front's LISTEN ones,
+	// never one per standby; the rest are calls (a heartbeat, a listing, a
+	// standby behind the front checking at the expiry it read), each a
+	// connection for a moment. How many of those overlap grows with the
+	// host's load (7 at most on a quiet host; 12 once in the suite beside
+	// the other tests, before the standbys' heartbeats and listings were
+	// spread out and kept to one budget, 8 at most since at load 46). So
+	// the claim is asserted on its own as well: the fleet keeps the
+	// leader's connection and three LISTEN ones at most, and the
+	// application connects every time.
+	if ok != tries || mostKept > 1+3 || most >= maxConns/2 {
+		t.Fatalf("while %d standbys wait the fleet held up to %d connections (%s), %d of them kept 10 s or more, and the application connected %d of %d times; want under %d, at most 4 kept, and every time", pgFleetSize, most, mostWhat, mostKept, ok, tries, maxConns/2)
 	}
 
 	// status, as the fleet's role, answers too (it failed with 53300).
@@ -346,7 +352,8 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			s.most = max(s.most, held())
+			n, _, _ := held()
+			s.most = max(s.most, n)
 			s.tries++
 			if appConnects() {
 				s.ok++

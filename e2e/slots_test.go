@@ -27,28 +27,24 @@ func TestFileSlots(t *testing.T) {
 	testSlots(t, []string{"LEADERRUN_STORE=" + fileStore(t)}, "slotjob", "2s")
 }
 
-func TestRedisSlots(t *testing.T) {
-	t.Parallel()
-	_, env := redisE2EShared(t)
-	testSlots(t, env, e2eName(t, "slotjob"), "2s")
-}
+func TestRedisSlots(t *testing.T) { testSharedSlots(t, redisStore) }
 
-func TestPostgresSlots(t *testing.T) {
-	t.Parallel()
-	_, env := pgE2EShared(t)
-	testSlots(t, env, e2eName(t, "slotjob"), "2s")
-}
+func TestPostgresSlots(t *testing.T) { testSharedSlots(t, pgStore) }
 
-func TestEtcdSlots(t *testing.T) {
-	t.Parallel()
-	_, env := etcdE2EShared(t)
-	testSlots(t, env, e2eName(t, "slotjob"), "2s")
-}
+func TestEtcdSlots(t *testing.T) { testSharedSlots(t, etcdStore) }
 
 func TestAzureSlots(t *testing.T) {
 	t.Parallel()
 	_, store := azShared(t, "poll=200ms")
 	testSlots(t, append(azEnv(azDevKey), "LEADERRUN_STORE="+store), e2eName(t, "slotjob"), "15s")
+}
+
+// testSharedSlots runs testSlots in parallel on the shared server of s,
+// with a lease name of the test's own and a TTL of 2s.
+func testSharedSlots(t *testing.T, s faultStore) {
+	t.Parallel()
+	_, env := s.shared(t)
+	testSlots(t, env, e2eName(t, "slotjob"), "2s")
 }
 
 // slotsLog is what each child appends to the shared log, one line at its
@@ -193,9 +189,18 @@ func readmeSlotsNFS(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 	log := filepath.Join(fx.work, "slotsnfs.log")
 	writeScript(t, job, fmt.Sprintf(`echo "start $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s; sleep 0.3; echo "end $LEADERRUN_SLOT $LEADERRUN_LEASE_SLOTS $LEADERRUN_LEASE_TOKEN" >> %[1]s`+"\n", log))
 	env := append(fx.cronEnv(), "PATH="+filepath.Dir(fx.installed(t))+":/usr/bin:/bin")
+	runLineTogether(t, fx, b, c, line, [][]string{env, env, env})
+	checkSlotsLog(t, log, 2, 3)
+}
+
+// runLineTogether runs line, the command c of the README block b after
+// fx.subst, with sh in the fixture's root, once with each of envs, all at
+// once; a run that fails fails t, naming c's line.
+func runLineTogether(t *testing.T, fx *readmeFixture, b *readmeBlock, c readmeCmd, line string, envs [][]string) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range errs {
+	errs := make([]error, len(envs))
+	for i, env := range envs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -212,7 +217,6 @@ func readmeSlotsNFS(t *testing.T, fx *readmeFixture, b *readmeBlock) {
 			t.Fatalf("%s:%d: %v", b.file, c.line, err)
 		}
 	}
-	checkSlotsLog(t, log, 2, 3)
 }
 
 // --hold-at-least, --health-cmd and --priority with slots (file store):
@@ -273,6 +277,16 @@ func TestFileSlotsWithFeatures(t *testing.T) {
 	}
 }
 
+// slotEvent is a line of watch --json about one slot of a lease.
+type slotEvent struct {
+	Event  string `json:"event"`
+	Slot   int    `json:"slot"`
+	Slots  int    `json:"slots"`
+	Held   bool   `json:"held"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+}
+
 // status, watch and history with slots (file store): status lists every
 // held slot with its holder, token and since, and the standbys (text and
 // --json); watch prints a line for each slot that changes; the history
@@ -280,14 +294,6 @@ func TestFileSlotsWithFeatures(t *testing.T) {
 func TestFileSlotsStatusWatchHistory(t *testing.T) {
 	t.Parallel()
 	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
-	type slotEvent struct {
-		Event  string `json:"event"`
-		Slot   int    `json:"slot"`
-		Slots  int    `json:"slots"`
-		Held   bool   `json:"held"`
-		Holder string `json:"holder"`
-		Token  uint64 `json:"token"`
-	}
 	w := start(t, env, "watch", "--json", "--interval", "200ms", "obs")
 	// awaitSlot reads watch's lines until slot k of 2 is held by holder
 	// (free: "") with token tok.
@@ -383,11 +389,163 @@ func TestFileSlotsStatusWatchHistory(t *testing.T) {
 	runs := history(t, env, "obs", "--limit", "0")
 	var got []string
 	for _, r := range runs {
-		got = append(got, fmt.Sprintf("%s %d", r.Holder, r.Token))
+		slot := -1
+		if r.Slot != nil {
+			slot = *r.Slot
+		}
+		got = append(got, fmt.Sprintf("%s slot %d of %d, %d", r.Holder, slot, r.Slots, r.Token))
 	}
-	want := []string{fmt.Sprintf("h0 (slot 0 of 2) %d", tokens[0]), fmt.Sprintf("h1 (slot 1 of 2) %d", tokens[1]), fmt.Sprintf("sb (slot 0 of 2) %d", tok)}
+	want := []string{fmt.Sprintf("h0 slot 0 of 2, %d", tokens[0]), fmt.Sprintf("h1 slot 1 of 2, %d", tokens[1]), fmt.Sprintf("sb slot 0 of 2, %d", tok)}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("history %q; want %q", got, want)
 	}
+}
+
+// With 4 slots, once slots 0 and 1 ended while 2 and 3 still run, status
+// says 2 of 4 held (exit 0, --json "held":true), history counts both live
+// runs as running (leaderrun_history_running 2), and a watch that polls
+// only once an hour reports slots 0 and 1 free and, when 2 and 3 end, each
+// of them free, from the store's events, never a held slot as free.
+// (status said free, exit 3, as SlotStatus stopped after two free slots in
+// a row; history counted slot 0's run only; watch missed slots' changes.)
+func TestFileSlotsHighSlotsStillHeld(t *testing.T) {
+	t.Parallel()
+	env := []string{"LEADERRUN_STORE=" + fileStore(t)}
+	const n = 4
+	stops := make([]func(), n)
+	tokens := make([]uint64, n)
+	for i := range n {
+		p, in := startStdin(t, env, "--slots", strconv.Itoa(n), "--name", "hi", "--holder", fmt.Sprint("h", i), "--", "sh", "-c", `echo "$LEADERRUN_SLOT $LEADERRUN_LEASE_TOKEN"; read x || true`)
+		var slot int
+		if _, err := fmt.Sscanf(p.line(), "%d %d", &slot, &tokens[i]); err != nil || slot != i {
+			t.Fatalf("holder h%d's child: slot %d, %v; want slot %d", i, slot, err, i)
+		}
+		stops[i] = func() {
+			_ = in.Close()
+			if c := p.wait(); c != 0 {
+				t.Errorf("h%d: exit %d: %s", i, c, p.stderr.String())
+			}
+		}
+	}
+	w := start(t, env, "watch", "--json", "--interval", "1h", "hi")
+	held := map[int]bool{}
+	for range n {
+		var e slotEvent
+		if l := w.line(); json.Unmarshal([]byte(l), &e) != nil || e.Event != "slot" || e.Slots != n {
+			t.Fatalf("watch's first lines: %q; want one per slot of %d", l, n)
+		}
+		held[e.Slot] = e.Held
+	}
+	if len(held) != n || !held[0] || !held[3] {
+		t.Fatalf("watch's first view: %v; want every slot held", held)
+	}
+	// awaitFree reads watch's lines until slot k is reported free; no
+	// line may report a slot still running free.
+	awaitFree := func(k int, running ...int) {
+		t.Helper()
+		for {
+			l := w.line()
+			var e slotEvent
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("watch printed %q: %v", l, err)
+			}
+			if e.Event == "slot" && !e.Held && slices.Contains(running, e.Slot) {
+				t.Fatalf("watch reports slot %d free while it runs: %s", e.Slot, l)
+			}
+			if e.Event == "slot" && e.Slot == k && !e.Held {
+				return
+			}
+		}
+	}
+	stops[0]()
+	awaitFree(0, 1, 2, 3)
+	stops[1]()
+	awaitFree(1, 2, 3)
+
+	code, out, stderr := leaderOut(t, env, "status", "hi")
+	if code != 0 || !strings.Contains(out, "hi: 2 of 4 slots held") || !strings.Contains(out, "slot 2: held by h2") || !strings.Contains(out, "slot 3: held by h3") {
+		t.Fatalf("status with slots 2 and 3 held: exit %d\n%s%s", code, out, stderr)
+	}
+	var st struct {
+		Held    bool `json:"held"`
+		Slots   int  `json:"slots"`
+		Holders []struct {
+			Slot int `json:"slot"`
+		} `json:"holders"`
+	}
+	code, out, _ = leaderOut(t, env, "status", "--json", "hi")
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.Held || st.Slots != n || len(st.Holders) != 2 || st.Holders[0].Slot != 2 {
+		t.Fatalf("status --json: exit %d, %+v, %v: %s", code, st, err, out)
+	}
+	running := map[uint64]bool{}
+	for _, r := range history(t, env, "hi", "--limit", "0") {
+		running[r.Token] = r.Running
+	}
+	if running[tokens[0]] || running[tokens[1]] || !running[tokens[2]] || !running[tokens[3]] {
+		t.Fatalf("history's running runs: %v; want those of tokens %d and %d", running, tokens[2], tokens[3])
+	}
+	if _, prom, _ := leaderOut(t, env, "history", "--format", "prom", "hi"); sample(prom, `leaderrun_history_running{name="hi"}`) != "2" {
+		t.Fatalf("history --format prom:\n%s\nwant leaderrun_history_running 2", prom)
+	}
+	stops[3]()
+	awaitFree(3, 2)
+	stops[2]()
+	awaitFree(2)
+	if code, out, _ := leaderOut(t, env, "status", "hi"); code != 3 {
+		t.Fatalf("status with every slot free: exit %d\n%s; want 3", code, out)
+	}
+}
+
+func init() { readmeChecks["slots-nested"] = readmeSlotsNested }
+
+// slots-nested (docs/usage.md): three hosts (each a file store of its own,
+// which LEADERRUN_STORE names here for the default) start the line three
+// times each, at once: every job runs, never more than 2 at once on a host
+// nor 5 in the fleet.
+func readmeSlotsNested(t *testing.T, fx *readmeFixture, b *readmeBlock) {
+	c := b.take(t, "leaderrun --slots 2 ")
+	line := fx.subst(t, c.text)
+	job := afterDashDash(t, afterDashDash(t, strings.Fields(line)))[0]
+	fx.underRoot(t, job)
+	log := filepath.Join(fx.work, "slotsnested.log")
+	writeScript(t, job, fmt.Sprintf(`echo "start $HOST_ID" >> %[1]s; sleep 0.5; echo "end $HOST_ID" >> %[1]s`+"\n", log))
+	const hosts, each = 3, 3
+	envs := make([][]string, hosts*each)
+	for i := range envs {
+		host := fmt.Sprint("host", i%hosts)
+		envs[i] = append(fx.cronEnv(), "HOST_ID="+host, "LEADERRUN_STORE=file://"+filepath.Join(fx.work, host), "PATH="+filepath.Dir(fx.installed(t))+":/usr/bin:/bin")
+	}
+	runLineTogether(t, fx, b, c, line, envs)
+	b2, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, most, runs := map[string]int{}, map[string]int{}, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b2)), "\n") {
+		what, host, _ := strings.Cut(l, " ")
+		if what == "start" {
+			running[host]++
+			running[""]++
+			runs++
+		} else {
+			running[host]--
+			running[""]--
+		}
+		most[host] = max(most[host], running[host])
+		most[""] = max(most[""], running[""])
+	}
+	for h, n := range most {
+		limit := 2
+		if h == "" {
+			limit = 5
+		}
+		if n > limit {
+			t.Errorf("%d jobs at once on %q (\"\": the fleet); at most %d", n, h, limit)
+		}
+	}
+	if runs != hosts*each {
+		t.Errorf("%d jobs ran; want %d", runs, hosts*each)
+	}
+	t.Logf("%d jobs, at most %d at once in the fleet: %v", runs, most[""], most)
 }

@@ -40,7 +40,8 @@ func TestStartupLinksNoStoreClient(t *testing.T) {
 				t.Errorf("leaderrun links the store client package %s", pkg)
 			}
 		}
-		if rest, ok := strings.CutPrefix(pkg, "github.com/leaderrun/leaderrun/lease/"); ok && rest != "filelease" {
+		// storetab describes every store as data and links none.
+		if rest, ok := strings.CutPrefix(pkg, "github.com/leaderrun/leaderrun/lease/"); ok && rest != "filelease" && rest != "storetab" {
 			t.Errorf("leaderrun links the store package %s", pkg)
 		}
 	}
@@ -48,9 +49,10 @@ func TestStartupLinksNoStoreClient(t *testing.T) {
 
 // initBudget bounds the packages with initialisers that every run of
 // leaderrun executes (49 when it was first set, 34 once crypto/rand left,
-// against 12 for a Go hello-world); raise it only with a measurement in
+// against 12 for a Go hello-world; 2 more for robfig/cron, measured in
+// docs/performance.md's Start-up cost); raise it only with a measurement in
 // scripts/bench.sh.
-const initBudget = 37
+const initBudget = 39
 
 // faultBudget bounds the minor page faults of leaderrun --version as a
 // multiple of a Go hello-world built here (2.05x when it was first set, from

@@ -109,6 +109,12 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 	a := newAcquisition(ctx, s, req, o)
 	defer a.end()
 	for {
+		if err := a.connect(); err != nil {
+			if err = a.setupFailed(err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		sent := a.clock.Now()
 		l, err := a.attempt()
 		var held *HeldError
@@ -120,7 +126,8 @@ func Acquire(ctx context.Context, s Store, req Request, o AcquireOptions) (*Acqu
 		case errors.As(err, &held):
 			err = a.heldBy(held)
 		case errors.Is(err, ErrUnavailable):
-			err = a.unavailable(err, sent)
+			a.lostAnswer(sent)
+			err = a.unavailable(err)
 		}
 		if err != nil {
 			return nil, err
@@ -170,6 +177,7 @@ type acquisition struct {
 	// is each slot's answer when the last attempt found all of them held.
 	unknownSlot int
 	slotHeld    []*HeldError
+	brokenSlots map[int]bool // slots refused as unusable, warned about once
 }
 
 func newAcquisition(ctx context.Context, s Store, req Request, o AcquireOptions) *acquisition {
@@ -190,7 +198,7 @@ func newAcquisition(ctx context.Context, s Store, req Request, o AcquireOptions)
 		a.onWait = a.logWait
 	}
 	a.waitedSince = a.clock.Now()
-	a.reg, _ = s.(CandidateRegistry)
+	a.reg = s
 	return a
 }
 
@@ -282,7 +290,7 @@ func (a *acquisition) heldBy(held *HeldError) error {
 	}
 	a.report(held)
 	a.waited = true
-	if a.cand == nil && a.reg != nil {
+	if a.cand == nil {
 		a.cand = joinCandidates(a.ctx, a.reg, a.req.Name, Candidate{ID: a.req.ID, Label: a.req.Label, Priority: a.o.Priority, Since: time.Now()}, a.req.TTL, a.o.CallTimeout, a.o.PriorityStep, a.o.Log)
 		// With slots, the holder a listing reports is slot 0's: it says
 		// nothing of the others.
@@ -345,18 +353,38 @@ func (a *acquisition) report(held *HeldError) {
 	a.onWait(WaitEvent{Kind: kind, By: held.By, Waited: a.clock.Now() - a.waitedSince})
 }
 
-// unavailable handles a transient store failure of the attempt sent at
-// sent: it waits a jittered, growing backoff and returns nil to try again,
-// or the error that ends Acquire. When the wait runs out and an earlier
-// attempt had found the lease held, Acquire gave up on a held lease (the
-// failures since were retries: under contention an attempt may time out),
-// so it ends as held; with no such answer, as the store's error.
-func (a *acquisition) unavailable(err error, sent time.Duration) error {
-	a.lastErr = err
-	a.waited = true
+// lostAnswer notes that the answer to the attempt sent at sent was lost:
+// if the store granted it, the lease's TTL started then.
+func (a *acquisition) lostAnswer(sent time.Duration) {
 	if a.firstUnknown < 0 {
 		a.firstUnknown = sent
 	}
+}
+
+// setupFailed handles a connection set-up (connect) that failed: nothing
+// was sent that the store could grant, so no answer was lost. A transient
+// failure, a set-up cut short by SetupTimeout included, is waited out as
+// unavailable says; the end of the wait or of ctx during the set-up ends
+// Acquire as that would; any other error ends it at once.
+func (a *acquisition) setupFailed(err error) error {
+	switch {
+	case a.ctx.Err() != nil:
+		return context.Cause(a.ctx)
+	case !errors.Is(err, ErrUnavailable):
+		return err
+	case a.o.Wait != 0 && a.waitCtx.Err() != nil:
+		a.lastErr, a.waited = err, true
+		return a.waitRanOut()
+	}
+	return a.unavailable(err)
+}
+
+// unavailable handles a transient store failure: it waits a jittered,
+// growing backoff and returns nil to try again, or the error that ends
+// Acquire (waitRanOut).
+func (a *acquisition) unavailable(err error) error {
+	a.lastErr = err
+	a.waited = true
 	if a.o.Wait == 0 {
 		return err
 	}
@@ -365,13 +393,23 @@ func (a *acquisition) unavailable(err error, sent time.Duration) error {
 	a.onWait(WaitEvent{Kind: WaitStoreUnavailable, Err: err, RetryIn: sleep, Waited: a.clock.Now() - a.waitedSince,
 		First: a.backoff == 100*time.Millisecond}) // the first failure of a run of them
 	if err := a.clock.SleepUntil(a.waitCtx, a.clock.Now()+sleep); err != nil {
-		if a.ctx.Err() != nil {
-			return context.Cause(a.ctx)
-		}
-		if a.lastHeld != nil {
-			return a.gaveUp(a.lastHeld)
-		}
-		return fmt.Errorf("%w (gave up after %v of retries)", a.lastErr, (a.clock.Now() - a.waitedSince).Round(time.Millisecond))
+		return a.waitRanOut()
 	}
 	return nil
+}
+
+// waitRanOut is the error of a wait that ended (or ctx's, when it ended)
+// while the store failed transiently. When an earlier attempt had found
+// the lease held, Acquire gave up on a held lease (the failures since were
+// retries: under contention an attempt may time out, a connection may be
+// slow to set up), so it ends as held; with no such answer, as the store's
+// last error: it never answered an attempt for the whole wait.
+func (a *acquisition) waitRanOut() error {
+	if a.ctx.Err() != nil {
+		return context.Cause(a.ctx)
+	}
+	if a.lastHeld != nil {
+		return a.gaveUp(a.lastHeld)
+	}
+	return fmt.Errorf("%w (gave up after %v of retries)", a.lastErr, (a.clock.Now() - a.waitedSince).Round(time.Millisecond))
 }

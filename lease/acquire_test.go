@@ -220,6 +220,12 @@ func (h *heldThenTimingOut) TryAcquire(ctx context.Context, req lease.Request) (
 	return nil, lease.NewError("no answer in time (acquire)", lease.ErrUnavailable, context.DeadlineExceeded)
 }
 
+// Candidates times out too: a listing that found the lease held would
+// keep the waiter from trying.
+func (h *heldThenTimingOut) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
+	return nil, nil, lease.NewError("no answer in time (candidates)", lease.ErrUnavailable, context.DeadlineExceeded)
+}
+
 // Wait says at once that the lease may be free, so the next attempt comes.
 func (h *heldThenTimingOut) Wait(ctx context.Context, _ string, _ *lease.HeldError) error {
 	return ctx.Err()

@@ -2,8 +2,10 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -121,6 +123,275 @@ func TestUnreadListingHoldsBackByLastPlace(t *testing.T) {
 		d, again, h := cd.turn(context.Background(), tc.last)
 		if d != tc.want || again || h != nil {
 			t.Errorf("last place %d (last %v), listing failed: turn = %v, again %v, holder %v; want %v, then try", tc.pos, tc.last, d, again, h, tc.want)
+		}
+	}
+}
+
+// connectingRegistry is a crowdRegistry whose connection is set up
+// (Connect) apart from its calls; it reports each set-up's bound.
+type connectingRegistry struct {
+	crowdRegistry
+	bounds chan time.Duration
+}
+
+func (r *connectingRegistry) Connect(ctx context.Context) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		r.bounds <- -1
+	} else {
+		r.bounds <- time.Until(dl)
+	}
+	return nil
+}
+
+// A heartbeat sets the registry's connection up within the heartbeat's
+// interval, not the call timeout: a waiting standby holds no connection
+// between checks on some stores, and a login slower than a call on a
+// loaded store made its registration lapse.
+func TestHeartbeatConnectsWithinInterval(t *testing.T) {
+	timing := CandidateTiming{Heartbeat: true, MinInterval: 200 * time.Millisecond, Step: 10 * time.Millisecond}
+	r := &connectingRegistry{crowdRegistry: crowdRegistry{live: 1, expiry: make(chan time.Duration, 16), timing: timing, leftIDs: make(chan string, 1)},
+		bounds: make(chan time.Duration, 16)}
+	const callTimeout = time.Millisecond
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, callTimeout, 0, slog.New(slog.DiscardHandler))
+	defer cd.leave(context.Background())
+	<-r.expiry // the first Join, right after the attempt that found the lease held
+	var b time.Duration
+	select {
+	case b = <-r.bounds:
+	case <-r.expiry:
+		t.Fatal("a heartbeat joined without setting the connection up first")
+	}
+	if b <= callTimeout || b > timing.MinInterval {
+		t.Fatalf("a heartbeat's set-up was bounded by %v; want more than the %v call timeout, at most the %v interval", b, callTimeout, timing.MinInterval)
+	}
+	<-r.expiry // and then the heartbeat's Join
+}
+
+// slowListRegistry records when each Join starts, and answers a listing
+// only when the call times out, as a loaded server does.
+type slowListRegistry struct {
+	crowdRegistry
+	joins chan time.Time
+}
+
+func (r *slowListRegistry) Join(_ context.Context, _ string, _ Candidate, _ time.Duration) (int, error) {
+	r.joins <- time.Now()
+	return 1, nil
+}
+
+func (r *slowListRegistry) Candidates(ctx context.Context, _ string) ([]Candidate, *Holder, error) {
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+// The first refresh comes an interval after the join started, not after
+// the first listing ended: counted from the listing's end, a slow listing
+// (the whole call timeout) pushed the refresh past the registration's
+// expiry on a loaded Kubernetes API server, and the standby left the line
+// while it waited.
+func TestHeartbeatCountsFromTheJoin(t *testing.T) {
+	const every = time.Second
+	timing := CandidateTiming{Heartbeat: true, MinInterval: every, Step: 100 * time.Millisecond}
+	r := &slowListRegistry{crowdRegistry: crowdRegistry{timing: timing, leftIDs: make(chan string, 1)}, joins: make(chan time.Time, 8)}
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, every, 0, slog.New(slog.DiscardHandler))
+	defer cd.leave(context.Background())
+	first, second := <-r.joins, <-r.joins
+	// Counted from the listing's end the gap is the listing's timeout
+	// (every) plus the interval: 2s. From the join: the listing's end, 1s.
+	if gap := second.Sub(first); gap >= every*3/2 {
+		t.Fatalf("the first refresh came %v after the join; want about %v (the listing took the whole call timeout, %v)", gap, every, every)
+	}
+}
+
+// lineRegistry lists a line in which the candidate "me" stands at the
+// places given, one listing each (the last one for every listing after),
+// and reports each listing.
+type lineRegistry struct {
+	crowdRegistry
+	mu     sync.Mutex
+	places []int
+	listed chan int
+}
+
+func (r *lineRegistry) Candidates(context.Context, string) ([]Candidate, *Holder, error) {
+	r.mu.Lock()
+	pos := r.places[0]
+	if len(r.places) > 1 {
+		r.places = r.places[1:]
+	}
+	r.mu.Unlock()
+	cs := make([]Candidate, 0, pos+1)
+	for i := range pos {
+		cs = append(cs, Candidate{ID: fmt.Sprint("before", i), Since: time.Unix(int64(i), 0)})
+	}
+	cs = append(cs, Candidate{ID: "me", Since: time.Unix(int64(pos), 0)})
+	r.listed <- pos
+	return cs, &Holder{Label: "h"}, nil
+}
+
+// With CandidateTiming.Relist a candidate lists again while it waits:
+// behind the front of the line until a listing places it at the front (the
+// front of a line of short jobs empties faster than the expiry comes, and
+// a store whose standbys behind it sleep until the expiry, MySQL and
+// PostgreSQL, left the lease free that long), and at the front too, since
+// a place there goes stale: here a crowd's late joiner stands before it
+// (place 5 after 1), and it learns so and goes behind, to come back to the
+// front later. Without Relist it lists only once, when it joins.
+func TestRelistWhileWaiting(t *testing.T) {
+	for _, relist := range []bool{true, false} {
+		timing := CandidateTiming{Heartbeat: true, PerSecond: 1000, MinInterval: time.Hour, Step: time.Millisecond, Relist: relist}
+		places := []int{7, 5, herdFront, 1, 5, 0}
+		r := &lineRegistry{crowdRegistry: crowdRegistry{live: 9, expiry: make(chan time.Duration, 16), timing: timing, leftIDs: make(chan string, 1)},
+			places: slices.Clone(places), listed: make(chan int, 16)}
+		var drain sync.WaitGroup
+		drain.Go(func() {
+			for range r.expiry {
+			}
+		})
+		cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me", Since: time.Unix(100, 0)}, time.Minute, time.Second, 0, slog.New(slog.DiscardHandler))
+		var seen []int
+		// next waits for the next listing; one that never comes (a
+		// candidate at the front that no longer lists) fails, not hangs.
+		next := func() int {
+			select {
+			case p := <-r.listed:
+				return p
+			case <-time.After(30 * time.Second):
+				t.Fatalf("relist %v: listings %v, then none in 30s", relist, seen)
+				return 0
+			}
+		}
+		want := places
+		if !relist {
+			want = want[:1]
+		}
+		for len(seen) < len(want) {
+			seen = append(seen, next())
+		}
+		if relist {
+			// At the front it still lists (the registry's last place
+			// stands for every listing after).
+			if p := next(); p != 0 {
+				t.Fatalf("listings %v, then %d; want 0", seen, p)
+			}
+		}
+		cd.leave(context.Background()) // waits for the goroutine, which recorded the last listing
+		close(r.expiry)
+		drain.Wait()
+		if got := cd.pos.Load(); got != int64(want[len(want)-1]) {
+			t.Fatalf("relist %v: place %d after listings %v", relist, got, seen)
+		}
+		if !slices.Equal(seen, want) {
+			t.Fatalf("relist %v: listings %v, want %v", relist, seen, want)
+		}
+		if !relist {
+			select {
+			case p := <-r.listed:
+				t.Fatalf("listings %v, then another at %d; want none without Relist", seen, p)
+			default:
+			}
+		}
+	}
+}
+
+// relistEvery grows with the square of the distance from the front, so
+// the candidates behind it list at most 0.65/δ times a second together,
+// however many they are, and those at the front 3/25 of that after their
+// first listing again: relistRate/δ in all.
+func TestRelistEveryBoundsTheLine(t *testing.T) {
+	step := 100 * time.Millisecond
+	if got, want := relistEvery(herdFront, step, false), 4*step; got != want {
+		t.Fatalf("just behind the front: %v, want %v", got, want)
+	}
+	if got, want := relistEvery(0, step, false), settleRelist*step; got != want {
+		t.Fatalf("at the front, first: %v, want %v", got, want)
+	}
+	front := 0.0
+	for pos := range herdFront {
+		if got := relistEvery(pos, step, true); got < relistEvery(herdFront+2, step, true) {
+			t.Fatalf("at the front (%d), settled: %v; want no sooner than two places behind the front", pos, got)
+		}
+		front += float64(time.Second) / float64(relistEvery(pos, step, true))
+	}
+	for _, n := range []int{10, 1000, 100000} {
+		rate := front
+		for pos := herdFront; pos < herdFront+n; pos++ {
+			rate += float64(time.Second) / float64(relistEvery(pos, step, true))
+		}
+		if bound := relistRate * float64(time.Second) / float64(step); rate > bound {
+			t.Fatalf("a line of %d behind the front lists %.2f times a second; want at most %.2f", n, rate, bound)
+		}
+	}
+}
+
+// timesRegistry records when each candidate's Joins came, and reports
+// each candidate's first refresh (its second Join).
+type timesRegistry struct {
+	crowdRegistry
+	mu        sync.Mutex
+	joins     map[string][]time.Time
+	refreshed chan time.Duration // from the join to the first refresh
+}
+
+func (r *timesRegistry) Join(_ context.Context, _ string, c Candidate, _ time.Duration) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.joins[c.ID] = append(r.joins[c.ID], time.Now())
+	if ts := r.joins[c.ID]; len(ts) == 2 {
+		r.refreshed <- ts[1].Sub(ts[0])
+	}
+	return r.live, nil
+}
+
+// A crowd that joined together refreshes apart: each wait is cut by a
+// random part, so fifty standbys started by one script do not all connect
+// to the store within the same second, interval after interval (on
+// PostgreSQL they held twelve of twenty connections at once).
+func TestCrowdRefreshesApart(t *testing.T) {
+	const n = 10
+	every := 400 * time.Millisecond
+	r := &timesRegistry{crowdRegistry: crowdRegistry{live: 1, leftIDs: make(chan string, n),
+		timing: CandidateTiming{Heartbeat: true, PerSecond: 1000, MinInterval: every, Step: time.Millisecond}},
+		joins: map[string][]time.Time{}, refreshed: make(chan time.Duration, n)}
+	for i := range n {
+		cd := joinCandidates(context.Background(), r, "n", Candidate{ID: fmt.Sprint("c", i)}, time.Minute, time.Second, 0, slog.New(slog.DiscardHandler))
+		defer cd.leave(context.Background())
+	}
+	first := make([]time.Duration, n)
+	for i := range first {
+		first[i] = <-r.refreshed
+	}
+	lo, hi := slices.Min(first), slices.Max(first)
+	if hi-lo < every/10 {
+		t.Fatalf("%d candidates that joined together first refreshed %v to %v after joining: within %v; want them spread over at least %v of the %v interval", n, lo, hi, hi-lo, every/10, every)
+	}
+	if lo < every/2 {
+		t.Fatalf("a first refresh %v after joining; want no sooner than half the %v interval", lo, every)
+	}
+}
+
+// With Relist, the listings of the line behind the front and the
+// refreshes of every candidate each spend half of PerSecond, so that
+// together they stay in the registry's budget (a PostgreSQL or MySQL
+// login each).
+func TestRelistStaysInBudget(t *testing.T) {
+	for _, step := range []time.Duration{time.Millisecond, 250 * time.Millisecond, 2 * time.Second} {
+		timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: time.Second, Step: step, Relist: true}
+		listings := 0.0
+		for pos := range herdFront + 100000 {
+			listings += float64(time.Second) / float64(relistEvery(pos, timing.relistStep(), true))
+		}
+		if listings > timing.PerSecond/2 {
+			t.Errorf("δ %v: the line lists %.2f times a second; want at most half of %v", step, listings, timing.PerSecond)
+		}
+		if timing.relistStep() < step {
+			t.Errorf("δ %v: relisting steps %v, below δ", step, timing.relistStep())
+		}
+		const live = 300
+		every, _ := timing.HeartbeatEvery(live)
+		if refreshes := live * float64(time.Second) / float64(every); refreshes > timing.PerSecond/2+1e-9 {
+			t.Errorf("δ %v: %d candidates refresh %.2f times a second; want at most half of %v", step, live, refreshes, timing.PerSecond)
 		}
 	}
 }

@@ -37,9 +37,12 @@ type CandidateTiming struct {
 	// (Redis, Azure); false when the store sees for itself whether a
 	// candidate lives (the file store: a lock its process holds).
 	Heartbeat bool
-	// PerSecond is how many refreshes per second all live candidates of one
-	// lease together may make; each candidate refreshes every
-	// live/PerSecond, at least every MinInterval.
+	// PerSecond is how many store calls per second all live candidates of
+	// one lease together may make to keep their registrations (and, with
+	// Relist, their places); each candidate refreshes every live/PerSecond
+	// (live/(PerSecond/2) with Relist), at least every MinInterval, less a
+	// random part of up to a quarter (heartbeat), so a crowd makes at most
+	// a third more.
 	PerSecond float64
 	// MinInterval is the shortest refresh interval.
 	MinInterval time.Duration
@@ -47,6 +50,88 @@ type CandidateTiming struct {
 	// lease became free, to notice and try for it. A candidate with k live
 	// candidates ranked above it holds back k·Step.
 	Step time.Duration
+	// Relist is true when the store's waiters behind the front of the line
+	// sleep until a listing places them at the front (PostgreSQL's hold no
+	// LISTEN connection, MySQL's read nothing) or the lease's expiry comes:
+	// a candidate behind the front then lists again every relistEvery, so
+	// that a front emptied by short jobs is filled again before the
+	// expiry. Used with Heartbeat. The listings spend the same budget as
+	// the refreshes: each takes half of PerSecond.
+	Relist bool
+}
+
+// relistRate is how many times a step all candidates of a line list
+// together (relistEvery): Σ 1/(k+2)² for k ≥ 0 (π²/6 - 1) behind the
+// front, and herdFront/frontRelist at the front.
+const relistRate = 0.645 + float64(herdFront)/frontRelist // 0.645: rounded up
+
+// frontRelist is how many steps a candidate at the front of the line waits
+// before it lists again, after its first time (settleRelist): (herdFront+2)²,
+// as far apart as the listings of a candidate two places behind the front's
+// last. A place at the front goes stale too: a standby with an earlier
+// start that joined after this one listed (a crowd started together, in
+// which a slow login came later), or one of higher priority, stands before
+// it. Left alone, fifty standbys started at once had seven that believed
+// they were at the front, each keeping a LISTEN connection where three
+// may (PostgreSQL, max_connections=20, at load: seven connections kept),
+// and a release would start seven at once.
+const frontRelist = (herdFront + 2) * (herdFront + 2)
+
+// settleRelist is how many steps a candidate at the front waits before its
+// first listing again: soon, since a crowd's late joiners are the likeliest
+// to stand before it, and they join within seconds.
+const settleRelist = 4
+
+// budget is the part of PerSecond the refreshes may spend: all of it, or
+// half when listings (Relist) spend the other half.
+func (t CandidateTiming) budget() float64 {
+	if t.Relist {
+		return t.PerSecond / 2
+	}
+	return t.PerSecond
+}
+
+// relistStep is the step of relistEvery: δ, or longer when the listings
+// of the whole line at δ would spend more than their half of PerSecond
+// (PostgreSQL's δ of 250 ms made 2.6 listings a second, each a connection
+// and a login, on top of 3 refreshes: fifty waiting standbys held twelve
+// of twenty connections at once on a loaded host).
+func (t CandidateTiming) relistStep() time.Duration {
+	if t.PerSecond <= 0 {
+		return t.Step
+	}
+	return max(t.Step, time.Duration(relistRate/(t.PerSecond/2)*float64(time.Second)))
+}
+
+// relistEvery is how long a candidate at pos, behind the front of the
+// line, waits before it lists again (CandidateTiming.Relist): step (δ)
+// times (pos-herdFront+2)², so 4·δ just behind the front, 9·δ one further
+// back, 16·δ the next. The candidates behind the front then list at most
+// (π²/6 - 1)/δ ≈ 0.65/δ times a second together, however many they are:
+// a bounded cost, where a fixed interval would grow with the fleet. The
+// step is CandidateTiming.relistStep: δ, or longer to keep that cost in
+// the registry's budget.
+//
+// Without it, a line of short jobs emptied its front faster than the
+// expiry came: the front's three took the lease one after another within
+// a second, while the standbys behind them, the only ones left, slept
+// until the expiry they had read (up to a TTL) and then their spread
+// before they listed and learnt they were at the front (MySQL, 20
+// contenders of 200 ms jobs beside stress-ng: a handover's median was
+// 167 ms, its p95 3.4 s).
+//
+// A candidate at the front (or whose place is not known) lists again too:
+// settleRelist steps after it began to heartbeat (settled false), then
+// every frontRelist steps.
+func relistEvery(pos int, step time.Duration, settled bool) time.Duration {
+	switch {
+	case pos < herdFront && !settled:
+		return settleRelist * step
+	case pos < herdFront:
+		return frontRelist * step
+	}
+	k := time.Duration(pos - herdFront + 2)
+	return k * k * step
 }
 
 // HeartbeatEvery returns the refresh interval for live candidates and the
@@ -55,12 +140,12 @@ type CandidateTiming struct {
 func (t CandidateTiming) HeartbeatEvery(live int) (every, expiry time.Duration) {
 	every = t.MinInterval
 	if t.PerSecond > 0 {
-		every = max(every, time.Duration(float64(live)/t.PerSecond*float64(time.Second)))
+		every = max(every, time.Duration(float64(live)/t.budget()*float64(time.Second)))
 	}
 	return every, 3 * every
 }
 
-// CandidateRegistry is an optional capability of a Store: a list of the
+// CandidateRegistry is part of every Store: a list of the
 // instances waiting for a lease, used to order takeovers and to show
 // standbys. It is never needed for safety: exclusion rests on TryAcquire
 // alone, and every registry failure only costs ordering (Acquire then behaves
@@ -206,6 +291,7 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		default:
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
+		joined := time.Now()
 		if live, err := cd.join(ctx, expiry); err == nil {
 			// Until a listing says otherwise, a newcomer is at the back.
 			cd.estimate(live)
@@ -231,7 +317,7 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 			cd.place(ctx)
 		}
 		if cd.timing.Heartbeat {
-			cd.heartbeat(ctx, every)
+			cd.heartbeat(ctx, every, joined)
 		}
 	}()
 	return cd
@@ -254,12 +340,37 @@ func (cd *candidacy) callCtx(ctx context.Context) (context.Context, context.Canc
 	return context.WithCancel(ctx)
 }
 
-// heartbeat refreshes the registration every interval, the interval
-// following the number of live candidates so that all of them together stay
-// within the registry's budget.
-func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
+// heartbeat refreshes the registration every interval from the start of
+// the last refresh (last), the interval following the number of live
+// candidates so that all of them together stay within the registry's
+// budget. Counting from the start, not the end, keeps the time a refresh
+// or the first listing took from delaying the next: on a loaded
+// Kubernetes API server the first refresh came after the join's, the
+// listing's and the set-up's time on top of the interval, past the
+// registration's expiry, and the standby left the line while it waited.
+//
+// With CandidateTiming.Relist, a candidate also lists again every
+// relistEvery its place (relist): often behind the front, seldom at it.
+//
+// Each wait is cut by a random part (sooner), of up to half the interval
+// for the first refresh and a quarter after: a crowd started together (a
+// fleet's units at boot, fifty processes from one script) joined within a
+// second and, refreshing on the same interval, kept doing it within that
+// second, each refresh a connection and a login on PostgreSQL: fifty
+// standbys held twelve connections at once (max_connections=20) where
+// spread out they held a few.
+func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration, last time.Time) {
+	listed, settled := time.Now(), false
+	beatCut, listCut := sooner(2), sooner(4)
 	for {
-		t := time.NewTimer(every)
+		due, relist := last.Add(every-time.Duration(beatCut*float64(every))), false
+		if cd.timing.Relist {
+			gap := relistEvery(int(cd.pos.Load()), cd.timing.relistStep(), settled)
+			if at := listed.Add(gap - time.Duration(listCut*float64(gap))); at.Before(due) {
+				due, relist = at, true
+			}
+		}
+		t := time.NewTimer(time.Until(due))
 		select {
 		case <-cd.stop:
 			t.Stop()
@@ -269,6 +380,14 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		if relist {
+			settled = settled || !cd.behind()
+			listed, listCut = time.Now(), sooner(4)
+			cd.relist(ctx)
+			continue
+		}
+		last, beatCut = time.Now(), sooner(4)
+		cd.connect(ctx, every/2)
 		live, err := cd.join(ctx, 3*every)
 		if err == nil {
 			// Ask for the expiry of the interval we will use, so that a
@@ -282,6 +401,47 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration) {
 	}
 }
 
+// sooner returns the part of an interval (from 0 up to 1/div) by which a
+// wait is cut, at random, so that waits started together end apart.
+func sooner(div float64) float64 { return rand.Float64() / div }
+
+// leaveSetup bounds the connection set-up of leave: an exit waits that
+// long at most for a store that does not answer.
+const leaveSetup = 5 * time.Second
+
+// connect sets up the registry's connection (a Connector registry: a
+// waiting standby may hold none between checks) within d (half the
+// interval), not the call timeout: the registration made a heartbeat ago
+// lasts two more, and a slow set-up on a loaded store must not make it
+// lapse. A failure is left to the join that follows.
+func (cd *candidacy) connect(ctx context.Context, d time.Duration) {
+	c, ok := cd.reg.(Connector)
+	if !ok {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_ = c.Connect(cctx)
+}
+
+// relist lists the candidates and records where this one stands: the
+// store's Wait learns it from the listing too, and a candidate now at the
+// front stops sleeping. A failed listing leaves the last place.
+func (cd *candidacy) relist(ctx context.Context) {
+	cd.connect(ctx, cd.timing.Step)
+	cctx, cancel := cd.callCtx(ctx)
+	defer cancel()
+	cs, _, err := cd.reg.Candidates(cctx, cd.name)
+	if err != nil {
+		cd.log.Debug("reading the standbys failed; keeping the last known place in line", "lease", cd.name, "err", err)
+		return
+	}
+	cs = cd.timing.plausible(cs, cd.c.ID)
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	cd.record(position(cs, cd.c), len(cs))
+}
+
 // place lists the candidates and records where this one stands, unless a
 // listing after a wake-up already did; a failed listing leaves it unknown
 // (the front: it looks at once when woken).
@@ -289,6 +449,7 @@ func (cd *candidacy) place(ctx context.Context) {
 	if cd.placed.Load() {
 		return
 	}
+	cd.connect(ctx, cd.timing.MinInterval) // within the first refresh's interval
 	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	cs, _, err := cd.reg.Candidates(cctx, cd.name)
@@ -357,6 +518,14 @@ func (cd *candidacy) spread() time.Duration {
 // (lastTurn). With last (the candidate has already waited its spread) it
 // never looks again.
 func (cd *candidacy) turn(ctx context.Context, last bool) (d time.Duration, again bool, holder *Holder) {
+	// The connection first, as Acquire's attempt would set it up anyway: a
+	// standby that holds none while it waits (PostgreSQL's behind the
+	// front) spent the call timeout logging in on a loaded server, failed
+	// to list, and tried without its hold-back, out of turn. Within δ: a
+	// standby that cannot connect in that time has lost its turn anyway,
+	// and a longer set-up (15s, on a stalled Azurite) let the standbys
+	// behind it take the lease while it waited.
+	cd.connect(ctx, cd.timing.Step)
 	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	cs, h, err := cd.reg.Candidates(cctx, cd.name)
@@ -402,11 +571,16 @@ func (cd *candidacy) lastTurn(last bool) time.Duration {
 
 // leave stops the heartbeat and removes the registration, on a context of
 // its own: a cancelled Acquire (a signal while waiting) must not leave a
-// candidate behind.
+// candidate behind. A connection is set up first, within leaveSetup: a
+// standby that holds none between checks, on a loaded server, would
+// otherwise spend the call timeout logging in and leave its registration to
+// lapse (seen: PostgreSQL listed a standby 15 s after its clean exit).
 func (cd *candidacy) leave(ctx context.Context) {
 	close(cd.stop)
 	cd.wg.Wait()
-	cctx, cancel := cd.callCtx(context.WithoutCancel(ctx))
+	ctx = context.WithoutCancel(ctx)
+	cd.connect(ctx, leaveSetup)
+	cctx, cancel := cd.callCtx(ctx)
 	defer cancel()
 	if err := cd.reg.Leave(cctx, cd.name, cd.c.ID); err != nil {
 		cd.log.Debug("leaving the standbys failed; the registration lapses by itself", "lease", cd.name, "err", err)

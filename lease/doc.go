@@ -39,7 +39,10 @@
 //     honour it (go-redis ContextTimeoutEnabled, azcore TryTimeout, etcd:
 //     one keep-alive per renewal, never the client's background one; pgx
 //     interrupts the socket at the deadline, and statement_timeout bounds
-//     the server's side).
+//     the server's side; the MySQL driver closes the socket at the
+//     deadline). Setting a connection up (Connector) is not a call: it
+//     comes before the send time is read, and gets the time left to the
+//     stop point, never more.
 //  5. A transient renewal failure is retried quickly (50ms backoff, doubling);
 //     an answer that the lease is gone or someone else's (ErrLost) cancels at
 //     once without waiting for E.
@@ -74,7 +77,9 @@
 //     store max(counter in the locked file + 1, the clock in µs), handed
 //     out only once the clock has passed it (see filelease), PostgreSQL
 //     greatest(nextval(sequence), server clock in µs) under an advisory lock
-//     on the name (see pglease), Kubernetes one more than the cluster's
+//     on the name (see pglease), MySQL/MariaDB greatest(the name's counter
+//     row + 1, server clock in µs), the counter row locked first in the
+//     acquisition's transaction (see mysqllease), Kubernetes one more than the cluster's
 //     etcd revision at the acquiring read (see kubelease: never back, also
 //     when the Lease object is deleted and re-created).
 //  11. Enforcement outlives leaderrun (runner.Guard). Items 3 and 8 need the
@@ -114,7 +119,7 @@
 //
 // # Standbys and takeover order
 //
-// A store may also be a CandidateRegistry: a list of the instances waiting
+// Every store is also a CandidateRegistry: a list of the instances waiting
 // for a lease (label, priority, waiting since), each registration kept live
 // by a heartbeat that expires (Redis, Azure) or by a lock its process holds
 // (file). Acquire registers when it starts to wait and leaves when it
@@ -160,7 +165,7 @@
 // lease. The one shared state is the token counter: each store mints the
 // tokens of all slots of a name from one counter (docs/stores.md, "Slots":
 // a counter file or blob, the lease's Redis counter, PostgreSQL's sequence
-// under the lease's advisory lock, etcd's revision, Kubernetes' revision of
+// under the lease's advisory lock, the lease's MySQL counter row, etcd's revision, Kubernetes' revision of
 // a write to a counter object), so tokens strictly increase per name across
 // slots. Agreement on N is not a safety mechanism but a check: N travels in
 // the holder's label, and a contender that finds a holder with another N is

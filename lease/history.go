@@ -58,6 +58,11 @@ type Run struct {
 	Signal string `json:"signal,omitempty"`
 	// Version is the version of the leaderrun that ran it.
 	Version string `json:"version,omitempty"`
+	// Granted is when the store granted the run's lease, on the store's
+	// clock (Holder.Granted): set on stores whose tokens count their clock
+	// (ClockTokens), zero on the others and in records written before
+	// leaderrun recorded it.
+	Granted time.Time `json:"granted,omitzero"`
 }
 
 // Ended reports whether the run's end was written.
@@ -87,8 +92,8 @@ const DefaultHistoryKeep = 100
 // history is read whole by every reader (a few hundred bytes a run).
 const MaxHistoryKeep = 10_000
 
-// History is the optional capability of a Store that keeps a capped run
-// history per lease name, readable from any host that reaches the store.
+// History is part of every Store: a capped run history per lease name,
+// readable from any host that reaches the store.
 // Writes are best effort: a caller never lets one delay a release or
 // change an exit code.
 type History interface {
@@ -113,11 +118,12 @@ type History interface {
 	Runs(ctx context.Context, name string, limit int) ([]Run, error)
 }
 
-// EndingRelease is the optional capability of a Lease, taken from a store
-// that keeps a run history (History), to give the lease up and write its
-// run's end record in one atomic write to the store, so that the end costs
-// the run no round trip after the release. ReleaseEnding is Release with
-// run (an end record: run.Ended(), with this lease's Name and Token)
+// EndingRelease is the optional capability of a Lease (found with As) to
+// give the lease up and write its run's end record in one atomic write to
+// the store, so that the end costs the run no round trip after the
+// release. ReleaseEnding is Release with run (an end record: run.Ended(),
+// with this lease's Name, or for a slot's lease the lease name of the
+// slot, and Token)
 // written as RecordRun writes an end: both happen, or, when the lease is no
 // longer ours (an error wrapping ErrNotHeld or ErrLost), neither. After any
 // other error the caller cannot tell whether they happened; it writes the
@@ -180,9 +186,9 @@ type RunBounds struct {
 
 // CheckRun returns nil when r could be a record leaderrun wrote into the
 // history of b.Name, else an error wrapping ErrBadRun that says why: another
-// lease's name, no token or one of 2^53 and up, no start, a start, end or
-// (ClockTokens) token later than b.Now + MaxClockSkew, an end too far before
-// its start, an end without an outcome or an outcome without an end, an exit
+// lease's name, no token or one of 2^53 and up, no start, a start, end,
+// grant or (ClockTokens) token later than b.Now + MaxClockSkew, an end too
+// far before its start, an end without an outcome or an outcome without an end, an exit
 // code outside 0-255, or a text field beyond 1 KiB. The text fields are not
 // checked for what they hold: printing them is the printer's care.
 func CheckRun(r Run, b RunBounds) error {
@@ -199,6 +205,8 @@ func CheckRun(r Run, b RunBounds) error {
 		why = "no start"
 	case r.Start.After(latest):
 		why = "start " + r.Start.UTC().Format(time.RFC3339) + " is in the future"
+	case r.Granted.After(latest):
+		why = "grant " + r.Granted.UTC().Format(time.RFC3339) + " is in the future"
 	case r.Ended() && r.End.After(latest):
 		why = "end " + r.End.UTC().Format(time.RFC3339) + " is in the future"
 	case r.Ended() && r.End.Before(r.Start.Add(-MaxClockSkew)):

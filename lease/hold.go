@@ -5,13 +5,11 @@ import (
 	"time"
 )
 
-// Holding is the optional capability of a Lease that can be given up
-// "late": the holder's job is done, but the lease must stay taken for a
+// Holding is part of every Lease: it can be given up "late": the holder's job is done, but the lease must stay taken for a
 // while longer (leaderrun --hold-at-least, "lock at least for" in job-lock
 // libraries) so that the same scheduled run on another host, whose clock or
 // cron fired a little later, finds it taken. The store keeps the hold by
-// itself; no process of the holder stays alive for it. The leases of every
-// store in this module are Holding.
+// itself; no process of the holder stays alive for it.
 //
 // A hold is not a safety property: nobody renews the lease during the hold
 // and no fencing token is issued for it. It only delays the next

@@ -29,6 +29,11 @@ type KeeperConfig struct {
 	// time a confirmed renewal moves it; leaderrun hands it to the guard
 	// process. It runs on the renew loop and must not block.
 	OnExtend func(validUntil time.Duration)
+	// OnRenew, if not nil, is called after each renewal the renew loop
+	// made, with how long its answer took and its error (nil: renewed);
+	// --listen's metrics count them. It runs on the renew loop and must
+	// not block.
+	OnRenew func(took time.Duration, err error)
 }
 
 // Keeper renews a lease in the background and cancels its context the moment
@@ -95,7 +100,7 @@ func Keep(ctx context.Context, l Lease, sentAt time.Duration, cfg KeeperConfig) 
 	next := time.Duration(k.lastSent.Load()) + cfg.Timing.RenewEvery
 	k.wg.Add(1)
 	go k.renewLoop(next)
-	if w, ok := l.(interface{ Lost() <-chan struct{} }); ok {
+	if w, ok := As[interface{ Lost() <-chan struct{} }](l); ok {
 		k.wg.Add(1)
 		go k.watchLost(w.Lost())
 	}
@@ -229,15 +234,25 @@ func (k *Keeper) renewLoop(next time.Duration) {
 		if err := k.clock.SleepUntil(k.ctx, next); err != nil {
 			return
 		}
+		// A connection to set up again (it broke) gets until the stop
+		// point, not the call timeout: set-up comes before the send time
+		// read below, so it takes nothing from the lease's validity.
+		cerr := k.connect(k.ctx)
 		ts, sentWall := k.clock.Now(), time.Now()
 		if k.cfg.Limits.Expires && ts >= k.stopAt() {
 			return // the watchdog has fired or is about to
 		}
-		cctx, cancel := k.callContext(k.ctx, ts)
-		err := k.l.Renew(cctx)
-		cancel()
+		err := cerr
+		if err == nil {
+			cctx, cancel := k.callContext(k.ctx, ts)
+			err = k.l.Renew(cctx)
+			cancel()
+		}
 		if k.ctx.Err() != nil {
 			return
+		}
+		if k.cfg.OnRenew != nil && cerr == nil {
+			k.cfg.OnRenew(k.clock.Now()-ts, err)
 		}
 		switch {
 		case err == nil:

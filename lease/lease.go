@@ -89,6 +89,13 @@ type Holder struct {
 	// label carries them (see SlotHolder).
 	Slot  int `json:"slot,omitempty"`
 	Slots int `json:"slots,omitempty"`
+	// Granted is the store's clock when it granted this acquisition, on a
+	// store whose tokens count its clock (ClockTokens), as TryAcquire
+	// returns it; zero on the other stores and in what Status reads.
+	// --once-per decides the period from it: the token tells the same only
+	// while the fencing counter is not ahead of the clock, and it may be,
+	// by up to MaxClockSkew (written ahead, or a clock that stepped back).
+	Granted time.Time `json:"granted,omitzero"`
 }
 
 // HeldError is returned by Store.TryAcquire when another holder has the lease.
@@ -158,7 +165,11 @@ type Limits struct {
 }
 
 // Store is a place where named leases live. Implementations are safe for
-// concurrent use.
+// concurrent use. Every store keeps a run history (History) and a list of
+// standbys (CandidateRegistry); the capabilities only some stores have are
+// interfaces of their own, looked up with a type assertion on the Store
+// (ChangeWatcher, ClockTokens, MultiWaiter) or with As on a Lease
+// (EndingRelease).
 //
 // Every lease name a Store method, or a method of the capabilities below
 // (Candidates, History, Changes), is given has passed ValidateName: callers
@@ -183,9 +194,14 @@ type Store interface {
 	// Close releases the store's connections. Leases obtained from it must
 	// not be used afterwards.
 	Close() error
+	History
+	CandidateRegistry
 }
 
-// Lease is one acquisition of a named lease. Methods are safe for concurrent use.
+// Lease is one acquisition of a named lease. Methods are safe for
+// concurrent use. Every lease can be released with a hold (Holding). A
+// lease that wraps another (a slot's) has an Unwrap method, through which
+// As finds the optional capabilities of the lease it wraps.
 type Lease interface {
 	// Info returns the record written at acquisition (Token is the fencing token).
 	Info() Holder
@@ -198,6 +214,7 @@ type Lease interface {
 	// Release gives the lease up if the store still holds our ID. It returns
 	// an error wrapping ErrNotHeld (or ErrLost) when it does not.
 	Release(ctx context.Context) error
+	Holding
 }
 
 // NewID returns a fresh random 128-bit acquisition token, hex encoded.
@@ -245,6 +262,10 @@ func urandom(b []byte) {
 // 1 to 200 bytes; not "." or ".." and no empty or dot-only path element.
 func ValidateName(name string) error {
 	if !validNameBytes(name) {
+		if len(name) > maxShownName {
+			// Not the whole of it: one line, whatever was passed.
+			return fmt.Errorf("%w of %d bytes, starting %q: use 1-200 letters, digits, '.', '_', '-' or '/'", ErrBadName, len(name), name[:maxShownName])
+		}
 		return fmt.Errorf("%w %q: use 1-200 letters, digits, '.', '_', '-' or '/'", ErrBadName, name)
 	}
 	for _, part := range splitSlash(name) {
@@ -254,6 +275,9 @@ func ValidateName(name string) error {
 	}
 	return nil
 }
+
+// maxShownName is how much of a bad name an error quotes.
+const maxShownName = 40
 
 // validNameBytes checks length and alphabet. (A regexp with {1,200} costs
 // most of a millisecond to compile at start-up, on every run.)

@@ -5,17 +5,22 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // Period is a span of time that repeats, for leaderrun --once-per: either
 // a fixed duration counted from the Unix epoch (1970-01-01 00:00 UTC), so
-// that "4s" or "6h" periods start at the same instants on every host, or a
+// that "4s" or "6h" periods start at the same instants on every host, a
 // calendar unit (hour, day, week from Monday, month) in a time zone, whose
 // length follows the zone's clock changes: a day of a spring-forward is 23
-// hours long. The zero Period is not valid; use ParsePeriod.
+// hours long, or the span between two fire times of a cron schedule in a
+// time zone (cronperiod.go). The zero Period is not valid; use ParsePeriod.
 type Period struct {
 	every time.Duration // fixed periods; 0 for calendar ones
 	unit  calendarUnit
+	cron  *cron.SpecSchedule // a cron schedule's (cronperiod.go); nil otherwise
+	spec  string             // the schedule as given, normalised
 	loc   *time.Location
 }
 
@@ -46,12 +51,16 @@ const (
 var ErrBadPeriod = errors.New("not a period")
 
 // ParsePeriod reads a period: hour, day, week or month (also hourly, daily,
-// weekly, monthly; any case) in loc, or a duration from MinPeriod to
-// MaxPeriod such as 4s or 24h, counted from the Unix epoch (loc does not
-// apply to it). A nil loc means UTC.
+// weekly, monthly; any case) in loc, a cron schedule in loc (5 fields such
+// as "0 21 * * *", or @yearly, @monthly, @weekly, @daily, @hourly), or a
+// duration from MinPeriod to MaxPeriod such as 4s or 24h, counted from the
+// Unix epoch (loc does not apply to it). A nil loc means UTC.
 func ParsePeriod(s string, loc *time.Location) (Period, error) {
 	if loc == nil {
 		loc = time.UTC
+	}
+	if IsSchedule(s) {
+		return parseCron(s, loc)
 	}
 	word := strings.ToLower(strings.TrimSpace(s))
 	for u, name := range unitNames {
@@ -70,12 +79,17 @@ func ParsePeriod(s string, loc *time.Location) (Period, error) {
 // refused: "hour, day, week or month, or a duration from 1s to 8784h such
 // as 4s or 24h".
 func PeriodForms() string {
-	return fmt.Sprintf("hour, day, week or month, or a duration from %s to %s such as 4s or 24h", FormatDuration(MinPeriod), FormatDuration(MaxPeriod))
+	return fmt.Sprintf("hour, day, week or month, a cron schedule such as '0 21 * * *' or @daily, or a duration from %s to %s such as 4s or 24h", FormatDuration(MinPeriod), FormatDuration(MaxPeriod))
 }
 
-// Calendar reports whether p is a calendar unit (hour, day, week, month),
-// which depends on its time zone, rather than a fixed duration.
-func (p Period) Calendar() bool { return p.unit != noUnit }
+// Calendar reports whether p depends on its time zone (a calendar unit:
+// hour, day, week, month; or a cron schedule) rather than being a fixed
+// duration.
+func (p Period) Calendar() bool { return p.unit != noUnit || p.cron != nil }
+
+// Schedule is p's cron schedule as given (its fields joined by one
+// space), or "" when p is not one.
+func (p Period) Schedule() string { return p.spec }
 
 // Location is the time zone of a calendar period (UTC for a fixed one).
 func (p Period) Location() *time.Location {
@@ -87,6 +101,9 @@ func (p Period) Location() *time.Location {
 
 // String describes p: "day in Europe/Berlin", "week in UTC", "4s".
 func (p Period) String() string {
+	if p.cron != nil {
+		return "'" + p.spec + "' in " + p.Location().String()
+	}
 	if p.Calendar() {
 		return unitNames[p.unit] + " in " + p.Location().String()
 	}
@@ -95,6 +112,9 @@ func (p Period) String() string {
 
 // Bounds returns the period that holds t: start <= t < end.
 func (p Period) Bounds(t time.Time) (start, end time.Time) {
+	if p.cron != nil {
+		return p.cronBounds(t)
+	}
 	if !p.Calendar() {
 		if p.every <= 0 {
 			panic("lease: Bounds of a zero Period")
@@ -204,4 +224,30 @@ type ClockTokens interface {
 // stepped back).
 func TokenTime(token uint64) time.Time {
 	return time.UnixMicro(int64(min(token, 1<<62))).UTC()
+}
+
+// ErrTokenAhead marks an acquisition refused because the store's fencing
+// counter is ahead of the store's clock by more than MaxClockSkew (written
+// ahead by hand or by another user, or left there by a clock that stepped
+// back): its token would not say when it was granted, --once-per could not
+// tell its period, and its run would be left out of the history as "from
+// the future". The concrete error also wraps ErrConfig (exit 125): tokens
+// never go back, so only a person can decide to restart the counter.
+var ErrTokenAhead = errors.New("fencing counter ahead of the store's clock")
+
+// TokenAhead reports whether token, minted by a ClockTokens store whose
+// clock read clock at the acquisition, is further ahead of that clock than
+// MaxClockSkew.
+func TokenAhead(token uint64, clock time.Time) bool {
+	return token > uint64(clock.Add(MaxClockSkew).UnixMicro())
+}
+
+// TokenAheadError is the refusal of an acquisition of name whose token
+// was ahead of the store's clock (TokenAhead); counter names the counter
+// and how to remove it, for the message.
+func TokenAheadError(name string, token uint64, clock time.Time, counter string) error {
+	ahead := TokenTime(token).Sub(clock).Round(time.Second)
+	return NewError(fmt.Sprintf("lease %s: the fencing counter is %v ahead of the store's clock (token %d, clock %s), more than the %v clocks may differ by; nothing was started. "+
+		"Check the store's clock; if it is right, the counter was written ahead: remove %s once no holder runs (the next tokens then follow the clock, below %d, so a resource that saw that token must accept lower ones)",
+		name, ahead, token, clock.UTC().Format(time.RFC3339), MaxClockSkew, counter, token), ErrTokenAhead, ErrConfig)
 }

@@ -28,6 +28,39 @@ func period(t *testing.T, s string, loc *time.Location) lease.Period {
 	return p
 }
 
+// wallTime parses s, "2006-01-02 15:04:05 -0700", in loc.
+func wallTime(t *testing.T, loc *time.Location, s string) time.Time {
+	t.Helper()
+	v, err := time.ParseInLocation("2006-01-02 15:04:05 -0700", s, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// boundsCase is an instant t and the period around it (start to end)
+// that the period spec (as --once-per takes it) in loc must give.
+type boundsCase struct {
+	name       string
+	spec       string
+	loc        *time.Location
+	t          time.Time
+	start, end time.Time
+}
+
+// checkBounds checks each case as a subtest named by its name.
+func checkBounds(t *testing.T, cases []boundsCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start, end := period(t, tc.spec, tc.loc).Bounds(tc.t)
+			if !start.Equal(tc.start) || !end.Equal(tc.end) {
+				t.Errorf("Bounds(%v) = %v – %v, want %v – %v", tc.t, start, end, tc.start, tc.end)
+			}
+		})
+	}
+}
+
 func TestParsePeriod(t *testing.T) {
 	for _, s := range []string{"hour", "Hourly", "day", "DAILY", " week ", "weekly", "month", "monthly"} {
 		if p := period(t, s, nil); !p.Calendar() || p.Location() != time.UTC {
@@ -52,22 +85,9 @@ func TestParsePeriod(t *testing.T) {
 
 func TestPeriodBounds(t *testing.T) {
 	berlin, apia, saoPaulo, havana, kathmandu := zone(t, "Europe/Berlin"), zone(t, "Pacific/Apia"), zone(t, "America/Sao_Paulo"), zone(t, "America/Havana"), zone(t, "Asia/Kathmandu")
-	at := func(loc *time.Location, s string) time.Time {
-		t.Helper()
-		v, err := time.ParseInLocation("2006-01-02 15:04:05 -0700", s, loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	at := func(loc *time.Location, s string) time.Time { return wallTime(t, loc, s) }
 	utc := func(s string) time.Time { return at(time.UTC, s+" +0000") }
-	for _, tc := range []struct {
-		name       string
-		period     string
-		loc        *time.Location
-		t          time.Time
-		start, end time.Time
-	}{
+	checkBounds(t, []boundsCase{
 		{"4s from the epoch", "4s", nil, utc("2026-11-25 10:00:05"), utc("2026-11-25 10:00:04"), utc("2026-11-25 10:00:08")},
 		{"4s on a boundary", "4s", nil, utc("2026-11-25 10:00:08"), utc("2026-11-25 10:00:08"), utc("2026-11-25 10:00:12")},
 		{"7s before the epoch", "7s", nil, utc("1969-12-31 23:59:59"), utc("1969-12-31 23:59:53"), utc("1970-01-01 00:00:00")},
@@ -94,25 +114,29 @@ func TestPeriodBounds(t *testing.T) {
 		{"month", "month", nil, utc("2026-02-28 23:59:59"), utc("2026-02-01 00:00:00"), utc("2026-03-01 00:00:00")},
 		{"December", "month", nil, utc("2026-12-15 00:00:00"), utc("2026-12-01 00:00:00"), utc("2027-01-01 00:00:00")},
 		{"a month with a spring-forward", "month", berlin, at(berlin, "2026-03-31 23:00:00 +0200"), at(berlin, "2026-03-01 00:00:00 +0100"), at(berlin, "2026-04-01 00:00:00 +0200")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			start, end := period(t, tc.period, tc.loc).Bounds(tc.t)
-			if !start.Equal(tc.start) || !end.Equal(tc.end) {
-				t.Errorf("Bounds(%v) = %v – %v, want %v – %v", tc.t, start, end, tc.start, tc.end)
-			}
-		})
-	}
+	})
 }
 
 // TestPeriodBoundsTile: in every zone, the periods around any instant
 // tile time: each holds its instant, and the next one starts where it ends.
 func TestPeriodBoundsTile(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, name := range []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Sao_Paulo", "America/Havana", "Asia/Kathmandu", "Pacific/Apia", "Pacific/Chatham"} {
+	checkBoundsTile(t, rand.New(rand.NewPCG(1, 2)), 500,
+		[]string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Sao_Paulo", "America/Havana", "Asia/Kathmandu", "Pacific/Apia", "Pacific/Chatham"},
+		[]string{"hour", "day", "week", "month", "5s", "6h", "24h"})
+}
+
+// checkBoundsTile checks, in each of zones, for each of specs (as
+// --once-per takes them) and n random instants from 1980 to 2040, that
+// the periods around the instant tile time: its period holds it, the
+// period of the period's start is the same one, the next period starts
+// where it ends, and the one before starts before it.
+func checkBoundsTile(t *testing.T, rng *rand.Rand, n int, zones, specs []string) {
+	t.Helper()
+	for _, name := range zones {
 		loc := zone(t, name)
-		for _, s := range []string{"hour", "day", "week", "month", "5s", "6h", "24h"} {
+		for _, s := range specs {
 			p := period(t, s, loc)
-			for range 500 {
+			for range n {
 				at := time.Unix(rng.Int64N(int64(60*365*24*3600))+int64(1980-1970)*365*24*3600, rng.Int64N(1e9))
 				start, end := p.Bounds(at)
 				if at.Before(start) || !at.Before(end) {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // MaxSlots bounds Request.Slots: a waiter watches every slot, and a status
@@ -125,11 +123,15 @@ func slotsText(n int) string {
 // attemptSlots is one attempt of an Acquire with Request.Slots above 1: it
 // tries each slot in turn (from the one whose answer was lost, if any, so
 // that a granted attempt is reclaimed by its ID), and takes the first free
-// one. When every slot is held it returns a *HeldError for slot 0's holder
-// and remembers each slot's answer for the wait.
+// one. When every usable slot is held it returns a *HeldError for the
+// first held slot's holder and remembers each slot's answer for the wait.
+// A slot the store refuses with ErrConfig (a file planted under its lock
+// file's name) is left out, with a warning, so that it takes only itself
+// away; the attempt fails with that error only when no slot is usable.
 func (a *acquisition) attemptSlots() (Lease, error) {
 	n := a.req.Slots
 	held := make([]*HeldError, n)
+	var broken error
 	start := max(a.unknownSlot, 0)
 	for i := range n {
 		k := (start + i) % n
@@ -156,14 +158,30 @@ func (a *acquisition) attemptSlots() (Lease, error) {
 		case errors.Is(err, ErrUnavailable):
 			a.unknownSlot = k
 			return nil, err
+		case errors.Is(err, ErrConfig) && !errors.Is(err, ErrSlotsMismatch) && !errors.Is(err, ErrTokenAhead):
+			if broken == nil {
+				broken = err
+			}
+			if a.brokenSlots == nil {
+				a.brokenSlots = map[int]bool{}
+			}
+			if !a.brokenSlots[k] {
+				a.brokenSlots[k] = true
+				a.o.Log.Warn(fmt.Sprintf("slot %d of lease %s cannot be used; trying the other slots", k, a.req.Name), "err", err)
+			}
 		default:
 			return nil, err
 		}
 	}
 	a.slotHeld = held
-	by := SlotHolder(held[0].By)
-	by.Name, by.Slots = a.req.Name, n
-	return nil, &HeldError{By: by}
+	for _, he := range held {
+		if he != nil {
+			by := SlotHolder(he.By)
+			by.Name, by.Slots = a.req.Name, n
+			return nil, &HeldError{By: by}
+		}
+	}
+	return nil, broken // every slot unusable
 }
 
 // checkSlots looks, after slot k was taken, at the slots this attempt did
@@ -213,22 +231,26 @@ func (a *acquisition) wait(ctx context.Context, held *HeldError) error {
 	if a.req.Slots <= 1 || len(a.slotHeld) != a.req.Slots {
 		return a.s.Wait(ctx, a.req.Name, held)
 	}
-	if mw, ok := a.s.(MultiWaiter); ok {
-		names := make([]string, len(a.slotHeld))
-		for k := range names {
-			names[k] = SlotName(a.req.Name, k)
+	// Slots left out as unusable are not waited for.
+	var names []string
+	var hs []*HeldError
+	for k, h := range a.slotHeld {
+		if h != nil {
+			names, hs = append(names, SlotName(a.req.Name, k)), append(hs, h)
 		}
-		return mw.WaitAny(ctx, names, a.slotHeld)
+	}
+	if mw, ok := a.s.(MultiWaiter); ok {
+		return mw.WaitAny(ctx, names, hs)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, len(a.slotHeld))
+	errs := make(chan error, len(names))
 	var wg sync.WaitGroup
-	for k, h := range a.slotHeld {
+	for i, h := range hs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- a.s.Wait(wctx, SlotName(a.req.Name, k), h)
+			errs <- a.s.Wait(wctx, names[i], h)
 		}()
 	}
 	err := <-errs
@@ -241,8 +263,8 @@ func (a *acquisition) wait(ctx context.Context, held *HeldError) error {
 }
 
 // slotLease is the lease of one slot: the store's lease of the slot's own
-// name, shown as the lease name with its slot. It passes on the optional
-// capabilities of the store's lease that leaderrun uses.
+// name, shown as the lease name with its slot. Every other capability of
+// the store's lease is found through Unwrap (As).
 type slotLease struct {
 	Lease
 	name        string
@@ -256,71 +278,149 @@ func (l *slotLease) Info() Holder {
 	return h
 }
 
-// StoreLease returns the store's own lease of the slot.
-func (l *slotLease) StoreLease() Lease { return l.Lease }
+// Unwrap returns the store's own lease of the slot.
+func (l *slotLease) Unwrap() Lease { return l.Lease }
 
-// ReleaseHeld passes Holding on; a store lease without it releases at
-// once when hold is not positive, and refuses a hold.
-func (l *slotLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
-	if h, ok := l.Lease.(Holding); ok {
-		return h.ReleaseHeld(ctx, hold)
-	}
-	if hold <= 0 {
-		return l.Release(ctx)
-	}
-	return fmt.Errorf("this store cannot hold a slot after its run")
+// SlotLister is an optional capability of a Store: the slots of a lease
+// it keeps anything for, in one cheap look (the file store lists its
+// directory), so that SlotStatus need not read every possible slot.
+type SlotLister interface {
+	// ListSlots returns the slots k ≥ 1 of lease name that the store has an
+	// object for, held or not, in increasing order; every other slot is
+	// free.
+	ListSlots(ctx context.Context, name string) ([]int, error)
 }
 
-// Lost passes on the store lease's loss channel (nil: it has none, and a
-// nil channel never closes).
-func (l *slotLease) Lost() <-chan struct{} {
-	if w, ok := l.Lease.(interface{ Lost() <-chan struct{} }); ok {
-		return w.Lost()
-	}
-	return nil
-}
-
-// LockFile passes on the lock descriptor of a file store lease (nil: none).
-func (l *slotLease) LockFile() *os.File {
-	if lf, ok := l.Lease.(interface{ LockFile() *os.File }); ok {
-		return lf.LockFile()
-	}
-	return nil
-}
+// slotReaders bounds the concurrent reads of SlotStatus.
+const slotReaders = 8
 
 // SlotStatus returns the holder of each held slot of lease name, in slot
 // order, with Slot and Slots set, and the number of slots its holders were
 // started with (1 for a lease taken without slots; 0 when nothing is
-// held). slots, when above 1, is how many slots to read; 0 means as many
-// as the holders say, and, while none is found, up to the first two free
-// slots in a row (holders take the lowest free slot, so a lease whose
-// slots 0 and 1 are free is most likely free).
+// held). slots, when above 1, is how many slots to read. With 0, the
+// number comes from the holders: slot 0's when it is held by a known
+// holder, else every slot that may exist is read (the ones the store's
+// ListSlots names, or all MaxSlots), since holders take the lowest free
+// slot only at the moment they start: slots 0 and 1 can be free while
+// slots 2 and 3 run.
 func SlotStatus(ctx context.Context, s Store, name string, slots int) ([]Holder, int, error) {
-	var out []Holder
-	n, free := slots, 0
-	for k := 0; n == 0 && free < 2 || k < n; k++ {
-		h, err := s.Status(ctx, SlotName(name, k))
-		if err != nil {
+	var ks []int
+	if slots > 1 {
+		ks = seq(0, slots)
+	} else {
+		var single *Holder
+		var err error
+		if ks, single, err = slotsToRead(ctx, s, name); err != nil {
 			return nil, 0, err
 		}
-		if h == nil {
-			free++
-			continue
-		}
-		free = 0
-		sh := SlotHolder(*h)
-		sh.Name = name
-		sh.Slot = k
-		if n == 0 {
-			n = max(sh.Slots, 1)
-		}
-		out = append(out, sh)
-		if k == 0 && sh.Slots == 0 && h.Label != "" {
-			break // a lease taken without slots
+		if single != nil {
+			return []Holder{*single}, 1, nil // a lease taken without slots
 		}
 	}
-	if len(out) == 0 {
+	found, err := readSlots(ctx, s, name, ks)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(found) > 0 && found[0].Slot == 0 && found[0].Slots == 0 && found[0].Label != "" {
+		return found[:1], 1, nil // a lease taken without slots, after all
+	}
+	n := slots
+	for _, h := range found {
+		if n <= 1 && h.Slots > 1 {
+			n = h.Slots // the first known holder's: slot order
+		}
+	}
+	var out []Holder
+	for _, h := range found {
+		if n > 1 && h.Slot >= n {
+			continue // a contender that disagrees on the number, beyond it
+		}
+		out = append(out, h)
+	}
+	switch {
+	case len(out) == 0:
 		n = 0
+	case n <= 1:
+		// Held only by holders that do not say their number (a holder
+		// between its lock and its record, a foreign lock): as many slots
+		// as the highest held one shows.
+		n = max(out[len(out)-1].Slot+1, 1)
 	}
 	return out, n, nil
+}
+
+// slotsToRead returns the slots of name to read when their number is not
+// known: slot 0's holder's number, else the slots the store lists, else
+// every slot that may exist. single is slot 0's holder when the lease was
+// taken without slots.
+func slotsToRead(ctx context.Context, s Store, name string) (ks []int, single *Holder, err error) {
+	h, err := s.Status(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != nil {
+		sh := SlotHolder(*h)
+		if sh.Slots == 0 && h.Label != "" {
+			sh.Name, sh.Slot = name, 0
+			return nil, &sh, nil
+		}
+		if sh.Slots > 1 {
+			return seq(0, sh.Slots), nil, nil
+		}
+	}
+	if l, ok := s.(SlotLister); ok {
+		listed, err := l.ListSlots(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append([]int{0}, listed...), nil, nil
+	}
+	return seq(0, MaxSlots), nil, nil
+}
+
+func isSlotLister(s Store) bool { _, ok := s.(SlotLister); return ok }
+
+func seq(from, to int) []int {
+	out := make([]int, 0, to-from)
+	for k := from; k < to; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// readSlots reads the slots ks of lease name, up to slotReaders at once,
+// and returns the held ones in slot order, with Name, Slot and Slots (0
+// when the holder does not say) set.
+func readSlots(ctx context.Context, s Store, name string, ks []int) ([]Holder, error) {
+	hs := make([]*Holder, len(ks))
+	errs := make([]error, len(ks))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(slotReaders, len(ks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				hs[i], errs[i] = s.Status(ctx, SlotName(name, ks[i]))
+			}
+		}()
+	}
+	for i := range ks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []Holder
+	for i, h := range hs {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if h == nil {
+			continue
+		}
+		sh := SlotHolder(*h)
+		sh.Name, sh.Slot = name, ks[i]
+		out = append(out, sh)
+	}
+	return out, nil
 }

@@ -58,6 +58,32 @@ type Timing struct {
 	// Explicit records which of RenewEvery, Grace and CallTimeout the user
 	// gave: only those are refused when unsafe, the others adapt.
 	Explicit struct{ RenewEvery, Grace, CallTimeout bool }
+	// Spell names a flag in the messages that refuse its value (nil:
+	// DashFlag): a command line that read the value from a variable names
+	// the variable.
+	Spell FlagSpeller
+}
+
+// FlagSpeller names the flag called name ("ttl") in a message, with its
+// value as the message shows it when shown is not "": "--ttl 0s", or, for
+// a value read from the flag's variable, "LEADERRUN_TTL=0s (--ttl)".
+type FlagSpeller func(name, shown string) string
+
+// DashFlag is the FlagSpeller of a value given as a flag: "--ttl",
+// "--ttl 0s".
+func DashFlag(name, shown string) string {
+	if shown == "" {
+		return "--" + name
+	}
+	return "--" + name + " " + shown
+}
+
+// spell is t.Spell, or DashFlag.
+func (t Timing) spell(name, shown string) string {
+	if t.Spell == nil {
+		return DashFlag(name, shown)
+	}
+	return t.Spell(name, shown)
 }
 
 // Validity returns how long after sending a successful acquire or renew the
@@ -121,13 +147,13 @@ func (t Timing) checkBounds() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--ttl", t.TTL}, {"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
+	}{{"ttl", t.TTL}, {"renew-every", t.RenewEvery}, {"grace", t.Grace}, {"call-timeout", t.CallTimeout}} {
 		if d.v < 0 {
-			return fmt.Errorf("%w: %s %s: durations must not be negative", ErrUnsafeTiming, d.flag, FormatDuration(d.v))
+			return fmt.Errorf("%w: %s: durations must not be negative", ErrUnsafeTiming, t.spell(d.flag, FormatDuration(d.v)))
 		}
 	}
 	if t.TTL > MaxTTL {
-		return fmt.Errorf("%w: --ttl %s is longer than %s; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, FormatDuration(t.TTL), FormatDuration(MaxTTL))
+		return fmt.Errorf("%w: %s is longer than %s; renewals keep a long job's lease alive, the TTL only bounds how long a crashed holder blocks the others", ErrUnsafeTiming, t.spell("ttl", FormatDuration(t.TTL)), FormatDuration(MaxTTL))
 	}
 	// Nothing longer than the longest TTL makes sense, and bounding every
 	// duration here keeps the arithmetic below from overflowing (found by
@@ -135,9 +161,9 @@ func (t Timing) checkBounds() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--renew-every", t.RenewEvery}, {"--grace", t.Grace}, {"--call-timeout", t.CallTimeout}} {
+	}{{"renew-every", t.RenewEvery}, {"grace", t.Grace}, {"call-timeout", t.CallTimeout}} {
 		if d.v > MaxTTL {
-			return fmt.Errorf("%w: %s %s is longer than %s, the longest --ttl", ErrUnsafeTiming, d.flag, FormatDuration(d.v), FormatDuration(MaxTTL))
+			return fmt.Errorf("%w: %s is longer than %s, the longest --ttl", ErrUnsafeTiming, t.spell(d.flag, FormatDuration(d.v)), FormatDuration(MaxTTL))
 		}
 	}
 	return nil
@@ -149,20 +175,20 @@ func (t Timing) derive() (Timing, error) {
 	if !t.Explicit.RenewEvery {
 		t.RenewEvery = t.TTL / 3
 		if t.RenewEvery < MinRenewEvery {
-			return t, fmt.Errorf("%w: --ttl %s is too short: renewals every ttl/3 would come more often than every %s",
-				ErrUnsafeTiming, FormatDuration(t.TTL), FormatDuration(MinRenewEvery))
+			return t, fmt.Errorf("%w: %s is too short: renewals every ttl/3 would come more often than every %s",
+				ErrUnsafeTiming, t.spell("ttl", FormatDuration(t.TTL)), FormatDuration(MinRenewEvery))
 		}
 	}
 	if t.RenewEvery < MinRenewEvery {
-		return t, fmt.Errorf("%w: --renew-every %s is below the floor of %s (renewing more often only loads the store; safety comes from --ttl)",
-			ErrUnsafeTiming, FormatDuration(t.RenewEvery), FormatDuration(MinRenewEvery))
+		return t, fmt.Errorf("%w: %s is below the floor of %s (renewing more often only loads the store; safety comes from --ttl)",
+			ErrUnsafeTiming, t.spell("renew-every", FormatDuration(t.RenewEvery)), FormatDuration(MinRenewEvery))
 	}
 	if !t.Explicit.CallTimeout {
 		t.CallTimeout = t.RenewEvery / 2
 	}
 	if t.CallTimeout < MinCallTimeout {
-		return t, fmt.Errorf("%w: --call-timeout %s is below the floor of %s (shorter calls time out on scheduling delays alone)",
-			ErrUnsafeTiming, FormatDuration(t.CallTimeout), FormatDuration(MinCallTimeout))
+		return t, fmt.Errorf("%w: %s is below the floor of %s (shorter calls time out on scheduling delays alone)",
+			ErrUnsafeTiming, t.spell("call-timeout", FormatDuration(t.CallTimeout)), FormatDuration(MinCallTimeout))
 	}
 	if !t.Explicit.Grace {
 		t.Grace = DefaultGrace
@@ -189,14 +215,14 @@ func (t Timing) checkStoreTTL(lim Limits) error {
 	if lim.MinTTL > 0 && t.TTL < lim.MinTTL || lim.MaxTTL > 0 && t.TTL > lim.MaxTTL {
 		switch {
 		case lim.MaxTTL == 0:
-			return fmt.Errorf("%w: --ttl %s is shorter than this store accepts (at least %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MinTTL))
+			return fmt.Errorf("%w: %s is shorter than this store accepts (at least %s)", ErrConfig, t.spell("ttl", FormatDuration(t.TTL)), FormatDuration(lim.MinTTL))
 		case lim.MinTTL == 0:
-			return fmt.Errorf("%w: --ttl %s is longer than this store accepts (at most %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MaxTTL))
+			return fmt.Errorf("%w: %s is longer than this store accepts (at most %s)", ErrConfig, t.spell("ttl", FormatDuration(t.TTL)), FormatDuration(lim.MaxTTL))
 		}
-		return fmt.Errorf("%w: --ttl %s is outside what this store accepts (%s to %s)", ErrConfig, FormatDuration(t.TTL), FormatDuration(lim.MinTTL), FormatDuration(lim.MaxTTL))
+		return fmt.Errorf("%w: %s is outside what this store accepts (%s to %s)", ErrConfig, t.spell("ttl", FormatDuration(t.TTL)), FormatDuration(lim.MinTTL), FormatDuration(lim.MaxTTL))
 	}
 	if lim.TTLUnit > 0 && t.TTL%lim.TTLUnit != 0 {
-		return fmt.Errorf("%w: --ttl %s must be a whole number of %s for this store", ErrConfig, FormatDuration(t.TTL), unitName(lim.TTLUnit))
+		return fmt.Errorf("%w: %s must be a whole number of %s for this store", ErrConfig, t.spell("ttl", FormatDuration(t.TTL)), unitName(lim.TTLUnit))
 	}
 	return nil
 }

@@ -18,10 +18,8 @@ import (
 // hand-offs between threads, the SIGKILL, and the child's own exit, while
 // a CPU-bound child competes for the same quota (and, with several CPUs,
 // may take a whole period's quota on its own CPU: CFS hands quota out to
-// each CPU in slices of up to 5 ms). Measured on a 2-core VM
-// (scripts/bench-overload.sh): at 1 % of a core (1 ms a period) the child
-// died up to 23 periods after its kill point was due, at 5 % 2 periods
-// after; this is about twice the larger.
+// each CPU in slices). It is about twice the worst that
+// scripts/bench-overload.sh measured (docs/performance.md, under overload).
 const KillPathCPU = 50 * time.Millisecond
 
 // CPULimit is a CFS bandwidth limit (cgroup v2 cpu.max, v1

@@ -158,8 +158,8 @@ type Config struct {
 	// KeepSignalsCaught leaves the job-control signals Run catches
 	// (notifyJobSignals, notifyContinue) caught when it returns, for a
 	// caller that exits right after: giving a signal back (signal.Stop)
-	// costs a round trip to the Go runtime's signal-mask thread each, about
-	// 0.1 ms for the three.
+	// costs a round trip to the Go runtime's signal-mask thread each
+	// (docs/performance.md, start-up cost).
 	// One arriving after Run returned is then dropped. A process that calls
 	// Run again keeps one registration per call, so callers that live on
 	// leave it false.
@@ -188,8 +188,12 @@ type Config struct {
 	// Started, if not nil, is called on Run's goroutine with the child's
 	// PID once the child has started (after Guard.Arm), before Run watches
 	// ctx: the moment to report readiness or start health checks. It must
-	// not block.
-	Started func(pid int)
+	// not block. at is the time read right before the child was started,
+	// so never after the child's own start: a run timed from it is never
+	// shorter than the child's (on a loaded host the child had slept 9 ms
+	// of its 200 before Started was called, and its run was reported as
+	// 191 ms).
+	Started func(pid int, at time.Time)
 	// Exited, if not nil, is called on Run's goroutine once the child has
 	// exited and before the processes it left are swept: the moment to
 	// stop health checks, whose processes in the child's cgroup would
@@ -268,6 +272,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := mayStart(cfg); err != nil {
 		return Result{}, err
 	}
+	at := time.Now()
 	pid, exited, states, err := start(cmd, cfg.Guard)
 	if err != nil {
 		// The child may have made itself the foreground group before its
@@ -283,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.log = r.log.With("pid", r.pgid)
 	r.log.Debug("child started", "path", path, "foreground", term != nil && term.handed)
 	if cfg.Started != nil {
-		cfg.Started(r.pgid)
+		cfg.Started(r.pgid, at)
 	}
 	defer r.stopTimers()
 

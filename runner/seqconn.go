@@ -9,8 +9,8 @@ import (
 
 // seqConn is one end of the guard's SOCK_SEQPACKET socket pair, on Go's
 // poller: what net.UnixConn gives, without linking package net, whose cgo
-// resolver makes the program dynamically linked (measured: 0.6 ms more per
-// run, for loading libc).
+// resolver makes the program dynamically linked, loading libc on every run
+// (docs/performance.md, start-up cost).
 type seqConn struct {
 	f  *os.File
 	rc syscall.RawConn

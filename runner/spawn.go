@@ -11,8 +11,8 @@ import (
 // It is the syscall.ForkExec that os/exec's Start ends in, without what
 // this package does not use and every run would pay for: os.StartProcess
 // opens a pidfd for each process and, on its first call, forks a process
-// of its own to check that the kernel can (about 0.3 ms of CPU a run on
-// the VM of docs/performance.md); the guard and the child are waited for
+// of its own to check that the kernel can (docs/performance.md, start-up
+// cost); the guard and the child are waited for
 // by their PIDs, which stay theirs until this package reaps them. A nil
 // env is this process's environment; nothing is looked up on PATH (path
 // is resolved already).

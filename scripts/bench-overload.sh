@@ -30,9 +30,51 @@
 #
 #   scripts/bench-overload.sh [TRIALS] [ROW...]     (default 100, every row)
 #   LEADERRUN_BENCH_STORES="redis file"             (the default; or one)
+#
+# Liveness under overload (e2e BenchmarkOverloadContenders): per store, RUNS
+# runs of 20 contenders for one lease (--ttl 4s --wait 60s; Azure --ttl 15s)
+# beside stress-ng --cpu 8, each child 200 ms: the contenders' exits by code
+# (with the store up, none may be 125) and the time from one child's end
+# to the next child's start.
+#
+#   scripts/bench-overload.sh contenders [RUNS] [STORE...]
+#                                  (default 100; file redis postgres etcd azure
+#                                  mysql s3 gcs kubernetes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
+if [ "${1:-}" = contenders ]; then
+	shift
+	runs=${1:-100}
+	shift || true
+	stores=("$@")
+	[ ${#stores[@]} -gt 0 ] || stores=(file redis postgres etcd azure mysql s3 gcs kubernetes)
+	mkdir -p bench-out
+	stress_pid=
+	if command -v stress-ng >/dev/null; then
+		stress-ng --cpu 8 --timeout 3600s >/dev/null 2>&1 &
+		stress_pid=$!
+		trap 'kill "$stress_pid" 2>/dev/null || true; wait "$stress_pid" 2>/dev/null || true' EXIT
+		sleep 5
+	else
+		echo "   no stress-ng: the machine as it is"
+	fi
+	echo "== contenders: $runs runs of 20 a store, $(nproc) cores, stress-ng --cpu 8: ${stress_pid:+yes}"
+	printf '   %-9s %5s %6s %6s %7s %6s %8s %12s %9s %9s  %s\n' store runs exit0 exit75 exit125 other overlaps handover-med p95-ms max-ms "load (1 min) before → after"
+	for s in "${stores[@]}"; do
+		before=$(cut -d' ' -f1 /proc/loadavg)
+		LEADERRUN_BENCH_STORE=$s go test -v -run '^$' -bench '^BenchmarkOverloadContenders$' -benchtime "${runs}x" -timeout 3h ./e2e >"bench-out/contenders-$s.txt" 2>&1 || true
+		after=$(cut -d' ' -f1 /proc/loadavg)
+		line=$(grep -E '^BenchmarkOverloadContenders-' "bench-out/contenders-$s.txt" | tail -1 || true)
+		if [ -z "$line" ]; then
+			echo "   $s: no result (see bench-out/contenders-$s.txt)"
+			continue
+		fi
+		metric() { awk -v m="$1" '{for (i = 2; i <= NF; i++) if ($i == m) print $(i-1)}' <<<"$line"; }
+		printf '   %-9s %5s %6s %6s %7s %6s %8s %12s %9s %9s  %s → %s\n' "$s" "$runs" "$(metric exit0)" "$(metric exit75)" "$(metric exit125)" "$(metric exit-other)" "$(metric overlaps)" "$(metric handover-ms-median)" "$(metric handover-ms-p95)" "$(metric handover-ms-max)" "$before" "$after"
+	done
+	exit 0
+fi
 trials=${1:-100}
 shift || true
 rows=("$@")

@@ -100,9 +100,9 @@ if "$out/designfloor" "$store/design.lock" true; then
 else
 	echo "   (the design floor exited $? here, 125 without a writable cgroup v2: its rows are left out)"
 fi
-etcd_dir=$store/etcd-server pg_dir=$store/pg-server
-mkdir -p "$etcd_dir" "$pg_dir"
-trap 'scripts/redis.sh stop "$redis_dir" >/dev/null 2>&1 || true; scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true; scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true; rm -rf "$store"' EXIT
+etcd_dir=$store/etcd-server pg_dir=$store/pg-server my_dir=$store/mariadb-server s3_dir=$store/s3-server
+mkdir -p "$etcd_dir" "$pg_dir" "$my_dir" "$s3_dir"
+trap 'scripts/redis.sh stop "$redis_dir" >/dev/null 2>&1 || true; scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true; scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true; scripts/mariadb.sh stop "$my_dir" >/dev/null 2>&1 || true; scripts/versitygw.sh stop "$s3_dir" >/dev/null 2>&1 || true; rm -rf "$store"' EXIT
 if command -v etcdctl >/dev/null && scripts/etcd.sh start "$etcd_dir" single >/dev/null 2>&1; then
 	etcd_url=$(sed -n 's/^LEADERRUN_TEST_ETCD_URL=//p' "$etcd_dir/env")
 	variants+=(etcd="$bin -q --store $etcd_url -- true" etcdctl-lock="etcdctl --endpoints=${etcd_url#etcd://} lock leaderrun-bench true")
@@ -116,6 +116,13 @@ if command -v psql >/dev/null && scripts/postgres.sh start "$pg_dir" >/dev/null 
 	ratios+=("postgres / psql-lock")
 else
 	echo "   (no PostgreSQL here: its row is left out)"
+fi
+if command -v mariadbd >/dev/null && scripts/mariadb.sh start "$my_dir" >/dev/null 2>&1; then
+	my_url=$(sed -n 's/^LEADERRUN_TEST_MYSQL_URL=//p' "$my_dir/env")
+	variants+=(mysql="$bin -q --store $my_url -- true" mysql-lock="$peers/my-lock.sh $my_url true")
+	ratios+=("mysql / mysql-lock")
+else
+	echo "   (no MariaDB here: its row is left out)"
 fi
 # LEADERRUN_BENCH_BEFORE=DIR (a directory with an older build's leaderrun
 # and leaderrun-* programs) adds each leaderrun command of that build, as
@@ -137,7 +144,7 @@ fi
 	-- "file - go-floor" "redis - go-floor" "version - go-hello" "help - go-hello" "${ratios[@]}" \
 	| tee "$out/startup.txt"
 echo "   conditions: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) after the run; Markdown table in $out/startup.md"
-echo "   targets: file <= 1.5x go-floor (wall and CPU); redis, etcd, postgres <= 1.0x their peer; --version <= 1.1x go-hello"
+echo "   targets: file <= 1.5x go-floor (wall and CPU); redis, etcd, postgres, mysql <= 1.0x their peer; --version <= 1.1x go-hello"
 echo "   (lib-floor / go-floor and lib-version / go-hello: what the fixed libraries and promises cost before any code of leaderrun's; docs/performance.md)"
 # LEADERRUN_BENCH_ONLY=startup stops here (the start-up table alone).
 [ "${LEADERRUN_BENCH_ONLY:-}" != startup ] || exit 0
@@ -187,6 +194,22 @@ if [ -x scripts/bench-azure.sh ]; then echo "== 5. Azure store (scripts/bench-az
 
 # PostgreSQL store (its own server, stopped by PID): scripts/bench-postgres.sh.
 if [ -x scripts/bench-postgres.sh ]; then echo "== 6. PostgreSQL store (scripts/bench-postgres.sh)"; scripts/bench-postgres.sh || echo "   scripts/bench-postgres.sh failed; the results above stand" >&2; fi
+
+# MySQL/MariaDB and S3 (versitygw): clean handover (20 runs) and failover
+# after a SIGKILLed leader (10 runs, a TTL each), each on a server of its
+# own, stopped by PID (e2e BenchmarkMySQL*, BenchmarkS3*).
+echo "== 6b. MySQL/MariaDB and S3 stores: handover and failover"
+bench_on_server() { # SCRIPT DIR BENCHMARK-PREFIX (a server section 1 started is used as it is)
+	if [ -s "$2/env" ] || scripts/$1 start "$2" >/dev/null 2>&1; then
+		(set -a && . "$2/env" && set +a &&
+			go test -run '^$' -bench "^$3Handover\$" -benchtime 20x ./e2e &&
+			go test -run '^$' -bench "^$3Failover\$" -benchtime 10x ./e2e) | grep -E '^Benchmark' | sed 's/^/   /'
+	else
+		echo "   scripts/$1 could not start a server: its rows are left out" >&2
+	fi
+}
+bench_on_server mariadb.sh "$my_dir" BenchmarkMySQL
+bench_on_server versitygw.sh "$s3_dir" BenchmarkS3
 
 # Standby fleets (issue 17): per store and fleet size, what waiting costs the
 # store, the burst after a release and the time to the next child, and the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: a randomised fault run with an independent checker.
 #
-#   scripts/chaos.sh [--store file|redis|azurite|postgres|etcd|kubernetes] [--slots N] [--keep] [DURATION]
+#   scripts/chaos.sh [--store file|redis|azurite|postgres|mysql|etcd|kubernetes|s3|gcs] [--slots N] [--keep] [DURATION]
 #
 # 20 contenders take turns on one lease name, each a loop of the built
 # `leaderrun … -- chaosrun child`. The child logs its start and end
@@ -21,6 +21,14 @@
 #   postgres     server SIGSTOP/SIGCONT (the postmaster and every backend);
 #                server SIGKILL and restart with its data; the lease row
 #                deleted
+#   s3           versitygw: gateway SIGSTOP/SIGCONT; gateway SIGKILL and restart
+#                (its data on disk); lease object deleted or given another ID
+#   gcs          fake-gcs-server: emulator SIGSTOP/SIGCONT; emulator SIGKILL
+#                and restart (its data on disk); lease object deleted or
+#                given another ID
+#   mysql        MariaDB: server SIGSTOP/SIGCONT; server SIGKILL and restart
+#                with its data; the lease row deleted, or its acquisition ID
+#                edited
 #   etcd         a three-member cluster: one member SIGSTOP/SIGCONT; one
 #                member SIGKILLed and restarted with its data; the lease key
 #                deleted
@@ -35,7 +43,8 @@
 # exits with its status (0 pass, 1 a finding, 2 unreadable logs).
 #
 # Servers are private (scripts/redis.sh, scripts/azurite.sh,
-# scripts/postgres.sh, scripts/etcd.sh, scripts/kubernetes.sh, 127.0.0.1 only)
+# scripts/postgres.sh, scripts/mariadb.sh, scripts/etcd.sh, scripts/kubernetes.sh,
+# scripts/versitygw.sh, scripts/fakegcs.sh, 127.0.0.1 only)
 # and stopped by PID. Logs are kept when the check fails or with --keep
 # (CHAOS_KEEP=1). CHAOS_CONTENDERS, CHAOS_TTL and CHAOS_SEED override the
 # defaults (20; 3s, or 15s on Azure; random); CHAOS_BIN names a directory
@@ -51,7 +60,7 @@ keep=${CHAOS_KEEP:-0}
 slots=${CHAOS_SLOTS:-1}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--store) store=${2:?--store needs file, redis, azurite, postgres, etcd or kubernetes}; shift 2 ;;
+	--store) store=${2:?--store needs file, redis, azurite, postgres, mysql, etcd, kubernetes, s3 or gcs}; shift 2 ;;
 	--store=*) store=${1#--store=}; shift ;;
 	--slots) slots=${2:?--slots needs a number}; shift 2 ;;
 	--slots=*) slots=${1#--slots=}; shift ;;
@@ -62,9 +71,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $store in
-file | redis | postgres | etcd | kubernetes) ttl=${CHAOS_TTL:-3s} ;;
+file | redis | postgres | mysql | etcd | kubernetes | s3 | gcs) ttl=${CHAOS_TTL:-3s} ;;
 azurite) ttl=${CHAOS_TTL:-15s} ;;
-*) echo "chaos.sh: --store must be file, redis, azurite, postgres, etcd or kubernetes" >&2; exit 2 ;;
+*) echo "chaos.sh: --store must be file, redis, azurite, postgres, mysql, etcd, kubernetes, s3 or gcs" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d /tmp/leaderrun-chaos.XXXXXX)
@@ -86,8 +95,11 @@ cleanup() {
 	[ -f "$work/redis/pids" ] && scripts/redis.sh stop "$work/redis" || true
 	[ -f "$work/azurite/env" ] && scripts/azurite.sh stop "$work/azurite" || true
 	[ -f "$work/postgres/pids" ] && scripts/postgres.sh stop "$work/postgres" || true
+	[ -f "$work/mysql/pids" ] && scripts/mariadb.sh stop "$work/mysql" || true
 	[ -f "$work/etcd/pids" ] && scripts/etcd.sh stop "$work/etcd" || true
 	[ -f "$work/kubernetes/pids" ] && scripts/kubernetes.sh stop "$work/kubernetes" || true
+	[ -f "$work/s3/pids" ] && scripts/versitygw.sh stop "$work/s3" || true
+	[ -f "$work/gcs/pids" ] && scripts/fakegcs.sh stop "$work/gcs" || true
 	if [ "$rc" -eq 0 ] && [ "$keep" != 1 ]; then
 		rm -rf "$work"
 	else
@@ -143,11 +155,33 @@ postgres)
 	args+=(-url "$url" -pg-dir "$work/postgres" -pg-scripts "$root/scripts")
 	unset PGPASSWORD PGHOST PGPORT PGUSER PGDATABASE PGPASSFILE
 	;;
+mysql)
+	scripts/mariadb.sh start "$work/mysql"
+	url=$(sed -n 's/^LEADERRUN_TEST_MYSQL_URL=//p' "$work/mysql/env")
+	args+=(-url "$url" -my-dir "$work/mysql" -my-scripts "$root/scripts")
+	unset MYSQL_PWD
+	;;
 etcd)
 	scripts/etcd.sh start "$work/etcd" cluster
 	url=$(sed -n 's/^LEADERRUN_TEST_ETCD_CLUSTER_URL=//p' "$work/etcd/env")
 	args+=(-url "$url" -etcd-dir "$work/etcd")
 	unset ETCDCTL_USER ETCDCTL_PASSWORD
+	;;
+s3)
+	scripts/versitygw.sh start "$work/s3"
+	endpoint=$(sed -n 's/^LEADERRUN_TEST_S3_ENDPOINT=//p' "$work/s3/env")
+	args+=(-url "s3://leases/chaos?endpoint=$endpoint" -s3-dir "$work/s3" -s3-scripts "$root/scripts")
+	AWS_ACCESS_KEY_ID=$(sed -n 's/^LEADERRUN_TEST_S3_ACCESS_KEY=//p' "$work/s3/env")
+	AWS_SECRET_ACCESS_KEY=$(sed -n 's/^LEADERRUN_TEST_S3_SECRET_KEY=//p' "$work/s3/env")
+	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+	unset AWS_SESSION_TOKEN AWS_PROFILE
+	;;
+gcs)
+	scripts/fakegcs.sh start "$work/gcs"
+	host=$(sed -n 's/^LEADERRUN_TEST_GCS_EMULATOR_HOST=//p' "$work/gcs/env")
+	args+=(-url "gs://leases/chaos" -gcs-dir "$work/gcs" -gcs-scripts "$root/scripts")
+	export STORAGE_EMULATOR_HOST=$host
+	unset GOOGLE_APPLICATION_CREDENTIALS
 	;;
 kubernetes)
 	scripts/kubernetes.sh start "$work/kubernetes"

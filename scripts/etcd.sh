@@ -59,15 +59,7 @@ healthy() {
 
 # wait_healthy PID ADDR: until the member answers (about 20 s at most), or
 # its process is gone.
-wait_healthy() {
-	local i
-	for i in $(seq 1 200); do
-		healthy "$2" && return 0
-		alive "$1" || return 1
-		sleep 0.1
-	done
-	return 1
-}
+wait_healthy() { wait_until "$1" 200 0.1 healthy "$2"; }
 
 # member DIR NAME CPORT PPORT CLUSTER TOKEN: start one member in the
 # background; prints its PID. Clients speak $client_scheme.

@@ -33,6 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/leaderrun/kubernetes
 etcd_bin=$cache/etcd-3.6.16
 api_bin=$cache/kube-apiserver-1.37.2
+kubectl_bin=$cache/kubectl-1.37.2
 
 # build_one SRC PKG OUT: go build PKG from the module in SRC into OUT
 # (through a temporary name, so a cut-short build leaves no binary).
@@ -50,13 +51,18 @@ build_one() {
 
 cmd_build() {
 	mkdir -p "$cache"
-	[ -x "$etcd_bin" ] && [ -x "$api_bin" ] && return 0
+	[ -x "$etcd_bin" ] && [ -x "$api_bin" ] && [ -x "$kubectl_bin" ] && return 0
 	command -v go >/dev/null || die "go is not on PATH"
 	# One build at a time: a second caller waits for the first.
 	exec 9>"$cache/build.lock"
 	flock 9
 	build_one "$here/kubernetes/etcd" go.etcd.io/etcd/server/v3 "$etcd_bin"
 	build_one "$here/kubernetes/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$api_bin"
+	# The tests edit and delete Leases with kubectl, which Debian does not
+	# package: built from the same module, put on PATH by test.sh (bin/).
+	build_one "$here/kubernetes/apiserver" k8s.io/kubernetes/cmd/kubectl "$kubectl_bin"
+	mkdir -p "$cache/bin"
+	ln -sf "$kubectl_bin" "$cache/bin/kubectl"
 	echo BUILD-DONE >>"$cache/build.log"
 }
 

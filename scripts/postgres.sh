@@ -59,22 +59,6 @@ ensure_postgres() {
 	bin=$(find_bin) || die "initdb, pg_ctl and postgres not found after installing postgresql"
 }
 
-# as_server CMD...: run CMD as the user that owns the cluster.
-as_server() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$pg_user" -- "$@"
-	else
-		"$@"
-	fi
-}
-
-ensure_user() {
-	[ "$(id -u)" -eq 0 ] || return 0
-	id -u "$pg_user" >/dev/null 2>&1 && return 0
-	useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$pg_user" 2>/dev/null ||
-		id -u "$pg_user" >/dev/null 2>&1 || die "cannot create the system user $pg_user"
-}
-
 # children PID: the PIDs whose parent is PID (the server's backends and
 # helpers; each runs in a session of its own).
 children() {
@@ -104,7 +88,7 @@ pg_start() {
 	maxconn=$(cat "$run/max_connections")
 	# fsync off: a throw-away cluster whose data nobody needs after a crash of
 	# the machine (a crash of the server alone loses nothing committed).
-	as_server "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
+	as_user "$pg_user" "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 30 \
 		-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c full_page_writes=off -c max_connections=$maxconn" \
 		start >/dev/null 2>&1 || return 1
 	head -n 1 "$run/data/postmaster.pid"
@@ -115,19 +99,14 @@ cmd_start() {
 	local dir=$1 maxconn=${2:-200} run port pid pw try
 	case $maxconn in '' | *[!0-9]*) die "MAX_CONNECTIONS must be a number, not $maxconn" ;; esac
 	ensure_postgres
-	ensure_user
-	mkdir -p "$dir"
+	ensure_system_user "$pg_user"
+	run=$(new_rundir "$dir" leaderrun-pg)
 	dir=$(cd "$dir" && pwd)
-	run=$(mktemp -d /tmp/leaderrun-pg.XXXXXX)
-	echo "$run" >"$dir/rundir"
-	pw=$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
+	pw=$(random_password)
 	printf '%s\n' "$pw" >"$run/pwfile"
 	echo "$maxconn" >"$run/max_connections"
-	if [ "$(id -u)" -eq 0 ]; then
-		chown -R "$pg_user:" "$run"
-	fi
-	chmod 700 "$run"
-	as_server "$bin/initdb" -D "$run/data" -U leaderrun --pwfile="$run/pwfile" \
+	own_rundir "$run" "$pg_user"
+	as_user "$pg_user" "$bin/initdb" -D "$run/data" -U leaderrun --pwfile="$run/pwfile" \
 		--auth=scram-sha-256 --no-sync --no-instructions -E UTF8 --locale=C \
 		>"$run/initdb.log" 2>&1 || die "initdb failed (see $run/initdb.log)"
 	rm -f "$run/pwfile"
@@ -163,28 +142,13 @@ cmd_restart() {
 		rm -f "$run/data/postmaster.pid" "$run/.s.PGSQL.$port.lock"
 	fi
 	pid=$(pg_start "$run" "$port") || die "could not start postgres again (see $run/server.log)"
-	echo "$pid" >>"$dir/pids"
-	sed -i "s/^LEADERRUN_TEST_POSTGRES_PID=.*/LEADERRUN_TEST_POSTGRES_PID=$pid/" "$dir/env"
+	record_pid "$dir" LEADERRUN_TEST_POSTGRES_PID "$pid"
 	echo "$pid"
 }
 
 cmd_stop() {
 	[ $# -eq 1 ] || die "usage: postgres.sh stop DIR"
-	local run
-	[ -f "$1/pids" ] || return 0
-	stop_listed "$1" kill_pid
-	if [ -f "$1/rundir" ]; then
-		run=$(cat "$1/rundir")
-		case $run in
-		/tmp/leaderrun-pg.*) rm -rf "$run" ;;
-		esac
-		rm -f "$1/rundir"
-	fi
+	stop_rundir "$1" leaderrun-pg
 }
 
-case ${1:-} in
-start) shift; cmd_start "$@" ;;
-restart) shift; cmd_restart "$@" ;;
-stop) shift; cmd_stop "$@" ;;
-*) die "usage: postgres.sh start DIR | restart DIR | stop DIR" ;;
-esac
+dispatch "postgres.sh start DIR | restart DIR | stop DIR" "$@"

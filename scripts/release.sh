@@ -17,13 +17,16 @@ Builds leaderrun VERSION (such as 1.4.0 or 1.4.0-rc.1) from a tree without
 local changes, into DIR/VERSION (default dist/VERSION):
 
   leaderrun_VERSION_linux_ARCH.tar.gz   every program (static), README.md, docs/,
-                                        copyright and third-party licences, the
+                                        LICENSE (Apache-2.0), copyright and
+                                        third-party licences, the
                                         man page, completions and systemd unit
   leaderrun_VERSION_ARCH.deb            for Debian and Ubuntu (into /usr/bin)
   leaderrun-VERSION-1.ARCH.rpm          for Fedora, RHEL, SUSE (into /usr/bin)
   checksums.txt                         SHA-256 of each
 
-The version is stamped into the programs (leaderrun --version prints it).
+The version and the commit are stamped into the programs (leaderrun
+--version prints them); build from a clone (in a git worktree Go finds no
+commit, and only --allow-dirty builds without one).
 
 Options (each also read from the variable in brackets):
   --arch ARCH      an architecture to build: amd64 or arm64; repeat for both
@@ -74,7 +77,7 @@ for arch in $arches; do
 done
 # Clean: no change to a tracked file, and no untracked file the build reads.
 if [ "$dirty" != 1 ] && { ! git diff --quiet HEAD -- ||
-	[ -n "$(git ls-files --others --exclude-standard -- '*.go' go.mod go.sum 'scripts/package/*' README.md 'docs/*.md')" ]; }; then
+	[ -n "$(git ls-files --others --exclude-standard -- '*.go' go.mod go.sum 'scripts/package/*' README.md LICENSE THIRD_PARTY_LICENSES 'docs/*.md')" ]; }; then
 	echo "release.sh: the tree has local changes; commit them first (git status), or --allow-dirty" >&2
 	exit 1
 fi
@@ -100,39 +103,31 @@ go run "$NFPM" --version >/dev/null
 step "man page, completions, docs"
 go run ./internal/gendocs -out "$work/share" -version "$version"
 gzip -9n "$work/share/leaderrun.1"
-cp scripts/package/leaderrun@.service scripts/package/leaderrun.default "$work/share/"
+cp scripts/package/leaderrun@.service scripts/package/leaderrun-sandboxed@.service scripts/package/leaderrun.default "$work/share/"
 # What the packages put in /usr/share/doc/leaderrun, and the archive at its top.
 doc=$work/doc
 mkdir -p "$doc/docs"
-cp README.md scripts/package/copyright "$doc/"
+cp README.md LICENSE THIRD_PARTY_LICENSES scripts/package/copyright "$doc/"
 cp docs/*.md "$doc/docs/"
-{
-	echo "leaderrun's programs are statically linked with Go's standard library and"
-	echo "these modules; their licences follow, each as the module ships it."
-	echo
-	echo "==== Go $(go env GOVERSION) (the standard library and runtime)"
-	cat "$(go env GOROOT)/LICENSE"
-	CGO_ENABLED=0 GOOS=linux go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}} {{.Dir}}{{end}}{{end}}' . ./cmd/... |
-		sort -u | while read -r path ver dir; do
-			echo
-			echo "==== $path $ver"
-			found=
-			for f in "$dir"/LICENSE* "$dir"/LICENCE* "$dir"/COPYING* "$dir"/NOTICE*; do
-				[ -f "$f" ] || continue
-				cat "$f"
-				found=1
-			done
-			[ -n "$found" ] || { echo "release.sh: $path $ver has no licence file in $dir" >&2; exit 1; }
-		done
-} > "$doc/THIRD_PARTY_LICENSES"
+# THIRD_PARTY_LICENSES lists the modules the programs link, with their
+# licences: refuse a release whose list is out of date.
+go run ./scripts/thirdparty -check
 
 ldflags="-s -w -X github.com/leaderrun/leaderrun/cmd.stampedVersion=$version"
 for arch in $arches; do
 	stage=$work/$arch
 	mkdir -p "$stage/bin"
 	step "linux/$arch: go build (the first build of an architecture compiles the standard library and every module; each package is listed as it is compiled)"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -v -trimpath -tags urfave_cli_no_docs -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/... 2>&1 |
+	# -buildvcs=true: --version names the commit, even where go env's
+	# GOFLAGS says -buildvcs=false.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -v -trimpath -buildvcs=true -tags urfave_cli_no_docs -ldflags "$ldflags" -o "$stage/bin/" . ./cmd/... 2>&1 |
 		sed 's/^/   /'
+	if ! go version -m "$stage/bin/leaderrun" | grep -q 'vcs.revision='; then
+		# Go finds the commit only in a checkout whose .git is a directory:
+		# not in a `git worktree`, whose .git is a file.
+		[ "$dirty" = 1 ] || { echo "release.sh: go build stamped no commit into leaderrun (build from a clone, not a git worktree)" >&2; exit 1; }
+		echo "release.sh: warning: no commit stamped (a git worktree?); --version will not name one" >&2
+	fi
 	cp -r "$work/share" "$stage/share"
 	cp -r "$doc" "$stage/doc"
 

@@ -22,6 +22,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/pingwire"
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 func main() {
@@ -175,7 +177,32 @@ var flagValues = map[string]string{
 	"--log-format":  "text json",
 	"--contain":     "auto cgroup group",
 	"--stop-signal": "TERM INT HUP QUIT USR1 USR2 KILL",
-	"--store":       "file:// redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// postgres:// etcd:// etcds:// azblob://",
+	"--ping-format": pingFormats(),
+	"--store":       storeSchemes(),
+	"--once-per":    "hour day week month",
+	"--format":      "text json prom",
+}
+
+// pingFormats is --ping-format's values.
+func pingFormats() string {
+	w := []string{pingwire.Auto}
+	for _, f := range pingwire.Formats {
+		w = append(w, string(f))
+	}
+	return strings.Join(w, " ")
+}
+
+// pathFlags are the flags whose value is a file name: the shells offer
+// file names after them, and after no other flag that takes a value.
+var pathFlags = map[string]bool{"--metrics-file": true}
+
+// storeSchemes is every store's scheme, as the start of a URL (storetab).
+func storeSchemes() string {
+	var w []string
+	for _, s := range storetab.Schemes() {
+		w = append(w, s+"://")
+	}
+	return strings.Join(w, " ")
 }
 
 // bash: flags of the run or of the subcommand given, subcommands as the
@@ -300,8 +327,14 @@ complete -c leaderrun -n __fish_leaderrun_dashdash -f -a '(__fish_leaderrun_comm
 					fmt.Fprintf(&b, " -l %s", n)
 				}
 			}
-			if f.value {
-				b.WriteString(" -r")
+			switch long := "--" + f.names[0]; {
+			case !f.value:
+			case flagValues[long] != "":
+				fmt.Fprintf(&b, " -x -a %s", fishQuote(flagValues[long]))
+			case pathFlags[long]:
+				b.WriteString(" -r -F")
+			default:
+				b.WriteString(" -x") // free text: no file names
 			}
 			fmt.Fprintf(&b, " -d %s\n", fishQuote(f.usage))
 		}

@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/lease/storetab"
 )
 
 // The man page and every completion offer each flag that --help lists
@@ -68,22 +70,15 @@ func TestDocsCoverHelp(t *testing.T) {
 }
 
 // The completions parse in their shells, and fish's completes `--st` (bash's
-// is driven by e2e's package test). A shell that is not installed is
-// reported, and under CI (where scripts/test.sh installs them) a failure.
+// is driven by e2e's package test). A shell that is not installed fails the
+// test with the line that installs it (scripts/test.sh installs them).
 func TestCompletionsRun(t *testing.T) {
 	dir := t.TempDir()
 	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ shell, file string }{{"bash", "leaderrun.bash"}, {"zsh", "_leaderrun"}, {"fish", "leaderrun.fish"}} {
-		sh, err := exec.LookPath(c.shell)
-		if err != nil {
-			if os.Getenv("CI") != "" { // scripts/test.sh installs every shell
-				t.Fatalf("%s not installed: %s cannot be checked", c.shell, c.file)
-			}
-			t.Logf("%s not installed: %s is not checked", c.shell, c.file)
-			continue
-		}
+		sh := needTool(t, c.shell, c.shell)
 		if out, err := exec.Command(sh, "-n", filepath.Join(dir, c.file)).CombinedOutput(); err != nil {
 			t.Errorf("%s -n %s: %v\n%s", c.shell, c.file, err, out)
 		}
@@ -100,6 +95,22 @@ func TestCompletionsRun(t *testing.T) {
 			if err != nil || !strings.Contains(string(out), "-A\t") || strings.Contains(string(out), "--store") || !strings.Contains(string(out), "main.go\n") {
 				t.Errorf("fish: leaderrun -- ls -<TAB> and ls ma<TAB>: %v\n%s", err, out)
 			}
+			// A flag's value: its fixed list, or nothing for free text, and
+			// file names only where the value is a file.
+			for _, v := range []struct{ line, want, not string }{
+				{"leaderrun --store ", "redis://", "main.go"},
+				{"leaderrun --once-per ", "day", "main.go"},
+				{"leaderrun --ttl ", "", "main.go"},
+				{"leaderrun history x --format ", "prom", "main.go"},
+				{"leaderrun --metrics-file ma", "main.go", "--store"},
+			} {
+				fc := exec.Command(sh, "-c", "source "+filepath.Join(dir, c.file)+"; complete -C '"+v.line+"'")
+				fc.Dir = "."
+				out, err := fc.Output()
+				if err != nil || !strings.Contains(string(out), v.want) || strings.Contains(string(out), v.not) {
+					t.Errorf("fish: %s<TAB> offered %q (%v); want %q and not %q", v.line, out, err, v.want, v.not)
+				}
+			}
 		}
 	}
 }
@@ -111,13 +122,10 @@ const bashCompletionLib = "/usr/share/bash-completion/bash_completion"
 // The bash completion, driven in bash: a flag's value is never offered a
 // subcommand (`--name <TAB>` offers nothing), a fixed list where the flag
 // has one, the subcommand is found past a flag's value, and after `--` the
-// command's name and then its own arguments (file names, or with
-// bash-completion installed, the command's own completion).
+// command's name and then its own arguments (file names alone, and with
+// bash-completion, which it needs, the command's own completion).
 func TestBashCompletion(t *testing.T) {
-	sh, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("bash not installed")
-	}
+	sh := needTool(t, "bash", "bash")
 	dir := t.TempDir()
 	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
 		t.Fatal(err)
@@ -132,7 +140,12 @@ func TestBashCompletion(t *testing.T) {
 		{"leaderrun --name status ''", "check help history status watch"},
 		{"leaderrun --name x st", "status"},
 		{"leaderrun --log-format ''", "json text"},
+		{"leaderrun --once-per ''", "day hour month week"},
+		{"leaderrun history x --format ''", "json prom text"},
+		{"leaderrun --ping-format ''", "auto betterstack cronitor hc kuma"},
 		{"leaderrun --ttl ''", ""},
+		{"leaderrun --ping-o", "--ping-output-tail"},
+		{"leaderrun --ping-output-tail ''", ""},
 		{"leaderrun --st", "--stop-signal --store"},
 		{"leaderrun --store x status --j", "--json"},
 		{"leaderrun -- ls REA", "README.md"},
@@ -171,19 +184,15 @@ func TestBashCompletion(t *testing.T) {
 	}
 	check("alone", filepath.Join(dir, "leaderrun.bash"))
 	if _, err := os.Stat(bashCompletionLib); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bash-completion is not installed (%v): the completion after -- is not checked with it", err)
-		}
-		t.Logf("bash-completion is not installed: the completion after -- is checked without it only")
-		return
+		t.Fatalf("bash-completion is not installed (%v): the completion after -- cannot be checked with it; install it with `apt-get install --no-install-recommends bash-completion` (scripts/test.sh does)", err)
 	}
 	check("with bash-completion", bashCompletionLib, filepath.Join(dir, "leaderrun.bash"))
 }
 
 // The man page: a SYNOPSIS of the forms as --help shows them (no urfave
 // "[--flag]=[value]" list), defaults without `=""`, every exit code, each
-// flag only under the forms that take it, colours, SEE ALSO; and, where
-// man is installed, it renders without a warning.
+// flag only under the forms that take it, colours, SEE ALSO; and it renders
+// in man (which it needs) without a warning.
 func TestManPage(t *testing.T) {
 	dir := t.TempDir()
 	app := cmd.DocApp()
@@ -235,11 +244,7 @@ func TestManPage(t *testing.T) {
 		t.Errorf("SEE ALSO does not name the documents:\n%s", see)
 	}
 
-	m, err := exec.LookPath("man")
-	if err != nil {
-		t.Logf("man not installed: the page is not rendered")
-		return
-	}
+	m := needTool(t, "man", "man-db")
 	c := exec.Command(m, "-l", filepath.Join(dir, "leaderrun.1"))
 	c.Env = append(os.Environ(), "MANPAGER=cat", "PAGER=cat", "MANWIDTH=80", "MAN_KEEP_FORMATTING=")
 	var stderr strings.Builder
@@ -251,4 +256,48 @@ func TestManPage(t *testing.T) {
 	if !strings.Contains(string(out), "leaderrun [OPTIONS] -- COMMAND [ARGS...]") || !strings.Contains(string(out), "leaderrun check --ran-within DURATION [OPTIONS] NAME") {
 		t.Errorf("the rendered SYNOPSIS:\n%s", out)
 	}
+}
+
+// TestManNamesEveryScheme: the man page names every scheme of the store
+// table, as SCHEME:// (from --store's usage), and bash completes each after
+// --store (e2e's TestDocsNameEveryScheme checks --help and the docs).
+func TestManNamesEveryScheme(t *testing.T) {
+	dir := t.TempDir()
+	if err := write(dir, cmd.DocApp(), "0.0.0-test"); err != nil {
+		t.Fatal(err)
+	}
+	man, err := os.ReadFile(filepath.Join(dir, "leaderrun.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash, err := os.ReadFile(filepath.Join(dir, "leaderrun.bash"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// roff writes '-' as '\-'; a line break may fall only at a space.
+	text := strings.ReplaceAll(string(man), `\-`, "-")
+	completions := regexp.MustCompile(`--store\) COMPREPLY=\(\$\(compgen -W '([^']*)'`).FindStringSubmatch(string(bash))
+	if completions == nil {
+		t.Fatal("leaderrun.bash offers no values after --store")
+	}
+	for _, s := range storetab.Schemes() {
+		if !regexp.MustCompile(`(^|[^a-z0-9+.-])` + regexp.QuoteMeta(s) + `://`).MatchString(text) {
+			t.Errorf("leaderrun.1 does not name %s://", s)
+		}
+		if !slices.Contains(strings.Fields(completions[1]), s+"://") {
+			t.Errorf("leaderrun.bash does not complete --store %s://", s)
+		}
+	}
+}
+
+// needTool returns the path of the program prog, failing the test without
+// it with the line that installs it: the Debian package pkg, which
+// scripts/test.sh installs.
+func needTool(t *testing.T, prog, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		t.Fatalf("%s not found: install it with `apt-get install --no-install-recommends %s` (scripts/test.sh does)", prog, pkg)
+	}
+	return p
 }

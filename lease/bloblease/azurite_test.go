@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -649,5 +650,31 @@ func TestHoldBreakBeforeRecord(t *testing.T) {
 	}
 	if h := holderFrom("race", after.Metadata); h.Label != "alpha" {
 		t.Errorf("the broken lease's holder wrote its record: holder %q", h.Label)
+	}
+}
+
+// A connection slower to set up than a call's try (a loaded service's
+// first answer) is a wait, not a failure: Acquire sets it up within its
+// wait (Connect), and the calls use it. Before set-up had a budget of its
+// own, every try's new connection was cut short, and the wait ended with
+// the store unavailable.
+func TestSlowSetupIsAWait(t *testing.T) {
+	ep, err := url.Parse(azurite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callTimeout = 600 * time.Millisecond
+	proxy, accepted := leasetest.SlowSetup(t, ep.Host, 3*callTimeout)
+	ep.Host = proxy
+	s := openAzurite(t, ep.String(), freshContainer(), Options{CallTimeout: callTimeout})
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := lease.Acquire(ctx, s, req15("slow-setup", "me"), lease.AcquireOptions{Wait: 15 * time.Second, CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatalf("Acquire with a set-up 3 times the call timeout: %v (%d connections)", err, accepted.Load())
+	}
+	if err := a.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

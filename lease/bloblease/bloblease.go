@@ -112,10 +112,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/url"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -129,13 +127,15 @@ import (
 	azlease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
-	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
 
-	"github.com/leaderrun/leaderrun/internal/wallclock"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store     = (*Store)(nil)
+	_ lease.Connector = (*Store)(nil)
+	_ lease.Connector = (*blobLease)(nil)
+)
 
 // Defaults for Options.
 const (
@@ -185,6 +185,9 @@ type Store struct {
 	// leaving tracks standbys' Leave calls still in flight (candidates.go);
 	// Close waits for them.
 	leaving background.Group
+
+	setupCC  *container.Client // Connect's: one try, a set-up's bound
+	answered atomic.Int64      // when the service last answered (UnixNano)
 }
 
 // Open parses a store URL (see the package doc) and builds the client. It
@@ -220,7 +223,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if t.poll > 0 {
 		s.poll = t.poll
 	}
-	if s.cc, err = s.newClient(a, a.serviceURL+"/"+t.container, o.CallTimeout); err != nil {
+	if s.cc, s.setupCC, err = s.newClient(a, a.serviceURL+"/"+t.container, o.CallTimeout); err != nil {
 		return nil, err
 	}
 	for _, n := range notes {
@@ -230,43 +233,111 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// newClient makes the container client for containerURL with the
-// credential a names. Each try of a call gets half of callTimeout, so that
-// one retry fits.
-func (s *Store) newClient(a auth, containerURL string, callTimeout time.Duration) (*container.Client, error) {
-	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Retry: policy.RetryOptions{
-			MaxRetries:    1,
-			TryTimeout:    max(callTimeout/2, 250*time.Millisecond),
-			RetryDelay:    100 * time.Millisecond,
-			MaxRetryDelay: 500 * time.Millisecond,
-		},
-		Telemetry: policy.TelemetryOptions{ApplicationID: "leaderrun"},
-	}}
-	var (
-		cc  *container.Client
-		err error
-	)
+// newClient makes the container clients for containerURL with the
+// credential a names: one for the calls, whose every try gets half of
+// callTimeout, so that one retry fits; one for Connect, whose one try a
+// set-up's bound (lease.SetupTimeout, and its caller's) ends. Both share
+// the SDK's HTTP connections and one token (sharedToken), so what Connect
+// set up is what the next call uses.
+func (s *Store) newClient(a auth, containerURL string, callTimeout time.Duration) (calls, setup *container.Client, err error) {
+	opts := func(try time.Duration, retries int32) *container.ClientOptions {
+		return &container.ClientOptions{ClientOptions: azcore.ClientOptions{
+			Retry: policy.RetryOptions{
+				MaxRetries:    retries,
+				TryTimeout:    try,
+				RetryDelay:    100 * time.Millisecond,
+				MaxRetryDelay: 500 * time.Millisecond,
+			},
+			Telemetry: policy.TelemetryOptions{ApplicationID: "leaderrun"},
+		}}
+	}
+	callOpts, setupOpts := opts(max(callTimeout/2, 250*time.Millisecond), 1), opts(lease.SetupTimeout, -1)
+	var newCC func(*container.ClientOptions) (*container.Client, error)
 	switch a.kind {
 	case credConnKey, credKey:
 		cred, cerr := container.NewSharedKeyCredential(a.account, a.key)
 		if cerr != nil {
-			return nil, storeerr.Config("the %s is not valid base64", a.kind)
+			return nil, nil, storeerr.Config("the %s is not valid base64", a.kind)
 		}
-		cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+		newCC = func(o *container.ClientOptions) (*container.Client, error) {
+			return container.NewClientWithSharedKeyCredential(containerURL, cred, o)
+		}
 	case credURLSAS, credConnSAS, credEnvSAS:
-		cc, err = container.NewClientWithNoCredential(containerURL+"?"+a.sas, opts)
-	default:
-		cred, cerr := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
-		if cerr != nil {
-			return nil, s.clientErr("DefaultAzureCredential", cerr)
+		newCC = func(o *container.ClientOptions) (*container.Client, error) {
+			return container.NewClientWithNoCredential(containerURL+"?"+a.sas, o)
 		}
-		cc, err = container.NewClient(containerURL, tokenCred{cred}, opts)
+	default:
+		// Fetching a token is set-up: it gets a set-up's bound.
+		cred, cerr := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: setupOpts.ClientOptions})
+		if cerr != nil {
+			return nil, nil, s.clientErr("DefaultAzureCredential", cerr)
+		}
+		shared := &sharedToken{cred: tokenCred{cred}, turn: make(chan struct{}, 1)}
+		newCC = func(o *container.ClientOptions) (*container.Client, error) {
+			return container.NewClient(containerURL, shared, o)
+		}
+	}
+	if calls, err = newCC(callOpts); err == nil {
+		setup, err = newCC(setupOpts)
 	}
 	if err != nil {
-		return nil, s.clientErr("create client", err)
+		return nil, nil, s.clientErr("create client", err)
 	}
-	return cc, nil
+	return calls, setup, nil
+}
+
+// sharedToken is one token for the store's two clients: a token Connect
+// fetched is the one the next call sends. One fetch at a time; a caller
+// whose context ends while another fetches gives up waiting.
+type sharedToken struct {
+	cred azcore.TokenCredential
+	turn chan struct{}
+	key  string // the scopes and tenant tok is for
+	tok  azcore.AccessToken
+}
+
+func (c *sharedToken) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if o.Claims != "" { // a challenge: a token of its own
+		return c.cred.GetToken(ctx, o)
+	}
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return azcore.AccessToken{}, ctx.Err()
+	}
+	defer func() { <-c.turn }()
+	key := strings.Join(o.Scopes, " ") + "|" + o.TenantID
+	if c.key == key && time.Until(c.tok.ExpiresOn) > 5*time.Minute {
+		return c.tok, nil
+	}
+	tok, err := c.cred.GetToken(ctx, o)
+	if err == nil {
+		c.key, c.tok = key, tok
+	}
+	return tok, err
+}
+
+// warmFor is how long after an answer the connection it came on is taken
+// to be still open (the SDK's transport closes idle ones after 90 s):
+// Connect then sends nothing.
+const warmFor = 30 * time.Second
+
+// Connect sets up a connection (TCP, TLS, a token) when no answer came
+// within warmFor (lease.Connector): one request (the container's
+// properties) in a try bounded by ctx and lease.SetupTimeout alone, not
+// the call timeout. Any answer of the service but a refusal of the
+// credentials means the connection is up.
+func (s *Store) Connect(ctx context.Context) error {
+	if time.Since(time.Unix(0, s.answered.Load())) < warmFor {
+		return nil
+	}
+	_, err := s.setupCC.GetProperties(ctx, nil)
+	var re *azcore.ResponseError
+	if err == nil || errors.As(err, &re) && re.StatusCode != 401 && re.StatusCode != 403 {
+		s.answered.Store(time.Now().UnixNano())
+		return nil
+	}
+	return s.classify(ctx, "connect", err, nil)
 }
 
 // Limits reports Azure's lease bounds.
@@ -291,7 +362,13 @@ func (s *Store) blob(name string) *blockblob.Client { return s.cc.NewBlockBlobCl
 func call[T any](ctx context.Context, s *Store, fn func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return fn(ctx)
+	r, err := fn(ctx)
+	if re := (*azcore.ResponseError)(nil); err == nil || errors.As(err, &re) {
+		s.answered.Store(time.Now().UnixNano())
+	} else {
+		s.answered.Store(0) // the connection may be gone: Connect looks
+	}
+	return r, err
 }
 
 // TryAcquire makes one attempt to take the lease. req.TTL must be a whole
@@ -369,125 +446,6 @@ func (s *Store) create(ctx context.Context, name string, bc *blockblob.Client, n
 	return nil
 }
 
-// endedHold is what ending a long hold needs: the ETag of the read that
-// found it ended and the hold's lease ID (empty if the metadata lacks it).
-type endedHold struct {
-	etag    *azcore.ETag
-	leaseID string
-}
-
-// held builds the HeldError, with the holder read from metadata when
-// possible. ended is set when the properties show a long hold
-// (ReleaseHeld) that has ended, nil otherwise.
-func (s *Store) held(ctx context.Context, name string, bc *blockblob.Client) (he *lease.HeldError, ended *endedHold) {
-	he = &lease.HeldError{By: lease.Holder{Name: name}}
-	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-	if err != nil {
-		s.log.Debug("azblob: reading the holder record", "name", name, "err", s.classify(ctx, "read holder", err, nil))
-		return he, nil
-	}
-	he.By = holderFrom(name, props.Metadata)
-	if _, isHold, done := longHold(props); isHold && done {
-		id, _ := metaGet(props.Metadata, metaHoldLease)
-		return he, &endedHold{etag: props.ETag, leaseID: id}
-	}
-	return he, nil
-}
-
-// longHold reports whether props show a long hold: an infinite lease (no
-// holder of leaderrun ever takes one) whose metadata names the hold's end;
-// ended says that end has passed by the service's clock (the response's
-// Date).
-func longHold(props blob.GetPropertiesResponse) (until time.Time, isHold, ended bool) {
-	return holdState(props.LeaseState, props.LeaseDuration, props.Metadata, props.Date)
-}
-
-// holdState is longHold for a blob's lease state and duration, metadata
-// and the Date of the response that read them (a listing's, too).
-func holdState(st *azlease.StateType, d *azlease.DurationType, md map[string]*string, date *time.Time) (until time.Time, isHold, ended bool) {
-	if st == nil || *st != azlease.StateTypeLeased || d == nil || *d != azlease.DurationTypeInfinite {
-		return time.Time{}, false, false
-	}
-	v, ok := metaGet(md, metaHoldUntil)
-	if !ok {
-		return time.Time{}, false, false
-	}
-	until, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, false, false
-	}
-	now := time.Now()
-	if date != nil {
-		now = *date
-	}
-	return until, true, !now.Before(until)
-}
-
-// endHold ends a long hold that has ended, at once, on condition that the
-// blob is still as it was read (If-Match). It releases the hold's own lease
-// ID, which Azure refuses once any other lease holds the blob, so it can
-// never end someone else's lease. Without that ID in the metadata (edited
-// by hand) it breaks the lease instead, still If-Match: every acquisition
-// rewrites the metadata, which changes the ETag, and an acquisition whose
-// lease were broken between its acquire and its metadata write would fail
-// that write (it is conditional on its lease ID) and never run. It reports
-// whether the hold is gone.
-func (s *Store) endHold(ctx context.Context, name string, bc *blockblob.Client, h endedHold) bool {
-	cond := &blob.ModifiedAccessConditions{IfMatch: h.etag}
-	var err error
-	if h.leaseID != "" {
-		lc, cerr := azlease.NewBlobClient(bc, &azlease.BlobClientOptions{LeaseID: &h.leaseID})
-		if cerr != nil {
-			return false
-		}
-		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobReleaseResponse, error) {
-			return lc.ReleaseLease(ctx, &azlease.BlobReleaseOptions{ModifiedAccessConditions: cond})
-		})
-	} else {
-		lc, cerr := azlease.NewBlobClient(bc, nil)
-		if cerr != nil {
-			return false
-		}
-		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
-			return lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(int32(0)), ModifiedAccessConditions: cond})
-		})
-	}
-	if err != nil {
-		s.log.Debug("azblob: ending a finished hold", "name", name, "err", s.classify(ctx, "end hold", err, nil))
-		return false
-	}
-	return true
-}
-
-// Wait polls the blob's lease state every poll interval plus jitter and
-// returns nil once it looks available, expired or broken (or the blob is
-// gone), or after a failed poll (so TryAcquire reports the failure); it
-// returns ctx's error when ctx is done.
-func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) error {
-	bc := s.blob(name)
-	for {
-		// ±25% around the interval: the mean stays the configured poll, so a
-		// clean handover takes about one poll, not one and a half.
-		t := time.NewTimer(s.poll*3/4 + rand.N(s.poll/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil || free(props.LeaseState) {
-			return nil
-		}
-		if _, isHold, ended := longHold(props); isHold && ended {
-			return nil // TryAcquire ends the hold
-		}
-	}
-}
-
 // Status returns the holder recorded in metadata while the blob is leased
 // (or breaking), and nil when it is free or missing.
 func (s *Store) Status(ctx context.Context, name string) (*lease.Holder, error) {
@@ -537,100 +495,6 @@ type blobLease struct {
 // maxToken bounds fencing tokens: from 2^53 on, JSON readers lose integers.
 const maxToken = 1<<53 - 1
 
-// tokenFloor reads what the next token of name must exceed, from the
-// blob's properties: the counter (prev), and the service's clock in
-// microseconds (now), taken from a later second than props.Date when there
-// is no counter.
-func (s *Store) tokenFloor(ctx context.Context, bc *blockblob.Client, name string, props blob.GetPropertiesResponse) (prev uint64, now uint64, _ error) {
-	v, ok := metaGet(props.Metadata, metaToken)
-	if ok {
-		n, ok := parseToken(v)
-		if !ok || n >= maxToken {
-			shown := v
-			if len(shown) > 24 {
-				shown = shown[:24] + "…"
-			}
-			return 0, 0, lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the fencing counter (metadata %s of blob %s) holds %q, which is not a whole number from 0 to 2^53−2: "+
-				"refusing to mint a token from it. If nothing edited it on purpose, remove that metadata or the blob: the next token then comes from Azure's clock and is still above every token leaderrun issued",
-				s.where, metaToken, blobName(name), shown))
-		}
-		return n, uint64(props.Date.Unix() * 1e6), nil
-	}
-	// No counter: the name's first use, or the blob (or its metadata) was
-	// lost. Earlier tokens were minted from responses dated no later than
-	// props.Date, and each is below (its second + 1)·10⁶; waiting for a
-	// later second puts this one above all of them. A call whose deadline
-	// leaves no time for that (a --call-timeout under about 1.5s) takes the
-	// middle of this second instead: above the tokens minted from this
-	// second the usual way (fewer than half a million), below the next
-	// second's; only a second such mint within the same second could
-	// repeat it.
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < nextSecondBudget {
-		s.log.Debug("azblob: no fencing counter and no time to wait for Azure's next second; token from the next second", "name", name)
-		return 0, uint64(props.Date.Unix()*1e6 + fallbackOffset), nil
-	}
-	next, err := s.nextSecond(ctx, bc, *props.Date)
-	if err != nil {
-		var se *lease.Error
-		if errors.As(err, &se) {
-			return 0, 0, err
-		}
-		return 0, 0, s.recordErr(ctx, name, err)
-	}
-	return 0, uint64(next), nil
-}
-
-// record writes the holder record and the next fencing token under the lease.
-// The token is max(previous + 1, the service's clock in microseconds), the
-// clock read from the Date of a response (whole seconds); see the package
-// doc for why it never goes back.
-func (l *blobLease) record(ctx context.Context, bc *blockblob.Client, req lease.Request) error {
-	s := l.s
-	props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-	if err != nil {
-		return s.recordErr(ctx, req.Name, err)
-	}
-	if props.Date == nil {
-		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s sent no Date header: cannot mint a fencing token", s.where), lease.ErrUnavailable)
-	}
-	prev, now, err := s.tokenFloor(ctx, bc, req.Name, props)
-	if err != nil {
-		return err
-	}
-	token := max(prev+1, now)
-	if req.Slots > 1 { // slots.go: one counter for the slots of a lease
-		if token, err = s.sharedToken(ctx, req.Name, token); err != nil {
-			return err
-		}
-	}
-	if token > maxToken {
-		return lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the next fencing token for %s would reach 2^53", s.where, req.Name))
-	}
-	l.info = lease.Holder{
-		Name:  req.Name,
-		Label: req.Label,
-		ID:    req.ID,
-		Token: token,
-		Since: wallclock.Now().UTC().Truncate(time.Millisecond),
-		TTL:   req.TTL,
-	}
-	meta := map[string]*string{
-		metaHolder: to(escapeMeta(req.Label)),
-		metaToken:  to(strconv.FormatUint(l.info.Token, 10)),
-		metaSince:  to(l.info.Since.Format(time.RFC3339Nano)),
-		metaTTL:    to(strconv.Itoa(int(req.TTL / time.Second))),
-	}
-	_, err = call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
-		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: l.lc.LeaseID()},
-		}})
-	})
-	if err != nil {
-		return s.recordErr(ctx, req.Name, err)
-	}
-	return nil
-}
-
 // nextSecondBudget is the time left on a call's deadline below which record
 // does not wait for Azure's next second (the wait takes up to 1.1s, the
 // metadata write one more round trip).
@@ -638,52 +502,6 @@ const nextSecondBudget = 1500 * time.Millisecond
 
 // fallbackOffset is what a token minted without waiting adds to its second.
 const fallbackOffset = 500_000
-
-// nextSecond polls the blob until a response is dated later than after and
-// returns that date in microseconds. It takes about half a second on average
-// and runs only when a name has no counter.
-func (s *Store) nextSecond(ctx context.Context, bc *blockblob.Client, after time.Time) (int64, error) {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
-		case <-t.C:
-		}
-		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-		if err != nil {
-			return 0, err
-		}
-		if props.Date != nil && props.Date.After(after) {
-			return props.Date.Unix() * 1e6, nil
-		}
-		if time.Now().After(deadline) {
-			return 0, lease.NewError(fmt.Sprintf("Azure Blob Storage at %s: the Date of its responses did not pass %v within 3s: cannot mint a fencing token", s.where, after.Format(time.RFC1123)), lease.ErrUnavailable)
-		}
-	}
-}
-
-// parseToken reads a token written as decimal digits (at most 16, so below
-// 10^16); anything else is not a token.
-func parseToken(v string) (uint64, bool) {
-	if v == "" || len(v) > 16 || strings.Trim(v, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	return n, err == nil
-}
-
-// recordErr classifies a failure between acquiring and recording: a lease
-// that vanished meanwhile is worth another attempt.
-func (s *Store) recordErr(ctx context.Context, name string, err error) error {
-	op := "acquire " + name + ": write holder record"
-	if bloberror.HasCode(err, leaseGoneCodes...) {
-		return s.classify(ctx, op, err, lease.ErrUnavailable)
-	}
-	return s.classify(ctx, op, err, nil)
-}
 
 // Info returns the holder record written at acquisition.
 func (l *blobLease) Info() lease.Holder { return l.info }
@@ -698,6 +516,10 @@ func (l *blobLease) Renew(ctx context.Context) error {
 	return nil
 }
 
+// Connect is the store's Connect: a renewal after the connection went
+// sets one up within the keeper's bound, not the call timeout.
+func (l *blobLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
+
 // Release releases the blob lease. It returns an error wrapping
 // lease.ErrNotHeld when Azure says the lease is not ours.
 func (l *blobLease) Release(ctx context.Context) error {
@@ -708,149 +530,7 @@ func (l *blobLease) Release(ctx context.Context) error {
 	return nil
 }
 
-// keepHeld is ReleaseHeld with a positive hold (see Holds in the package
-// doc). The end of the hold is written into the metadata first, conditional
-// on our lease ID, for status and for the waiters. A hold that fits in a
-// break period (at most the lease's TTL: Azure uses a break period only when
-// it is shorter than the lease's remaining time, so the lease is renewed
-// first) breaks the lease with that period: Azure refuses every new lease
-// until it ends, then the lease is broken, which waiters see as free. A
-// longer hold ends at a time on Azure's clock (the Date of a response read
-// just before, plus the hold, plus the second the Date truncates) and turns
-// the lease into an infinite one (acquiring it again with our own ID): Azure
-// refuses every other acquisition until the first acquirer after that end,
-// by Azure's clock, releases it with its lease ID, kept in the metadata for
-// that (endHold). It wraps lease.ErrNotHeld when Azure says the lease is not
-// ours.
-func (bl *blobLease) keepHeld(ctx context.Context, hold time.Duration) error {
-	s := bl.s
-	secs := int32((hold + time.Second - 1) / time.Second)
-	long := time.Duration(secs)*time.Second > maxBreak(bl.info.TTL)
-	op := "release " + bl.info.Name
-	bc := s.blob(bl.info.Name)
-	until := time.Now().Add(time.Duration(secs) * time.Second)
-	if long {
-		props, err := call(ctx, s, func(ctx context.Context) (blob.GetPropertiesResponse, error) { return bc.GetProperties(ctx, nil) })
-		if err != nil {
-			return s.classify(ctx, op, err, nil)
-		}
-		if props.Date != nil {
-			// Date is whole seconds, up to one behind Azure's clock.
-			until = props.Date.Add(time.Duration(secs)*time.Second + time.Second)
-		}
-	}
-	meta := map[string]*string{
-		metaHolder:    to(escapeMeta(bl.info.Label)),
-		metaToken:     to(strconv.FormatUint(bl.info.Token, 10)),
-		metaSince:     to(bl.info.Since.Format(time.RFC3339Nano)),
-		metaTTL:       to(strconv.Itoa(int(bl.info.TTL / time.Second))),
-		metaHoldUntil: to(until.UTC().Format(time.RFC3339Nano)),
-	}
-	if long {
-		meta[metaHoldLease] = bl.lc.LeaseID()
-	}
-	_, err := call(ctx, s, func(ctx context.Context) (blob.SetMetadataResponse, error) {
-		return bc.SetMetadata(ctx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: bl.lc.LeaseID()},
-		}})
-	})
-	if err != nil {
-		return s.classify(ctx, op, err, lease.ErrNotHeld)
-	}
-	if long {
-		_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobAcquireResponse, error) {
-			return bl.lc.AcquireLease(ctx, -1, nil)
-		})
-		if err != nil {
-			return s.classify(ctx, op, err, lease.ErrNotHeld)
-		}
-		return nil
-	}
-	if err := bl.Renew(ctx); err != nil {
-		return err
-	}
-	_, err = call(ctx, s, func(ctx context.Context) (azlease.BlobBreakResponse, error) {
-		return bl.lc.BreakLease(ctx, &azlease.BlobBreakOptions{BreakPeriod: to(secs)})
-	})
-	if err != nil {
-		return s.classify(ctx, op, err, lease.ErrNotHeld)
-	}
-	return nil
-}
-
-// ReleaseHeld gives the lease up with a hold (lease.Holding): at once when
-// hold is not positive, otherwise as keepHeld says.
-func (bl *blobLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
-	return storeopt.ReleaseHeld(ctx, hold, bl.Release, bl.keepHeld)
-}
-
 var _ lease.Holding = (*blobLease)(nil)
-
-// maxBreak is the longest hold a break period keeps for a lease acquired
-// with TTL ttl: Azure honours a break period only up to the lease's
-// remaining time (and 60s).
-func maxBreak(ttl time.Duration) time.Duration { return min(ttl, maxTTL) }
-
-// holderFrom reads the holder record from blob metadata. Azure may change
-// the case of metadata keys, so lookups ignore case.
-func holderFrom(name string, md map[string]*string) lease.Holder {
-	h := lease.Holder{Name: name}
-	if v, ok := metaGet(md, metaHolder); ok {
-		h.Label = unescapeMeta(v)
-	}
-	if v, ok := metaGet(md, metaToken); ok {
-		if n, ok := parseToken(v); ok && n <= maxToken {
-			h.Token = n
-		}
-	}
-	if v, ok := metaGet(md, metaSince); ok {
-		h.Since, _ = time.Parse(time.RFC3339Nano, v)
-	}
-	if v, ok := metaGet(md, metaHoldUntil); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			h.HeldUntil, h.Remaining = t, max(time.Until(t), 0)
-		}
-	}
-	if v, ok := metaGet(md, metaTTL); ok {
-		// Informational, written by leaderrun (15-60); anything else is
-		// someone's edit and is left out rather than shown negative.
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && time.Duration(n) <= lease.MaxTTL/time.Second {
-			h.TTL = time.Duration(n) * time.Second
-		}
-	}
-	return h
-}
-
-func metaGet(md map[string]*string, key string) (string, bool) {
-	for k, v := range md {
-		if v != nil && strings.EqualFold(k, key) {
-			return *v, true
-		}
-	}
-	return "", false
-}
-
-// escapeMeta makes a holder label safe as an HTTP header value: '%',
-// spaces, controls and non-ASCII bytes are percent-encoded.
-func escapeMeta(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || c == '%' {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-func unescapeMeta(s string) string {
-	if u, err := url.PathUnescape(s); err == nil {
-		return u
-	}
-	return s
-}
 
 // guid writes a 32-hex-digit request ID as the GUID Azure wants as a lease ID.
 func guid(id string) (string, error) {

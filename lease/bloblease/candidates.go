@@ -19,12 +19,13 @@ import (
 )
 
 // Standbys (lease.CandidateRegistry). Each waiting instance of lease NAME is
-// an empty blob NAME.standby.ID (never a lease blob: those end in .lease)
+// an empty blob NAME.lease~standby~ID ('~' is in no lease name, so no lease
+// name makes a blob starting NAME.lease~standby~, whatever it is)
 // whose metadata holds its label, priority, start time and expiry in
 // milliseconds. A heartbeat re-uploads it, which moves its Last-Modified on
 // the service's clock; a standby is live while Last-Modified + expiry is
 // after the Date of the listing's response, so only Azure's clock is read.
-// One listing of the prefix NAME. returns the lease blob (its lease state
+// One listing of the prefix NAME.lease returns the lease blob (its lease state
 // and holder metadata) and the standbys together. A heartbeat is an upload
 // and a listing (which also removes standbys lapsed for a minute), so
 // lease.Acquire spaces them to keep all standbys of a lease together within
@@ -47,7 +48,7 @@ const heartbeatsPerSecond = 1
 // not find its blob deleted under it.
 const lapsedGrace = time.Minute
 
-func standbyPrefix(name string) string { return name + ".standby." }
+func standbyPrefix(name string) string { return blobName(name) + "~standby~" }
 
 // Join uploads (or re-uploads) c's blob with expiry and returns the number
 // of live standbys.
@@ -117,11 +118,11 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 	return cs, h, err
 }
 
-// list reads the blobs under NAME.: the live standbys in takeover order,
+// list reads the blobs under NAME.lease: the live standbys in takeover order,
 // the holder (nil when free), and the IDs of standbys lapsed for more than
 // lapsedGrace.
 func (s *Store) list(ctx context.Context, name string) (cs []lease.Candidate, h *lease.Holder, lapsed []string, err error) {
-	prefix := name + "."
+	prefix := blobName(name)
 	pager := s.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
 	for pager.More() {
 		page, err := call(ctx, s, func(ctx context.Context) (container.ListBlobsFlatResponse, error) { return pager.NextPage(ctx) })

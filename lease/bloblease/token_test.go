@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // mint acquires and releases name once and returns the token.
@@ -104,7 +105,27 @@ func TestTokensNear2p53(t *testing.T) {
 			t.Fatalf("SetMetadata: %v", err)
 		}
 	}
-	for _, prev := range []uint64{1999999999999999, maxToken - 2, maxToken - 1} {
+	// A counter further ahead of Azure's clock than lease.MaxClockSkew
+	// (years, up to 2^53−2) is refused with ErrTokenAhead, and the lease
+	// released with the counter unchanged; one within it is followed.
+	for _, prev := range []uint64{uint64(time.Now().Add(lease.MaxClockSkew + time.Minute).UnixMicro()), 1999999999999999, maxToken - 2, maxToken - 1} {
+		t.Run("ahead"+strconv.FormatUint(prev, 10), func(t *testing.T) {
+			name := "ahead-" + lease.NewID()[:8]
+			setCounter(t, name, strconv.FormatUint(prev, 10))
+			_, err := s.TryAcquire(context.Background(), req15(name, "a"))
+			if !errors.Is(err, lease.ErrTokenAhead) || !errors.Is(err, lease.ErrConfig) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("TryAcquire with the counter ahead: %v; want one line, ErrTokenAhead", err)
+			}
+			if h, err := s.Status(context.Background(), name); err != nil || h != nil {
+				t.Fatalf("Status after the refusal = %+v, %v; want free", h, err)
+			}
+			props, err := s.blob(name).GetProperties(context.Background(), nil)
+			if v, _ := metaGet(props.Metadata, metaToken); err != nil || v != strconv.FormatUint(prev, 10) {
+				t.Fatalf("counter now %q, %v; want it unchanged", v, err)
+			}
+		})
+	}
+	for _, prev := range []uint64{uint64(time.Now().Add(lease.MaxClockSkew - time.Minute).UnixMicro())} {
 		t.Run(strconv.FormatUint(prev, 10), func(t *testing.T) {
 			name := "big-" + lease.NewID()[:8]
 			setCounter(t, name, strconv.FormatUint(prev, 10))
@@ -116,6 +137,7 @@ func TestTokensNear2p53(t *testing.T) {
 			if got := l.Info().Token; got != prev+1 {
 				t.Fatalf("token %d; want %d", got, prev+1)
 			}
+			leasetest.CheckGranted(t, l.Info(), 30*time.Second)
 			h, err := s.Status(context.Background(), name)
 			if err != nil || h == nil || h.Label != "big:1" || h.Token != prev+1 {
 				t.Fatalf("Status = %+v, %v; want holder big:1 token %d", h, err, prev+1)

@@ -93,6 +93,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 	_ "google.golang.org/grpc/health" // client-side health checking (see client)
 )
@@ -142,7 +143,11 @@ type Store struct {
 	bg    background.Group // background Leaves, waited for by Close
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store     = (*Store)(nil)
+	_ lease.Connector = (*Store)(nil)
+	_ lease.Connector = (*etcdLease)(nil)
+)
 
 var libraryLog sync.Once
 
@@ -193,7 +198,7 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	if s.cli != nil {
 		return s.cli, nil
 	}
-	dial := s.callTimeout
+	dial := lease.SetupTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		dial = min(dial, time.Until(dl))
 	}
@@ -217,8 +222,11 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 			grpc.WithConnectParams(grpc.ConnectParams{
 				// gRPC's default reconnect backoff grows to 120 s: a member
 				// back from a restart would go unused for minutes.
-				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-				MinConnectTimeout: s.callTimeout,
+				Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				// A connection's set-up (TCP, TLS, the HTTP/2 preface)
+				// on a loaded member may outlast a call: cut short, it
+				// would start again from nothing.
+				MinConnectTimeout: lease.SetupTimeout,
 			}),
 			// gRPC health checking keeps one stream open to each member, so
 			// the keep-alive pings run on every connection, even between
@@ -238,6 +246,30 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	}
 	s.cli = cli
 	return cli, nil
+}
+
+// Connect sets up the client, a ready connection to a member (TCP, TLS,
+// the HTTP/2 preface) and the login (lease.Connector), bounded by ctx
+// alone: a loaded member's slow set-up is a wait, not a failed call. The
+// next call uses that connection.
+func (s *Store) Connect(ctx context.Context) error {
+	cli, _, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	conn := cli.ActiveConnection()
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return s.classify("connect", ctx.Err())
+		}
+	}
 }
 
 // String returns the store URL with the password masked.
@@ -497,6 +529,10 @@ type etcdLease struct {
 
 func (l *etcdLease) Info() lease.Holder { return l.info }
 
+// Connect is the store's Connect: a renewal after the connection broke
+// sets one up within the keeper's bound, not the call timeout.
+func (l *etcdLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
+
 // Renew keeps our etcd lease alive once, then checks that the key is still
 // the one we created. It wraps lease.ErrLost when the lease is gone or the
 // key was deleted or replaced; any other error means "unknown outcome".
@@ -569,7 +605,9 @@ func (l *etcdLease) Release(ctx context.Context) error { return l.release(ctx) }
 // the history's keys, before applying any of it: the lease is then released
 // by itself, and the end is left to the caller's RecordRun.
 func (l *etcdLease) ReleaseEnding(ctx context.Context, run lease.Run) error {
-	if run.Name != l.info.Name || run.Token != l.info.Token || !run.Ended() {
+	// A slot's lease (lease.SlotName) records its runs under the lease's
+	// name.
+	if name, _, _ := lease.ParseSlotName(l.info.Name); run.Name != name || run.Token != l.info.Token || !run.Ended() {
 		return fmt.Errorf("release of lease %s (token %d) with the end record of %s (token %d, ended %v): not this lease's end", l.info.Name, l.info.Token, run.Name, run.Token, run.Ended())
 	}
 	b, err := json.Marshal(run)

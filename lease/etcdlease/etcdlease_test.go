@@ -81,13 +81,7 @@ func req(name, holder string, ttl time.Duration) lease.Request {
 
 func harness(url string, raw *clientv3.Client) leasetest.Harness {
 	return leasetest.Harness{
-		Open: func(t *testing.T) lease.Store {
-			s, err := etcdlease.Open(ctxT(t), url, etcdlease.Options{CallTimeout: time.Second})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			return s
-		},
+		Open:         leasetest.Opener(etcdlease.Open, url, etcdlease.Options{CallTimeout: time.Second}),
 		TTL:          etcdlease.MinTTL,
 		TrimsAtStart: true, // the run history is trimmed at a start record, once every keep/10 + 2 runs
 		Break: func(t *testing.T, _ lease.Store, name string) {
@@ -584,5 +578,35 @@ func TestHistoryTrimOncePerSlack(t *testing.T) {
 	runs, err := s.Runs(ctxT(t), name, 0)
 	if err != nil || len(runs) != keep || runs[0].Token != base+keep+slack+1 || runs[keep-1].Token != base+slack+2 {
 		t.Fatalf("Runs after the trim = %d runs, %v; want the newest %d, tokens %d down to %d", len(runs), err, keep, base+keep+slack+1, base+slack+2)
+	}
+}
+
+// A connection slower to set up than the call timeout (a loaded member's
+// HTTP/2 preface) is a wait, not a failure: Acquire sets it up within its
+// wait (Connect), and a renewal on it answers within the call timeout.
+// Before set-up had a budget of its own, gRPC cut every connection attempt
+// short at the call timeout, and the wait ended with the store unavailable.
+func TestSlowSetupIsAWait(t *testing.T) {
+	raw := need(t, "LEADERRUN_TEST_ETCD_URL")
+	const callTimeout = 200 * time.Millisecond
+	host := strings.TrimPrefix(raw, "etcd://")
+	// Longer than gRPC's reconnect backoff (at most 1 s) too: a connection
+	// attempt gets the larger of the two.
+	proxy, accepted := leasetest.SlowSetup(t, host, 1500*time.Millisecond)
+	s := open(t, "etcd://"+proxy, etcdlease.Options{CallTimeout: callTimeout})
+	ctx := ctxT(t)
+	name := "slow-setup-" + lease.NewID()[:8]
+	a, err := lease.Acquire(ctx, s, lease.Request{Name: name, Label: "me", TTL: 10 * time.Second},
+		lease.AcquireOptions{Wait: 10 * time.Second, CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatalf("Acquire with a set-up 7.5 times the call timeout: %v (%d connections)", err, accepted.Load())
+	}
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := a.Lease.Renew(rctx); err != nil {
+		t.Fatalf("Renew on the connection Acquire set up: %v", err)
+	}
+	if err := a.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // Standbys (lease.CandidateRegistry). The waiting instances of lease NAME
 // are files in a directory next to its lock file,
 //
-//	DIR/NAME.candidates/ID    JSON {holder, priority, since, pid}
+//	DIR/NAME~candidates/ID    JSON {holder, priority, since, pid}
 //
 // each held with an OFD write lock by the process that registered it for as
 // long as it waits. Liveness is that lock: the kernel drops it when the
@@ -37,7 +37,7 @@ const candidateStep = 100 * time.Millisecond
 
 // candDir returns the candidates directory of a lease name.
 func (s *Store) candDir(name string) string {
-	return strings.TrimSuffix(s.Path(name), ".lock") + ".candidates"
+	return s.auxPath(name, "candidates")
 }
 
 // candFile is a standby's record.

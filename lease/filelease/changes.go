@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 
 var _ lease.ChangeWatcher = (*Store)(nil)
 
-// WatchChanges watches, with one inotify instance, the lease's lock file (a
-// holder writes its record on acquisition and on release, and its write
-// descriptor closes on release or death) and its candidates directory (a
+// WatchChanges watches, with one inotify instance, the lease's lock files,
+// its slots' included (a holder writes its record on acquisition and on
+// release, and its write descriptor closes on release or death) and its
+// candidates directory (a
 // standby's file renamed in, removed, or its descriptor closed by its
 // death). When the directories do not exist yet it watches their parents
 // for their creation.
@@ -154,7 +156,7 @@ func (c *fileChanges) relevant(buf []byte) bool {
 					c.rechecks = 4 // a standby died: its lock goes just after
 				}
 			}
-		case name == c.lockBase:
+		case name == c.lockBase || c.slotLock(name):
 			hit = true
 			if ev.Mask&unix.IN_CLOSE_WRITE != 0 {
 				c.rechecks = 4
@@ -164,6 +166,17 @@ func (c *fileChanges) relevant(buf []byte) bool {
 		}
 	}
 	return hit
+}
+
+// slotLock reports whether name is the lock file of a slot of the lease
+// (NAME~k.lock): a watch of a lease with slots sees each slot's changes.
+func (c *fileChanges) slotLock(name string) bool {
+	rest, ok := strings.CutSuffix(name, ".lock")
+	if !ok {
+		return false
+	}
+	base, _, ok := lease.ParseSlotName(rest)
+	return ok && base+".lock" == c.lockBase
 }
 
 func trimNUL(b []byte) []byte {

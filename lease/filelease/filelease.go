@@ -23,16 +23,22 @@
 // such as /run/lock that a reboot empties), under one assumption: the wall
 // clock does not step back by more than the time between two acquisitions.
 // (NTP slews it; a manual date change or a badly synchronised boot may step
-// it.) Tokens stay below 2^53, so JSON readers get them exactly; a counter at
+// it.) A counter further ahead of the clock than lease.MaxClockSkew refuses
+// the acquisition (lease.ErrTokenAhead). Tokens stay below 2^53, so JSON readers get them exactly; a counter at
 // or above 2^53 is refused as corrupt.
 //
 // # Shared directories
 //
-// A directory shared by several users works when created beforehand: group-
-// writable (2775, lock files 0660 in its group) or world-writable and sticky
-// (1777, lock files 0666). Lock files are opened with O_NOFOLLOW|O_NONBLOCK
-// and must be regular files whose write permission does not reach beyond
-// who may write the directory; see perm.go for the rules.
+// A directory shared by several users works when created beforehand and
+// shared with a group (group-writable and not world-writable, typically 2775:
+// lock files 0660 in its group). A world-writable directory (1777, such as
+// /run/lock) is refused unless opened with Options.World: in it every local
+// user can rewrite a lock file (stopping its holder), plant files under the
+// names a lease will use, and push the token counter to its end, so the
+// store cannot keep its promises against them. Lock files are opened with
+// O_NOFOLLOW|O_NONBLOCK and must be regular files whose write permission
+// does not reach beyond who may write the directory; see perm.go for the
+// rules.
 //
 // Network file systems (NFS, CIFS/SMB, FUSE) emulate or distort flock, and
 // kernel pseudo file systems (/proc, /sys) cannot hold lock files, so Open
@@ -45,12 +51,9 @@
 package filelease
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -78,6 +81,8 @@ const idlePollMax = 4 * time.Second
 // Store is a directory of lock files. Its methods are safe for concurrent use.
 type Store struct {
 	dir string
+	// world accepts a directory that every user may write (Options.World).
+	world bool
 	// now is the wall clock tokens are minted from; tests replace it.
 	now func() time.Time
 
@@ -113,12 +118,25 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "leaderrun"), nil
 }
 
+// Options are the choices of OpenWith. The zero value is Open's.
+type Options struct {
+	// World accepts a store directory that every user may write (1777,
+	// such as /run/lock): any of them can then stop, block or take over
+	// its jobs (see "Shared directories" above). Without it such a
+	// directory is refused.
+	World bool
+}
+
 // Open returns the store in dir. It does not create dir: the first
 // acquisition does (mode 0700), so a read such as Status never writes. It
 // refuses, with an error wrapping lease.ErrConfig, a relative path, a path
-// that is not a directory, a world-writable directory without the sticky
-// bit, network file systems and kernel pseudo file systems.
-func Open(dir string) (*Store, error) {
+// that is not a directory, a world-writable directory (always without the
+// sticky bit; with it, unless OpenWith's Options.World), network file
+// systems and kernel pseudo file systems.
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(dir string, o Options) (*Store, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("the file store directory %q must be an absolute path", dir))
 	}
@@ -126,8 +144,10 @@ func Open(dir string) (*Store, error) {
 	// The file system is the one of dir, or of its nearest existing parent
 	// when dir is still to be created.
 	probe := dir
-	if _, err := statDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if d, err := statDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	} else if err == nil && d.world() && !o.World {
+		return nil, worldError(dir, d)
 	}
 	for probe != "/" {
 		var st unix.Stat_t
@@ -150,7 +170,7 @@ func Open(dir string) (*Store, error) {
 	if fs := pseudoFS(st.Type); fs != "" {
 		return nil, newError(lease.ErrConfig, nil, fmt.Sprintf("%s is on %s, a kernel file system that cannot hold lock files; use a directory on a local disk or tmpfs", dir, fs))
 	}
-	return &Store{dir: dir, now: time.Now}, nil
+	return &Store{dir: dir, world: o.World, now: time.Now}, nil
 }
 
 func networkFS(magic int64) string {
@@ -188,6 +208,19 @@ func (s *Store) Dir() string { return s.dir }
 // every name is one file; '%' is not allowed in names, so this is one-to-one.
 func (s *Store) Path(name string) string {
 	return filepath.Join(s.dir, strings.ReplaceAll(name, "/", "%")+".lock")
+}
+
+// auxSep starts the part of an auxiliary file's name (history, standbys,
+// the slots' token counter, temporary files) that follows the lease name:
+// '~' is in no lease name and '%' stands for '/', so the lease name is what
+// comes before the first '~', and no lease name can make a file name, or a
+// prefix, of another lease's auxiliary files. (Slot k's lock file,
+// NAME~k.lock, is the one name with a number after it.)
+const auxSep = "~"
+
+// auxPath returns the auxiliary file kind of lease name: DIR/NAME~kind.
+func (s *Store) auxPath(name, kind string) string {
+	return strings.TrimSuffix(s.Path(name), ".lock") + auxSep + kind
 }
 
 // Limits: file leases do not expire; they end with the holder's process.
@@ -231,116 +264,6 @@ var waitArmed atomic.Pointer[func()]
 // renamed.
 const waitMask = unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW
 
-// record is the lock file's content.
-type record struct {
-	Name    string    `json:"name"`
-	Holder  string    `json:"holder,omitempty"`
-	ID      string    `json:"id,omitempty"`
-	Token   uint64    `json:"token"`
-	Since   time.Time `json:"since,omitzero"`
-	PID     int       `json:"pid,omitempty"`
-	Held    bool      `json:"held"`
-	Updated time.Time `json:"updated,omitzero"`
-	// OFD says the holder also holds an OFD read lock on the file, which
-	// probes test with F_OFD_GETLK without taking any lock. Records of
-	// older versions lack it and are probed with a shared flock.
-	OFD bool `json:"ofd,omitempty"`
-	// HeldUntil, on a record that is not Held, is the end of the hold its
-	// last holder released it with (ReleaseHeld): acquirers treat the lease
-	// as taken until then, by the wall clock. Holder, Token and Since stay
-	// the last holder's, for status.
-	HeldUntil time.Time `json:"held_until,omitzero"`
-}
-
-func (r record) holder() lease.Holder {
-	return lease.Holder{Name: r.Name, Label: r.Holder, ID: r.ID, Token: r.Token, Since: r.Since}
-}
-
-// holdLeft is what remains of the record's hold at now; 0 when there is
-// none (or the record is held, when the lock decides).
-func (r record) holdLeft(now time.Time) time.Duration {
-	if r.Held || r.HeldUntil.IsZero() {
-		return 0
-	}
-	return max(r.HeldUntil.Sub(now), 0)
-}
-
-// heldError reports the lease taken by r's hold.
-func (r record) heldError(name string, left time.Duration) *lease.HeldError {
-	by := r.holder()
-	by.Name, by.ID, by.HeldUntil, by.Remaining = name, "", r.HeldUntil, left
-	return &lease.HeldError{By: by}
-}
-
-// readRecord reads the record at the start of f; a missing or empty record
-// reads as the zero record. A torn or unreadable record, or a counter at or
-// above 2^53, is an error wrapping lease.ErrConfig: the file is corrupt.
-func readRecord(f *os.File) (record, error) {
-	// Readers that do not hold the lock (status, watch, a waiter reporting
-	// the holder) can see a record half rewritten: a read is not atomic with
-	// a concurrent write. A torn read is re-read; only a record that stays
-	// unreadable is corrupt.
-	var (
-		r   record
-		err error
-	)
-	for attempt := range 20 {
-		if r, err = readRecordOnce(f); !isTorn(err) {
-			return r, err
-		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
-	}
-	return r, err
-}
-
-// isTorn reports whether err is a record that did not decode, which a
-// concurrent rewrite can cause.
-func isTorn(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se)
-}
-
-func readRecordOnce(f *os.File) (record, error) {
-	buf := make([]byte, 4096)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return record{}, classified(err, "cannot read lock file "+f.Name())
-	}
-	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
-	var r record
-	if len(bytes.TrimSpace(line)) == 0 {
-		return record{}, nil
-	}
-	if err := json.Unmarshal(line, &r); err != nil {
-		return record{}, newError(lease.ErrConfig, err, fmt.Sprintf("lock file %s is corrupt; inspect it, then remove it (tokens still never go back: they follow the clock)", f.Name()))
-	}
-	if r.Token > MaxToken {
-		return record{}, newError(lease.ErrConfig, nil, fmt.Sprintf(
-			"lock file %s is corrupt: its fencing counter %d is not below 2^53; inspect it, then remove it (tokens still never go back: they follow the clock)", f.Name(), r.Token))
-	}
-	return r, nil
-}
-
-// writeRecord rewrites f in place (never a new inode). It does not sync
-// it: nothing in the record needs to survive a power loss. The holder is
-// gone with the machine (and its flock with it), and the token needs no
-// durable counter, because mint returns a token only once the clock has
-// passed it, so every token minted after a reboot is larger than any the
-// lost write held, as long as the clock does not step back (the one
-// assumption tokens rest on; see "Fencing tokens" above). An fdatasync
-// here cost every run a journal commit (1-3 ms on ext4) before its child.
-func writeRecord(f *os.File, r record) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return err
-	}
-	return f.Truncate(int64(len(b)))
-}
-
 // sameFile reports whether path still names the inode open as f. A
 // symbolic link at path never matches, even one pointing to f.
 func sameFile(f *os.File, path string) (bool, error) {
@@ -367,6 +290,9 @@ func (s *Store) dirInfo(create bool) (dirInfo, error) {
 			return dirInfo{}, err
 		}
 		d, err = statDir(s.dir)
+	}
+	if err == nil && d.world() && !s.world {
+		return dirInfo{}, worldError(s.dir, d)
 	}
 	return d, err
 }
@@ -510,12 +436,23 @@ func (s *Store) hold(path string, req lease.Request, lockf, rw *os.File) (_ leas
 	if err != nil {
 		return fail(err)
 	}
+	clock := s.now()
+	if lease.TokenAhead(tok, clock) {
+		// Refused before the record: nothing was granted, and the
+		// counter is left as it is for a person to judge.
+		counter := "the lock file " + path
+		if req.Slots > 1 {
+			base, _, _ := lease.ParseSlotName(req.Name)
+			counter = "the lock files of its slots and " + s.tokenPath(base)
+		}
+		return fail(lease.TokenAheadError(req.Name, tok, clock, counter))
+	}
 	now := time.Now().UTC() // the record's clock; UTC spares a run reading the time zone
 	rec := record{Name: req.Name, Holder: req.Label, ID: req.ID, Token: tok, Since: now, PID: os.Getpid(), Held: true, Updated: now, OFD: true}
 	if err := writeRecord(rw, rec); err != nil {
 		return fail(classified(err, "cannot write lock file "+path))
 	}
-	l := &fileLease{path: path, lockf: lockf, rw: rw, rec: rec, lost: make(chan struct{})}
+	l := &fileLease{path: path, lockf: lockf, rw: rw, rec: rec, granted: clock.UTC(), lost: make(chan struct{})}
 	l.startWatch()
 	// The file may have been replaced while the record was written: then
 	// this acquisition is void (its token went into an inode nobody will
@@ -539,8 +476,22 @@ func sameInode(a, b *os.File) bool {
 }
 
 // probeTolerance bounds how long lockExclusive keeps retrying while only
-// shared locks (probes) stand in its way.
+// shared locks stand in its way that no probe has marked as its own (an
+// older version's probe, or someone else's flock(1) -s).
 const probeTolerance = 50 * time.Millisecond
+
+// probeWait bounds how long lockExclusive waits for a marked probe (see
+// probeMark) to let go of its shared lock: a probe holds it for a few
+// system calls, unless its thread is descheduled on a loaded host, which
+// must not make a free lease look held (it did, past probeTolerance).
+// Beyond this, a shared lock is not a probe's and counts as held.
+const probeWait = 5 * time.Second
+
+// probeMark is the byte offset of the OFD read lock a probe holds for as
+// long as it holds its shared flock, so that an acquirer that finds only
+// shared locks in its way can tell a probe (wait for it) from a foreign
+// shared lock. Holders' OFD locks are tested below it (probe).
+const probeMark = 1 << 62
 
 // lockExclusive takes the exclusive flock on fd without blocking, and
 // reports false when someone holds it exclusively. Only holders take the
@@ -568,7 +519,13 @@ func lockExclusive(fd int) (bool, error) {
 			return false, err
 		}
 		_ = unix.Flock(fd, unix.LOCK_UN)
-		if time.Now().After(deadline) {
+		if probing(fd) {
+			// A probe holds its shared lock for an instant: wait for it,
+			// however long its thread is off the CPU (up to probeWait).
+			if time.Since(deadline) > probeWait {
+				return false, nil
+			}
+		} else if time.Now().After(deadline) {
 			return false, nil // someone keeps a shared lock: treat as held
 		}
 		// Other acquirers doing the same dance back off at random, so one
@@ -642,251 +599,4 @@ func (s *Store) status(name string) (*lease.Holder, string, error) {
 	h := r.holder()
 	h.Name, h.ID = name, ""
 	return &h, r.ID, nil
-}
-
-// Wait blocks until a descriptor opened for writing on the lock file closes
-// (the holder released or died), the file is replaced, ctx ends, or
-// PollInterval (jittered) passes.
-func (s *Store) Wait(ctx context.Context, name string, _ *lease.HeldError) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	path := s.Path(name)
-	// One Wait at a time reads the shared instance; a concurrent Wait on the
-	// same Store (not leaderrun's case) falls back to polling.
-	if !s.notifyMu.TryLock() {
-		return sleep(ctx, jitter(PollInterval/4))
-	}
-	defer s.notifyMu.Unlock()
-	in, err := s.watcher()
-	if err != nil {
-		// No inotify instance to be had: beyond fs.inotify.max_user_instances
-		// (128 by default) processes of one user, the rest poll, and try
-		// for an instance again at each look.
-		return s.pollUntilFree(ctx, path, true)
-	}
-	return s.waitOn(ctx, in, path)
-}
-
-// waitOn is Wait with the inotify instance in: it watches the lock file at
-// path and sleeps on its events.
-func (s *Store) waitOn(ctx context.Context, in *os.File, path string) error {
-	// Events queued while nobody waited are stale: drop them. The check
-	// below covers a release that happened in the meantime.
-	drain(in)
-	wd, err := unix.InotifyAddWatch(int(in.Fd()), path, waitMask)
-	if errors.Is(err, unix.ENOENT) {
-		return nil // the lock file went: the caller's attempt makes it again
-	}
-	if err != nil {
-		// Beyond fs.inotify.max_user_watches, or a path that is no
-		// regular file (TryAcquire says what is wrong with it).
-		return s.pollUntilFree(ctx, path, false)
-	}
-	// The holder may have gone between the caller's attempt and the watch.
-	free, holdEnd, _ := s.looksFree(path)
-	if free {
-		return nil
-	}
-	if f := waitArmed.Load(); f != nil {
-		(*f)()
-	}
-	return s.sleepOnEvents(ctx, in, wd, path, holdEnd)
-}
-
-// wakeAt is when a waiter looks again without an event: after interval,
-// jittered, or just after a hold ends if that is sooner (a hold ends
-// without any event).
-func wakeAt(interval time.Duration, holdEnd time.Time) time.Time {
-	deadline := time.Now().Add(jitter(interval))
-	if !holdEnd.IsZero() && holdEnd.Before(deadline) {
-		deadline = holdEnd.Add(time.Millisecond)
-	}
-	return deadline
-}
-
-// sleepOnEvents is Wait's sleep on the inotify instance in: it returns when
-// the watch wd of the lock file at path reports an event (a descriptor
-// opened for writing closed, the file went), ctx ends, or a look at the
-// fallback deadline finds the lease free.
-func (s *Store) sleepOnEvents(ctx context.Context, in *os.File, wd int, path string, holdEnd time.Time) error {
-	// The fallback deadline is set once, before cancellation can move it into
-	// the past, so a cancel is never overwritten.
-	_ = in.SetReadDeadline(wakeAt(PollInterval, holdEnd))
-	stop := context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Unix(1, 0)) })
-	// A callback still running after stop can only leave a past deadline
-	// for the next Wait: a spurious wake-up, never a missed one.
-	defer stop()
-	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
-	idle := PollInterval
-	for {
-		n, err := in.Read(buf)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			// The fallback interval passed without an event. Look; if the
-			// lease is still held, sleep on without waking the caller: an
-			// idle standby costs one probe per interval, not a round of
-			// Acquire (which lists every other standby: with N standbys,
-			// N² work per interval).
-			free, holdEnd, err := s.looksFree(path)
-			if free || err != nil {
-				return nil
-			}
-			// The lease stays held: look less often, up to idlePollMax
-			// (a release by leaderrun wakes us at once by its event; only
-			// a holder that sends none, flock(1) or an old version, is
-			// noticed this late).
-			idle = min(2*idle, idlePollMax)
-			deadline := wakeAt(idle, holdEnd)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			_ = in.SetReadDeadline(deadline)
-			if ctx.Err() != nil { // cancelled while re-arming: its past deadline may be overwritten
-				return ctx.Err()
-			}
-			continue
-		}
-		hit, count := eventFor(buf[:n], wd)
-		s.events.Add(int64(count))
-		if hit {
-			// A descriptor of the holder closed. The kernel may signal the
-			// close a moment before it drops the lock (a crashed holder), so
-			// look again briefly before going back to sleep.
-			return s.settle(ctx, path)
-		}
-	}
-}
-
-// pollUntilFree is Wait without inotify: it looks after PollInterval,
-// then less often while the lease stays held, up to idlePollMax (jittered,
-// as a sleep on events does), and returns only when the lease looks free, a
-// hold has ended or ctx is done. An idle standby then costs what one that
-// has an inotify instance costs, and never a round of Acquire, which lists
-// every other standby (with N standbys, N² work per interval). With
-// tryNotify it tries for an inotify instance again at each look (another
-// process of the user may have freed one) and then sleeps on events.
-func (s *Store) pollUntilFree(ctx context.Context, path string, tryNotify bool) error {
-	idle := PollInterval
-	for {
-		d := jitter(idle)
-		idle = min(2*idle, idlePollMax)
-		free, holdEnd, err := s.looksFree(path)
-		if free || err != nil {
-			return nil
-		}
-		if !holdEnd.IsZero() && time.Until(holdEnd) < d {
-			d = time.Until(holdEnd) + time.Millisecond
-		}
-		if err := sleep(ctx, d); err != nil {
-			return err
-		}
-		if tryNotify {
-			if in, err := s.watcher(); err == nil {
-				return s.waitOn(ctx, in, path)
-			}
-		}
-	}
-}
-
-// settle waits up to ~200ms for the lock on path to be dropped after an
-// event: a dying holder's kernel closes its write descriptor (the event) and
-// its lock descriptor (the release) in separate steps.
-func (s *Store) settle(ctx context.Context, path string) error {
-	for d := 100 * time.Microsecond; d < 200*time.Millisecond; d *= 2 {
-		if free, _, err := s.looksFree(path); free || err != nil {
-			return nil
-		}
-		if err := sleep(ctx, d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// looksFree reports whether the lock on path looks free, by probe, and not
-// kept taken by a hold; holdEnd is when a hold that keeps it taken ends.
-func (s *Store) looksFree(path string) (free bool, holdEnd time.Time, _ error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
-	if err != nil {
-		return true, time.Time{}, nil // let TryAcquire say what is wrong
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	r, _ := readRecord(f)
-	if r.holdLeft(time.Now()) > 0 {
-		return false, r.HeldUntil, nil
-	}
-	held, err := probe(f)
-	return !held, time.Time{}, err
-}
-
-// probe reports whether someone holds the lock on f.
-// Holders of this version keep an OFD read lock next to their flock, and
-// F_OFD_GETLK tests it without taking any lock, so probing a held lease
-// never gets in an acquirer's way. Otherwise (the lease looks free, or its
-// holder is of an older version, or not leaderrun at all) a shared flock
-// held for an instant checks; acquirers retry past such a lock
-// (lockExclusive).
-func probe(f *os.File) (bool, error) {
-	lk := unix.Flock_t{Type: unix.F_WRLCK}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
-		return false, classified(err, "cannot probe the lock of "+f.Name())
-	}
-	if lk.Type != unix.F_UNLCK {
-		return true, nil
-	}
-	// No holder of this version. A shared flock held for an instant tells
-	// whether anyone else holds the file exclusively: a holder of an older
-	// version (whose record says held), or a process that is not leaderrun
-	// at all (flock(1) of another user on a shared lock file; its lock
-	// shows in no record). Acquirers retry past the instant
-	// (lockExclusive).
-	fd := int(f.Fd())
-	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return true, nil
-		}
-		return false, classified(err, "cannot probe the lock of "+f.Name())
-	}
-	_ = unix.Flock(fd, unix.LOCK_UN)
-	return false, nil
-}
-
-// drain discards queued events without blocking.
-func drain(in *os.File) {
-	_ = in.SetReadDeadline(time.Unix(1, 0))
-	buf := make([]byte, 4096)
-	for {
-		if _, err := in.Read(buf); err != nil {
-			return
-		}
-	}
-}
-
-// eventFor reports whether buf holds an event of watch wd (events of
-// watches of earlier Waits on other lock files, or on a replaced one, are
-// not this Wait's), and how many events it holds.
-func eventFor(buf []byte, wd int) (hit bool, count int) {
-	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); count++ {
-		ev := (*unix.InotifyEvent)(unsafePointer(buf[off:]))
-		hit = hit || int(ev.Wd) == wd
-		off += unix.SizeofInotifyEvent + int(ev.Len)
-	}
-	return hit, count
-}
-
-func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -191,8 +191,11 @@ func TestTokensNeverGoBack(t *testing.T) {
 	must(t, os.WriteFile(path, []byte(`{"name":"job","token":1,"held":false}`+"\n"), 0o600))
 	next("after the counter was set back")
 
-	// A clock that steps back: the counter alone keeps tokens increasing.
-	s.now = func() time.Time { return time.Unix(1, 0) }
+	// A clock that steps back (by less than lease.MaxClockSkew: further is
+	// refused, TestCounterAheadOfClockRefused): the counter alone keeps
+	// tokens increasing.
+	back := time.Now().Add(-lease.MaxClockSkew + time.Minute)
+	s.now = func() time.Time { return back }
 	next("with the clock stepped back")
 	next("with the clock stepped back, again")
 }
@@ -215,6 +218,10 @@ func TestHugeCounterRefused(t *testing.T) {
 			t.Errorf("counter %s: %v; want a configuration error saying the file is corrupt", c, err)
 		}
 	}
+	// A counter this high is far ahead of today's clock (refused as such):
+	// the last tokens are reached with a clock there.
+	at := time.Now()
+	s.now = func() time.Time { return time.UnixMicro(MaxToken).Add(-10*time.Second + time.Since(at)) }
 	must(t, os.WriteFile(s.Path("job"), []byte(`{"name":"job","token":9007199254740990,"held":false}`+"\n"), 0o600))
 	l := acquireT(t, s, "job")
 	defer l.Release(context.Background())
@@ -336,6 +343,54 @@ func TestStatusProbeNeverBlocksAcquirers(t *testing.T) {
 	if conflicts != 0 {
 		t.Fatalf("%d of %d acquisitions of a free lease reported it held while %d status probes ran", conflicts, n, probes.Load())
 	}
+}
+
+// A probe whose thread is off the CPU while it holds its shared flock (as
+// on a loaded host: e2e saw a free lease reported held while status
+// probes ran) does not make a free lease look held: the acquirer waits for
+// the marked probe, however long past probeTolerance, and takes the lease
+// once it lets go. A shared lock without a probe's mark (flock(1) -s of
+// someone else) still counts as held after probeTolerance.
+func TestDescheduledProbeNeverBlocksAcquirers(t *testing.T) {
+	s := openT(t, t.TempDir())
+	l := acquireT(t, s, "job")
+	must(t, l.Release(context.Background()))
+	f, err := os.Open(s.Path("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The probe's steps, stopped after its shared lock: mark, lock.
+	mark := unix.Flock_t{Type: unix.F_RDLCK, Start: probeMark, Len: 1}
+	must(t, unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &mark))
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB))
+	// It resumes 4·probeTolerance later: unlock, unmark.
+	resumed := make(chan struct{})
+	timer := time.AfterFunc(4*probeTolerance, func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		mark.Type = unix.F_UNLCK
+		_ = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &mark)
+		close(resumed)
+	})
+	defer timer.Stop()
+	got, err := s.TryAcquire(context.Background(), lease.Request{Name: "job", Label: "a", ID: lease.NewID()})
+	if err != nil {
+		t.Fatalf("TryAcquire while a probe holds its shared lock: %v; want the lease once the probe let go", err)
+	}
+	select {
+	case <-resumed:
+	default:
+		t.Fatal("the lease was granted while the probe's shared lock was held")
+	}
+	must(t, got.Release(context.Background()))
+
+	// An unmarked shared lock: held, after probeTolerance.
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB))
+	_, err = s.TryAcquire(context.Background(), lease.Request{Name: "job", Label: "b", ID: lease.NewID()})
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("TryAcquire with a foreign shared lock: %v; want held", err)
+	}
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
 }
 
 // Status and Runs are reads: on a directory that does not exist they create

@@ -36,6 +36,8 @@ type fileLease struct {
 	lockf *os.File
 	rw    *os.File
 	rec   record
+	// granted is the clock the token was minted at (Holder.Granted).
+	granted time.Time
 
 	lost     chan struct{} // closed by markLost
 	lostOnce sync.Once
@@ -49,7 +51,11 @@ type fileLease struct {
 	stopOnce sync.Once
 }
 
-func (l *fileLease) Info() lease.Holder { return l.rec.holder() }
+func (l *fileLease) Info() lease.Holder {
+	h := l.rec.holder()
+	h.Granted = l.granted
+	return h
+}
 
 // Lost returns a channel closed when the lock file is deleted, moved away or
 // replaced while the lease is held: the lease is then lost, and Renew says

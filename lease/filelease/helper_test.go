@@ -68,7 +68,10 @@ func helper(op, dir, name string) int {
 		fmt.Println("ok", d)
 		return 0
 	}
-	s, err := Open(dir)
+	// The helpers play the users of shared directories, 1777 ones
+	// included: those take the opt-in (TestWorldWritableRefused tests the
+	// refusal).
+	s, err := OpenWith(dir, Options{World: true})
 	if err != nil {
 		return report(err)
 	}

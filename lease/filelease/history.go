@@ -24,10 +24,10 @@ import (
 // Run history (lease.History). Each user keeps the runs it wrote of a lease
 // in a file of its own beside the lease's lock file NAME.lock:
 //
-//	NAME.runs-UID       the runs uid UID wrote, one JSON lease.Run a line,
+//	NAME~runs-UID       the runs uid UID wrote, one JSON lease.Run a line,
 //	                    appended (a compaction writes them newest first);
 //	                    owned by UID, mode 0644
-//	NAME.runs-UID-lock  flock(2)ed by UID's writers, owned by UID, mode 0600
+//	NAME~runs-UID-lock  flock(2)ed by UID's writers, owned by UID, mode 0600
 //
 // A writer takes its lock (waiting at most historyLockWait, never
 // unbounded: the lock is only ever held for an append or a compaction) and
@@ -45,7 +45,7 @@ import (
 // 2·(keep + slack) records can take (1 KiB each at most: junk grows it this
 // way): it reads the file, drops what is not a valid run and the runs
 // beyond the keep newest, writes the result to a new file
-// (NAME.runs-UID.new-RANDOM; one that a killed compaction left is removed by
+// (NAME~runs-UID~new-RANDOM; one that a killed compaction left is removed by
 // the next), syncs it and renames it over the old one. So readers see from
 // keep to keep + slack runs (more only when runs ended without their end
 // record), a run costs an append each at its start and its end, and
@@ -54,7 +54,7 @@ import (
 // its write, a full disk) does not parse and is skipped, and the next
 // append starts a line of its own.
 //
-// What the history promises on a shared directory: a record in NAME.runs-UID
+// What the history promises on a shared directory: a record in NAME~runs-UID
 // was written by a process of uid UID (or by root), because only UID may
 // write a file it owns with mode 0644, and nobody else may rename over it or
 // remove it in a sticky directory. A reader accepts a file only when its
@@ -68,11 +68,17 @@ import (
 // runs as another user are only seen there by that user, root and the
 // directory's owner (share a group directory instead).
 //
-// NAME.runs (with NAME.runs-lock), the one file that all users shared
-// before, is still read when only its owner (or, in a group directory, the
-// directory's group) may write it and its owner is vouched for; it is no
-// longer written. None of these names ends in ".lock", so no lease name maps
-// to them.
+// Every name here is the lease's (with '/' as '%') followed by '~', which is
+// in no lease name, so the lease name ends at the first '~' and no other
+// lease's files (NAME2.lock, NAME2~k.lock, NAME2~...) can have a name, or a
+// prefix that compaction removes, of these: lease x.runs-0.new-a is safe
+// from x's compaction by construction.
+//
+// Older versions wrote NAME.runs-UID (and, before that, the one file all
+// users shared, NAME.runs): these are still read, under the same rules, by
+// their exact names, and never written, compacted or removed; their runs
+// merge with the new file's and age out of what Runs returns as new runs
+// come.
 
 var _ lease.History = (*Store)(nil)
 
@@ -87,8 +93,13 @@ const maxRunsFile = lease.MaxHistoryKeep << 10
 const historyLockWait = 2 * time.Second
 
 // runsBase returns the path prefix of a lease name's history files,
-// DIR/NAME.runs.
+// DIR/NAME~runs.
 func (s *Store) runsBase(name string) string {
+	return s.auxPath(name, "runs")
+}
+
+// legacyRunsBase is runsBase of older versions, DIR/NAME.runs: read only.
+func (s *Store) legacyRunsBase(name string) string {
 	return strings.TrimSuffix(s.Path(name), ".lock") + ".runs"
 }
 
@@ -272,7 +283,7 @@ func writeReplace(path string, b []byte) error {
 	lease.Random(rnd[:])
 	// A random name: another user of a shared directory cannot plant a file
 	// in its way.
-	tmp := path + ".new-" + hex.EncodeToString(rnd[:])
+	tmp := tmpPrefix(path) + hex.EncodeToString(rnd[:])
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err != nil {
 		return classified(err, "cannot create "+tmp)
@@ -303,11 +314,14 @@ func writeReplace(path string, b []byte) error {
 	return nil
 }
 
+// tmpPrefix starts the names of the new files that replace path.
+func tmpPrefix(path string) string { return path + auxSep + "new-" }
+
 // removeStale removes the new files that writers of this user killed
 // between creating and renaming them left beside path; the lock is held,
 // so none is being written. (The sticky bit keeps other users' files.)
 func removeStale(path string) {
-	dir, base := filepath.Split(path)
+	dir := filepath.Dir(path) + "/"
 	d, err := os.Open(dir)
 	if err != nil {
 		return
@@ -315,7 +329,7 @@ func removeStale(path string) {
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
 	for _, n := range names {
-		if strings.HasPrefix(n, base+".new-") {
+		if strings.HasPrefix(n, filepath.Base(tmpPrefix(path))) {
 			var st unix.Stat_t
 			if unix.Lstat(dir+n, &st) == nil && int(st.Uid) == os.Geteuid() {
 				_ = unix.Unlink(dir + n)
@@ -422,7 +436,7 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d, err := statDir(s.dir)
+	d, err := s.dirInfo(false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, s.missingDir()
 	}
@@ -473,8 +487,6 @@ type historyFile struct {
 // historyFiles lists the history files of name whose writer the directory
 // vouches for (by the name: the owner is checked when reading).
 func (s *Store) historyFiles(name string, d dirInfo) ([]historyFile, error) {
-	base := s.runsBase(name)
-	prefix := strings.TrimPrefix(base, s.dir+"/")
 	dir, err := os.Open(s.dir)
 	if err != nil {
 		return nil, classified(err, "cannot read the file store directory "+s.dir)
@@ -484,21 +496,24 @@ func (s *Store) historyFiles(name string, d dirInfo) ([]historyFile, error) {
 	if err != nil {
 		return nil, classified(err, "cannot read the file store directory "+s.dir)
 	}
+	legacy := s.legacyRunsBase(name)
 	var files []historyFile
 	for _, n := range names {
-		if n == prefix {
-			files = append(files, historyFile{path: base, uid: -1})
+		if n == filepath.Base(legacy) {
+			files = append(files, historyFile{path: legacy, uid: -1})
 			continue
 		}
-		rest, ok := strings.CutPrefix(n, prefix+"-")
-		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || len(rest) > 10 {
-			continue
+		for _, base := range []string{s.runsBase(name), legacy} {
+			rest, ok := strings.CutPrefix(n, filepath.Base(base)+"-")
+			if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || len(rest) > 10 {
+				continue
+			}
+			uid, err := strconv.Atoi(rest)
+			if err != nil || !vouched(uint32(uid), d) {
+				continue
+			}
+			files = append(files, historyFile{path: base + "-" + rest, uid: uid})
 		}
-		uid, err := strconv.Atoi(rest)
-		if err != nil || !vouched(uint32(uid), d) {
-			continue
-		}
-		files = append(files, historyFile{path: base + "-" + rest, uid: uid})
 	}
 	return files, nil
 }

@@ -147,7 +147,11 @@ func TestHistoryForgery(t *testing.T) {
 	old := unix.Umask(0o022)
 	defer unix.Umask(old)
 	dir := mkStore(t, 0o777|os.ModeSticky, 0, 0)
-	s := openT(t, dir)
+	s, err := OpenWith(dir, Options{World: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	ctx := context.Background()
 	real := okRun("nightly", 100)
 	real.Outcome, real.ExitCode = lease.OutcomeFailed, 1
@@ -161,16 +165,21 @@ func TestHistoryForgery(t *testing.T) {
 	if got := as(t, other, "append", dir, "nightly.runs", forged("nightly", 200)); got != "ok" {
 		t.Fatalf("appending to the shared file as %v: %s", other, got)
 	}
-	if got := as(t, other, "append", dir, "nightly.runs-0", forged("nightly", 201)); !strings.HasPrefix(got, "err") {
+	if got := as(t, other, "append", dir, "nightly~runs-0", forged("nightly", 201)); !strings.HasPrefix(got, "err") {
 		t.Fatalf("appending to root's history file as %v: %s; want refused", other, got)
 	}
-	if got := as(t, other, "append", dir, fmt.Sprintf("nightly.runs-%d", nobody.uid), forged("nightly", 202)); got != "ok" {
+	// Files of older versions' names are read too: one planted under
+	// root's name is not root's.
+	if got := as(t, other, "append", dir, "nightly.runs-0", forged("nightly", 203)); got != "ok" {
+		t.Fatalf("planting an old-style file for root as %v: %s", other, got)
+	}
+	if got := as(t, other, "append", dir, fmt.Sprintf("nightly~runs-%d", nobody.uid), forged("nightly", 202)); got != "ok" {
 		t.Fatalf("planting a file for %v as %v: %s", nobody, other, got)
 	}
 	if got := as(t, other, "record", dir, "nightly", "300"); got != "ok" {
 		t.Fatalf("recording a run as %v: %s", other, got)
 	}
-	if got := as(t, other, "append", dir, fmt.Sprintf("nightly.runs-%d", other.uid), forged("nightly", 301)); got != "ok" {
+	if got := as(t, other, "append", dir, fmt.Sprintf("nightly~runs-%d", other.uid), forged("nightly", 301)); got != "ok" {
 		t.Fatalf("appending to its own file as %v: %s", other, got)
 	}
 	// Root's own file, with a record of another lease.
@@ -193,11 +202,11 @@ func TestHistoryForgery(t *testing.T) {
 		t.Fatalf("%v reads %q; want its own runs and root's", other, got)
 	}
 	// A lock file squatted under root's name: root's writer says so, at once.
-	if got := as(t, other, "append", dir, "weekly.runs-0-lock", ""); got != "ok" {
+	if got := as(t, other, "append", dir, "weekly~runs-0-lock", ""); got != "ok" {
 		t.Fatalf("squatting as %v: %s", other, got)
 	}
 	err = s.RecordRun(ctx, okRun("weekly", 1), 0)
-	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "weekly.runs-0-lock") || !strings.Contains(err.Error(), fmt.Sprint(other.uid)) {
+	if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "weekly~runs-0-lock") || !strings.Contains(err.Error(), fmt.Sprint(other.uid)) {
 		t.Fatalf("RecordRun with a squatted lock file = %v; want a configuration error naming it and its owner", err)
 	}
 
@@ -218,7 +227,7 @@ func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := openT(t, dir)
-	stale := s.userRunsPath("st", os.Geteuid()) + ".new-0123456789abcdef"
+	stale := tmpPrefix(s.userRunsPath("st", os.Geteuid())) + "0123456789abcdef"
 	if err := os.WriteFile(stale, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +254,7 @@ func TestHistoryStaleNewFileRemoved(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if want := fmt.Sprintf("[st.runs-%d st.runs-%d-lock]", os.Geteuid(), os.Geteuid()); fmt.Sprint(names) != want {
+	if want := fmt.Sprintf("[st~runs-%d st~runs-%d-lock]", os.Geteuid(), os.Geteuid()); fmt.Sprint(names) != want {
 		t.Fatalf("store directory holds %v; want %s", names, want)
 	}
 }

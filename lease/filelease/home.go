@@ -16,8 +16,8 @@ import (
 // file /etc/passwd first, then `getent passwd UID`, which asks every NSS
 // source (LDAP, sssd, systemd-userdb) as libc would. os/user does the same
 // through libc, but linking it makes leaderrun a dynamically linked program
-// that loads libc on every run (measured: 0.6 ms of a 3 ms run), for the
-// one question DefaultDir asks.
+// that loads libc on every run (docs/performance.md, start-up cost), for
+// the one question DefaultDir asks.
 func homeDir(uid int) string {
 	if f, err := os.Open("/etc/passwd"); err == nil {
 		home, ok := passwdHome(f, uid)

@@ -13,9 +13,9 @@ import (
 
 // A store directory may be private (only its owner writes it: lock files are
 // made 0600), shared with a group (group-writable, typically 2775 with the
-// setgid bit: lock files are made 0660 and given the directory's group), or
-// shared with everyone (world-writable and sticky, like /run/lock: lock files
-// are made 0666). Users who cannot write the directory get no access to the
+// setgid bit: lock files are made 0660 and given the directory's group), or,
+// only with Options.World, shared with everyone (world-writable and sticky,
+// like /run/lock: lock files are made 0666). Users who cannot write the directory get no access to the
 // lock files either: read access alone would let them hold a shared flock and
 // block the lease.
 //
@@ -70,6 +70,14 @@ func statDir(dir string) (dirInfo, error) {
 			"the file store directory %s is writable by everyone without the sticky bit, so anyone could replace a lock file; run chmod +t %s, or use a directory shared with a group (mode 2775)", dir, dir))
 	}
 	return d, nil
+}
+
+// worldError refuses the world-writable directory dir, naming the fixes.
+func worldError(dir string, d dirInfo) error {
+	return newError(lease.ErrConfig, nil, fmt.Sprintf(
+		"the file store directory %s (mode %04o) can be written by every user, any of whom could stop, block or take over its jobs; "+
+			"use a directory shared with a group (install -d -m 2775 -g GROUP DIR), or the per-user default (no --store), "+
+			"or accept the risk with file://%s?shared=world (see docs/stores.md, section File)", dir, d.mode, dir))
 }
 
 // makeDir creates the missing directories of dir with mode 0700: a directory
@@ -168,7 +176,7 @@ func openError(path string, err error) error {
 		return newError(lease.ErrConfig, nil, fmt.Sprintf("lock file %s is a FIFO or socket, not a regular file: remove it", path))
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return &storeError{kind: lease.ErrConfig, cause: err, msg: "cannot open lock file " + path, hint: fmt.Sprintf(
-			"leaderrun runs as uid %d; a directory shared by several users must be made group-writable (2775) or world-writable with the sticky bit (1777) beforehand (see docs/stores.md, section File, \"A directory shared by several users\")", os.Geteuid())}
+			"leaderrun runs as uid %d; a directory shared by several users must be made group-writable (2775) beforehand (see docs/stores.md, section File, \"A directory shared by several users\")", os.Geteuid())}
 	}
 	return classified(err, "cannot open lock file "+path)
 }

@@ -3,6 +3,7 @@ package filelease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -237,3 +238,71 @@ func must(t *testing.T, err error) {
 }
 
 var _ = time.Second
+
+// A world-writable directory (1777) is refused by default, at Open when it
+// exists and at first use when it became one later, in one line that names
+// the fixes; Options.World accepts it. A group directory (2775, or 0775)
+// and a private one are accepted. (Every user could stop, block or take
+// over the jobs of a 1777 directory, which was accepted silently.)
+func TestWorldWritableRefused(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o700, true}, {0o755, true}, {0o775, true}, {0o775 | os.ModeSetgid, true}, {0o777 | os.ModeSticky, false}, {0o777 | os.ModeSticky | os.ModeSetgid, false}} {
+		dir := filepath.Join(base, fmt.Sprintf("%o", uint32(tc.mode)))
+		must(t, os.Mkdir(dir, 0o700))
+		must(t, os.Chmod(dir, tc.mode))
+		s, err := Open(dir)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("Open(%v): %v", tc.mode, err)
+				continue
+			}
+			l, err := s.TryAcquire(context.Background(), lease.Request{Name: "j", Label: "h", ID: lease.NewID()})
+			if err != nil {
+				t.Errorf("TryAcquire in %v: %v", tc.mode, err)
+			} else {
+				_ = l.Release(context.Background())
+			}
+			s.Close()
+			continue
+		}
+		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "can be written by every user") ||
+			!strings.Contains(err.Error(), "2775") || !strings.Contains(err.Error(), "?shared=world") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Open(%v) = %v; want one line refusing it and naming the fixes", tc.mode, err)
+		}
+		w, err := OpenWith(dir, Options{World: true})
+		if err != nil {
+			t.Fatalf("OpenWith(%v, World): %v", tc.mode, err)
+		}
+		l, err := w.TryAcquire(context.Background(), lease.Request{Name: "j", Label: "h", ID: lease.NewID()})
+		if err != nil {
+			t.Fatalf("TryAcquire in %v with World: %v", tc.mode, err)
+		}
+		_ = l.Release(context.Background())
+		w.Close()
+	}
+	// A private directory made world-writable after Open: refused at use.
+	dir := filepath.Join(base, "later")
+	s := openT(t, dir)
+	if l, err := s.TryAcquire(context.Background(), lease.Request{Name: "j", Label: "h", ID: lease.NewID()}); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = l.Release(context.Background())
+	}
+	must(t, os.Chmod(dir, 0o777|os.ModeSticky))
+	for op, err := range map[string]error{
+		"TryAcquire": func() error {
+			_, err := s.TryAcquire(context.Background(), lease.Request{Name: "j", Label: "h", ID: lease.NewID()})
+			return err
+		}(),
+		"Status": func() error { _, err := s.Status(context.Background(), "j"); return err }(),
+		"Runs":   func() error { _, err := s.Runs(context.Background(), "j", 1); return err }(),
+	} {
+		if !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "can be written by every user") {
+			t.Errorf("%s once the directory is 1777: %v; want refused", op, err)
+		}
+	}
+}

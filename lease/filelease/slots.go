@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,7 @@ import (
 
 // tokenPath is the shared token counter of the slots of lease name.
 func (s *Store) tokenPath(name string) string {
-	return strings.TrimSuffix(s.Path(name), ".lock") + "~token"
+	return s.auxPath(name, "token")
 }
 
 // counterLockWait bounds how long a mint waits for another slot's mint
@@ -188,3 +190,39 @@ func (s *Store) sleepOnAny(ctx context.Context, in *os.File, wds map[int]string)
 }
 
 var _ lease.MultiWaiter = (*Store)(nil)
+
+var _ lease.SlotLister = (*Store)(nil)
+
+// ListSlots returns the slots k ≥ 1 of lease name that have a lock file,
+// in increasing order: one read of the directory, so a status of a lease
+// needs to read only those. A missing directory has none.
+func (s *Store) ListSlots(_ context.Context, name string) ([]int, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, err
+	}
+	d, err := os.Open(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classified(err, "cannot read the file store directory "+s.dir)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, classified(err, "cannot read the file store directory "+s.dir)
+	}
+	stem := strings.TrimSuffix(filepath.Base(s.Path(name)), ".lock")
+	var ks []int
+	for _, n := range names {
+		rest, ok := strings.CutSuffix(n, ".lock")
+		if !ok {
+			continue
+		}
+		if base, k, ok := lease.ParseSlotName(rest); ok && base == stem {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks, nil
+}

@@ -3,6 +3,8 @@ package filelease
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -151,5 +155,109 @@ func TestSlotWaitWakesOnAnySlot(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A watch of a lease sees its slots' changes: a release of slot 2 ends
+// Next at once (it saw only slot 0's lock file before, so a watch missed
+// slots' releases until its next poll).
+func TestWatchChangesSeesSlots(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir())
+	l := acquireT(t, s, lease.SlotName("w", 2))
+	other := acquireT(t, s, "w.x") // another lease's changes are not the watch's
+	c, err := s.WatchChanges(context.Background(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := other.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if err := c.Next(ctx, nil, nil); err != nil {
+			t.Fatalf("Next after slot 2's release: %v; want it to return at the release's events", err)
+		}
+		if st, _ := s.Status(ctx, lease.SlotName("w", 2)); st == nil {
+			return
+		}
+	}
+}
+
+// A file planted on one slot (a FIFO at NAME~1.lock) takes only that slot
+// away: with slot 0 held, an acquirer of 3 slots takes slot 2, and with
+// every usable slot held it waits for them rather than failing; only a
+// lease whose every slot is unusable is refused, naming the file. (The
+// first unusable slot failed the whole acquisition: 3 slots became 1.)
+func TestPlantedSlotSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir)
+	ctx := context.Background()
+	req := func(label string) lease.Request {
+		return lease.Request{Name: "p", Label: label, ID: lease.NewID(), Slots: 3}
+	}
+	acq := func(label string, wait time.Duration) (lease.Lease, error) {
+		a, err := lease.Acquire(ctx, s, req(label), lease.AcquireOptions{Wait: wait, CallTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		return a.Lease, nil
+	}
+	first, err := acq("a", 0)
+	if err != nil || first.Info().Slot != 0 {
+		t.Fatalf("first acquisition: %v", err)
+	}
+	if err := unix.Mkfifo(s.Path(lease.SlotName("p", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second, err := acq("b", 0)
+	if err != nil {
+		t.Fatalf("with slot 1 a FIFO and slot 2 free: %v; want slot 2", err)
+	}
+	if k := second.Info().Slot; k != 2 {
+		t.Fatalf("took slot %d; want 2", k)
+	}
+	// Every usable slot held: a waiter waits, and takes slot 0 once freed.
+	got := make(chan error, 1)
+	go func() {
+		l, err := acq("c", time.Minute)
+		if err == nil {
+			if l.Info().Slot != 0 {
+				err = fmt.Errorf("took slot %d; want 0", l.Info().Slot)
+			}
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	_, err = acq("d", 0)
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("with the usable slots held: %v; want held", err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	_ = second.Release(ctx)
+	// Every slot unusable: refused, naming a planted file.
+	for _, k := range []int{0, 2} {
+		p := s.Path(lease.SlotName("p", k))
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := acq("e", 0); !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), "FIFO") {
+		t.Fatalf("with every slot a FIFO: %v; want a configuration error naming one", err)
 	}
 }

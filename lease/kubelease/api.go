@@ -14,8 +14,9 @@ import (
 )
 
 // The API client. client-go's generated clients register every API group
-// of Kubernetes at start-up (k8s.io/client-go/kubernetes/scheme: 3 ms and
-// 650 KB on every run); this store needs two, so it speaks to the API
+// of Kubernetes at start-up (k8s.io/client-go/kubernetes/scheme), which
+// every run would pay for (docs/performance.md, Kubernetes); this store
+// needs two, so it speaks to the API
 // through a REST client of its own scheme with just those.
 
 // scheme knows Leases and SelfSubjectRulesReviews (and, through them, the

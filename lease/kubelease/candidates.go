@@ -13,7 +13,7 @@ import (
 )
 
 // Standbys. Each registered standby of a lease is a Lease object of its
-// own, NAME's object name + ".standby-" + the first 16 hex digits of its
+// own, NAME's object name + ".lr--standby-" + the first 16 hex digits of its
 // candidacy ID, labelled leaderrun/role=standby and leaderrun/of=a hash
 // of the lease's object name (so one label selector lists them), with the
 // standby's label as holderIdentity, its wait start as acquireTime, its
@@ -41,7 +41,7 @@ func standbyName(name, id string) string {
 	if len(id) > 16 {
 		id = id[:16]
 	}
-	return objName(name) + ".standby-" + id
+	return auxName(name, "standby-"+id)
 }
 
 func standbySelector(name string) string {

@@ -18,7 +18,8 @@
 // # Data
 //
 // A lease named NAME is the Lease object ObjectName(NAME): NAME itself when
-// it is a valid object name, else a lower-case form with a hash. Its spec is
+// it is a valid object name (and none leaderrun reserves), else a
+// lower-case form with a hash; its other objects are OBJ.lr--KIND. Its spec is
 // client-go's LeaseLock record, so `kubectl get lease` and existing tooling
 // show the holder: holderIdentity (the holder label), leaseDurationSeconds
 // (the TTL), acquireTime, renewTime and leaseTransitions. Annotations

@@ -29,6 +29,9 @@ func (s *Store) classify(verb, op string, err error) error {
 		return err
 	}
 	msg, kind := s.describe(verb, op, err)
+	if kind == lease.ErrUnavailable {
+		s.answered.Store(0) // the connection may be gone: Connect looks
+	}
 	return storeerr.New(msg, kind, err)
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Run history. The runs of a lease live in one more Lease object, NAME's
-// object name + ".history", labelled leaderrun/role=history, one
+// object name + ".lr--history" (auxName), labelled leaderrun/role=history, one
 // annotation per run: "leaderrun/run-TOKEN" holding the lease.Run as JSON.
 // A write reads the object, sets its run, drops what is not a valid run and
 // the runs beyond keep (lease.NewestRuns) and then, while the annotations
@@ -36,7 +36,7 @@ const historyTries = 5
 
 var _ lease.History = (*Store)(nil)
 
-func historyName(name string) string { return objName(name) + ".history" }
+func historyName(name string) string { return auxName(name, "history") }
 
 // RecordRun writes r into name's history, trimming it to keep (see above).
 func (s *Store) RecordRun(ctx context.Context, r lease.Run, keep int) error {

@@ -2,6 +2,7 @@ package kubelease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/leaderrun/leaderrun/lease/internal/background"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
+	"github.com/leaderrun/leaderrun/lease/internal/unchanged"
 	authzv1 "k8s.io/api/authorization/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,13 +47,45 @@ type Store struct {
 	leases      leaseAPI
 	reviews     rulesReviewer
 	clock       lease.BootClock
-	seen        observations
+	seen        unchanged.Since
 	regs        registrations
 	bg          background.Group
 	closed      atomic.Bool
+
+	// answered is when Connect last had an answer (UnixNano); 0 after a
+	// call found the API server unavailable.
+	answered atomic.Int64
+
+	getenv func(string) string // Options.Getenv: the pod's name (pods.go)
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store     = (*Store)(nil)
+	_ lease.Connector = (*Store)(nil)
+	_ lease.Connector = (*kubeLease)(nil)
+)
+
+// warmFor is how long after an answer the connection (HTTP/2, with its
+// own health pings) is taken to be still up: Connect then sends nothing.
+const warmFor = 30 * time.Second
+
+// Connect sets up the connection to the API server (TCP, TLS, the HTTP/2
+// preface, a token from a credential plugin) when none answered within
+// warmFor (lease.Connector): a GET of /version, bounded by ctx alone, not
+// the call timeout. Any answer but a refusal of the credentials means the
+// connection is up; the next call uses it.
+func (s *Store) Connect(ctx context.Context) error {
+	if time.Since(time.Unix(0, s.answered.Load())) < warmFor {
+		return nil
+	}
+	err := s.leases.rc.Get().AbsPath("/version").Do(ctx).Error()
+	var se apierrors.APIStatus
+	if err == nil || errors.As(err, &se) && !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
+		s.answered.Store(time.Now().UnixNano())
+		return nil
+	}
+	return s.classify("get", "connect", err)
+}
 
 // Open returns a store for the namespace named by raw (see the package
 // doc and docs/stores.md for the URL form and where credentials come
@@ -77,7 +111,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		return nil, storeerr.Config("%s: %s", c.where, storeerr.Quote(storeerr.FirstLine(err.Error()), c.secrets, 8))
 	}
 	s := &Store{cfg: c, callTimeout: o.CallTimeout, log: o.Log.With("store", c.where, "namespace", c.namespace),
-		leases: leaseAPI{rc: lc, ns: c.namespace}, reviews: rulesReviewer{rc: ac}}
+		leases: leaseAPI{rc: lc, ns: c.namespace}, reviews: rulesReviewer{rc: ac}, getenv: o.Getenv}
 	if err := s.checkAccess(ctx); err != nil {
 		return nil, err
 	}
@@ -119,36 +153,6 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 // String returns the store URL.
 func (s *Store) String() string { return s.cfg.display }
 
-// observations is what a Store has seen of each lease: the record's
-// resourceVersion and when (on the boot clock, read after the answer
-// arrived) this Store first saw that version. The API server expires
-// nothing; a waiter judges a holder gone when its record has not changed
-// for a full TTL on this clock.
-type observations struct {
-	mu sync.Mutex
-	m  map[string]observed
-}
-
-type observed struct {
-	rv string
-	at time.Duration
-}
-
-// see records that name's record has version rv at now, and returns when
-// this version was first seen.
-func (o *observations) see(name, rv string, now time.Duration) time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m = make(map[string]observed)
-	}
-	if e, ok := o.m[name]; ok && e.rv == rv {
-		return e.at
-	}
-	o.m[name] = observed{rv: rv, at: now}
-	return now
-}
-
 // read lists the Lease object of name (nil when there is none) and the
 // list's resourceVersion: the cluster's revision at the read. It records
 // the object's version as seen.
@@ -173,7 +177,7 @@ func (s *Store) read(ctx context.Context, op, name string) (*coordv1.Lease, uint
 	if l.Labels[labelRole] != "" || (l.Annotations[annName] != "" && l.Annotations[annName] != name) {
 		return nil, 0, storeerr.Config("%s: the Lease %s/%s is not the lease %s (it is another lease's or leaderrun's %s record): choose another lease name", s.cfg.where, s.cfg.namespace, obj, name, l.Labels[labelRole])
 	}
-	s.seen.see(name, l.ResourceVersion, now)
+	s.seen.See(name, l.ResourceVersion, now)
 	return l, rev, nil
 }
 
@@ -203,7 +207,7 @@ func (s *Store) expiresAt(name string, l *coordv1.Lease, r record) time.Duration
 	if ttl <= 0 {
 		ttl = lease.MaxTTL
 	}
-	return s.seen.see(name, l.ResourceVersion, s.clock.Now()) + ttl + epsilon
+	return s.seen.See(name, l.ResourceVersion, s.clock.Now()) + ttl + epsilon
 }
 
 // checkTTL refuses what leaseDurationSeconds cannot say exactly.
@@ -379,6 +383,10 @@ type kubeLease struct {
 	mu   sync.Mutex
 	last *coordv1.Lease
 }
+
+// Connect is the store's Connect: a renewal after the connection went
+// sets one up within the keeper's bound, not the call timeout.
+func (l *kubeLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
 
 // Info returns the acquisition.
 func (l *kubeLease) Info() lease.Holder { return l.info }

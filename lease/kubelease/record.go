@@ -30,12 +30,17 @@ const (
 func ObjectName(name string) string { return objName(name) }
 
 // objName maps a lease name to a Lease object name: the name itself when
-// it is already a valid object name of at most 200 bytes (so `kubectl get
+// it is already a valid object name of at most 200 bytes with no label
+// starting "lr--" and not of the hashed names' shape (so `kubectl get
 // lease NAME` finds it), else the first 50 bytes of a lower-case form of it
 // ('-' for anything but letters and digits) and a hash of the name: one
-// DNS label, and different names never share an object.
+// DNS label. So different names never share an object: a name of the
+// hashed shape, such as job-ad617a0fdd (the hashed name of "Job"), is
+// hashed itself. (Before, the two shared one, and the annotation
+// leaderrun/name refused the second; their history, standbys and token
+// counter were shared.)
 func objName(name string) string {
-	if dnsSubdomain(name) && len(name) <= 200 {
+	if dnsSubdomain(name) && len(name) <= 200 && !hasAuxLabel(name) && !hashedShape(name) {
 		return name
 	}
 	var b strings.Builder
@@ -55,6 +60,37 @@ func objName(name string) string {
 		s = "lease"
 	}
 	return s + "-" + hashOf(name)[:10]
+}
+
+// auxLabel starts the last label of the object names leaderrun derives from
+// a lease's own (auxName). objName never keeps a name with such a label,
+// and its hashed names are one label, so these names are none that a lease
+// name maps to, by construction: a lease named x.history or
+// x.standby-0123456789abcdef is not lease x's history or standby.
+const auxLabel = "lr--"
+
+// auxName is the object of kind (history, standby-ID, token) of lease name:
+// OBJ.lr--KIND, with OBJ = objName(name). It fits: OBJ has at most 200
+// bytes, the label at most 28.
+func auxName(name, kind string) string { return objName(name) + "." + auxLabel + kind }
+
+// hasAuxLabel reports whether a label of the dotted name s starts with
+// auxLabel.
+func hasAuxLabel(s string) bool {
+	for l := range strings.SplitSeq(s, ".") {
+		if strings.HasPrefix(l, auxLabel) {
+			return true
+		}
+	}
+	return false
+}
+
+// hashedShape reports whether s could be a hashed object name of objName:
+// one DNS label of at most 50 bytes, '-', and 10 lower-case hex digits.
+func hashedShape(s string) bool {
+	i := len(s) - 11
+	return i >= 1 && i <= 50 && s[i] == '-' && s[i-1] != '-' && dnsLabel(s) &&
+		strings.Trim(s[i+1:], "0123456789abcdef") == ""
 }
 
 // hashOf is a short hex digest of s, fit for a label value.

@@ -17,7 +17,7 @@ import (
 // A lease's token is one more than the cluster's revision at its
 // acquiring read, which two slots read at once share: they could mint the
 // same token. So an acquisition of a slot
-// first writes the counter object of NAME (NAME~token, a Lease with the
+// first writes the counter object of NAME (OBJ.lr--token, a Lease with the
 // role "tokens"), and its token is the revision of that write: etcd's
 // revisions are one counter for the whole cluster, so each slot's token is
 // new, above every token granted before the acquisition began (their
@@ -31,7 +31,8 @@ const counterTries = 20
 // object (an update that changes nothing keeps its revision).
 const annBumps = "leaderrun/bumps"
 
-// tokenName is the counter of the slots of lease name (a slot's name).
+// tokenName is what the counter object of the slots of lease name (a
+// slot's name) records as its name (annotation leaderrun/name).
 func tokenName(name string) string {
 	base, _, _ := lease.ParseSlotName(name)
 	return base + "~token"
@@ -41,7 +42,8 @@ func tokenName(name string) string {
 // the revision of that write: the token of the slot about to be taken.
 func (s *Store) sharedToken(ctx context.Context, name string) (uint64, error) {
 	cname := tokenName(name)
-	obj := objName(cname)
+	base, _, _ := lease.ParseSlotName(name)
+	obj := auxName(base, "token")
 	op := "mint a token for " + name
 	for range counterTries {
 		cur, err := s.leases.Get(ctx, obj, metav1.GetOptions{})

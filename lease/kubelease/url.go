@@ -126,6 +126,11 @@ func (c *config) fromKubeconfig(file, kctx string, getenv func(string) string) e
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kctx})
 	rc, err := cc.ClientConfig()
 	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			// client-go's own words advise KUBERNETES_MASTER, which
+			// leaderrun does not read.
+			return storeerr.Config("no usable Kubernetes credentials (%s): none found; run in a pod with a service account, or point KUBECONFIG at a kubeconfig file", sources(file, getenv))
+		}
 		return storeerr.Config("no usable Kubernetes credentials (%s): %s", sources(file, getenv), storeerr.FirstLine(storeerr.Redact(err.Error())))
 	}
 	c.rest = rc

@@ -55,7 +55,7 @@ func FrozenRenew(t *testing.T, l lease.Lease, callTimeout, callerDeadline, slack
 // Freeze stops a server process with SIGSTOP and returns once every one of
 // its threads is stopped: kill(2) only queues the signal, and a thread that
 // is running on another CPU may still answer a request meanwhile (an etcd
-// renewal 1.4 ms after the kill was seen to succeed). t.Cleanup resumes it;
+// renewal sent just after the kill was seen to succeed). t.Cleanup resumes it;
 // Thaw does so earlier.
 func Freeze(t testing.TB, pid int) {
 	t.Helper()

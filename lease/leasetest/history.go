@@ -20,11 +20,7 @@ import (
 // store (lease.Store).
 func testHistory(t *testing.T, h Harness) {
 	w, r := open(t, h), open(t, h)
-	hw, ok := w.(lease.History)
-	if !ok {
-		t.Skip("the store does not implement lease.History")
-	}
-	hr := r.(lease.History)
+	var hw, hr lease.History = w, r
 	nm := name(t)
 	if runs, err := hr.Runs(ctxT(t), nm, 0); err != nil || len(runs) != 0 {
 		t.Fatalf("Runs of a name without history = %v, %v; want none", runs, err)
@@ -144,10 +140,7 @@ func realToken(t *testing.T, s lease.Store, h Harness, nm string) uint64 {
 // found in the history (a forger's "keep":1) is not obeyed.
 func testHistoryNotEvicted(t *testing.T, h Harness) {
 	s := open(t, h)
-	hs, ok := s.(lease.History)
-	if !ok {
-		t.Skip("the store does not implement lease.History")
-	}
+	var hs lease.History = s
 	nm := name(t)
 	base := realToken(t, s, h, nm)
 	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)

@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,7 +15,9 @@ var _ lease.Store = (*MemStore)(nil)
 // for deterministic timing tests of the keeper. It passes the conformance
 // suite (see memstore_test.go), so what the keeper tests prove against it
 // holds for a store that behaves like the real ones. Every Open of a suite
-// harness may return the same MemStore: Close does nothing.
+// harness may return the same MemStore: Close does nothing. Its standbys
+// are registered until they leave, as the file store's (MemCandidates
+// keeps them with heartbeats), and its run history is kept in memory.
 type MemStore struct {
 	// Clock measures expiry; nil means lease.BootClock.
 	Clock lease.Clock
@@ -25,11 +28,17 @@ type MemStore struct {
 	// Tests script faults with it: block until ctx is done (a hung call),
 	// return an error (transient), or return lease.ErrLost.
 	OnRenew func(ctx context.Context, id string) error
+	// OnRuns, when set, is called at the start of every Runs; a non-nil
+	// error is returned instead of the history (a slow store: block until
+	// ctx is done and return its error).
+	OnRuns func(ctx context.Context) error
 
-	mu      sync.Mutex
-	leases  map[string]*memEntry
-	tokens  map[string]uint64
-	changed chan struct{} // closed and replaced when any lease is released or taken
+	mu       sync.Mutex
+	leases   map[string]*memEntry
+	tokens   map[string]uint64
+	changed  chan struct{}                         // closed and replaced when any lease is released or taken
+	standbys map[string]map[string]lease.Candidate // lease name → candidate ID → registration
+	runs     map[string][]lease.Run                // lease name → its history
 }
 
 type memEntry struct {
@@ -183,4 +192,102 @@ func (l *memLease) Release(ctx context.Context) error {
 	delete(l.s.leases, l.rec.Name)
 	l.s.notify()
 	return nil
+}
+
+// ReleaseHeld keeps the lease taken for hold from now on the store's
+// clock, renewed by nobody, then free; a hold that is not positive
+// releases at once.
+func (l *memLease) ReleaseHeld(ctx context.Context, hold time.Duration) error {
+	if hold <= 0 {
+		return l.Release(ctx)
+	}
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	e := l.s.current(l.rec.Name)
+	if e == nil || e.rec.ID != l.rec.ID {
+		return lease.NewError("lease "+l.rec.Name+" is not held by this holder", lease.ErrNotHeld)
+	}
+	e.rec.ID = "" // nobody renews it, or releases it again
+	e.rec.HeldUntil = time.Now().Add(hold)
+	e.expires = l.s.clock().Now() + hold
+	l.s.notify()
+	return nil
+}
+
+// Join registers c until it leaves (expiry is ignored: no heartbeats) and
+// returns the number of registered candidates of name.
+func (s *MemStore) Join(ctx context.Context, name string, c lease.Candidate, _ time.Duration) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.standbys == nil {
+		s.standbys = map[string]map[string]lease.Candidate{}
+	}
+	if s.standbys[name] == nil {
+		s.standbys[name] = map[string]lease.Candidate{}
+	}
+	s.standbys[name][c.ID] = c
+	return len(s.standbys[name]), nil
+}
+
+// Leave removes a registration.
+func (s *MemStore) Leave(ctx context.Context, name, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.standbys[name], id)
+	return nil
+}
+
+// Candidates returns the registered candidates in takeover order and the
+// holder.
+func (s *MemStore) Candidates(ctx context.Context, name string) ([]lease.Candidate, *lease.Holder, error) {
+	h, err := s.Status(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cs []lease.Candidate
+	for _, c := range s.standbys[name] {
+		cs = append(cs, c)
+	}
+	lease.SortCandidates(cs)
+	return cs, h, nil
+}
+
+// CandidateTiming: no heartbeats (a registration lasts until Leave) and no
+// δ.
+func (s *MemStore) CandidateTiming() lease.CandidateTiming { return lease.CandidateTiming{} }
+
+// RecordRun replaces the record of r's token and keeps the newest keep
+// valid runs (lease.NewestRuns).
+func (s *MemStore) RecordRun(ctx context.Context, r lease.Run, keep int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.runs = map[string][]lease.Run{}
+	}
+	runs := slices.DeleteFunc(s.runs[r.Name], func(o lease.Run) bool { return o.Token == r.Token })
+	s.runs[r.Name] = lease.NewestRuns(append(runs, r), lease.RunBounds{Name: r.Name, Now: time.Now()}, lease.HistoryKeep(keep))
+	return nil
+}
+
+// Runs returns up to limit valid runs of name, newest first.
+func (s *MemStore) Runs(ctx context.Context, name string, limit int) ([]lease.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.OnRuns != nil {
+		if err := s.OnRuns(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lease.NewestRuns(slices.Clone(s.runs[name]), lease.RunBounds{Name: name, Now: time.Now()}, limit), nil
 }

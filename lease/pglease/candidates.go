@@ -3,7 +3,6 @@ package pglease
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +42,7 @@ const (
 
 // CandidateTiming reports the heartbeat budget and δ.
 func (s *Store) CandidateTiming() lease.CandidateTiming {
-	return lease.CandidateTiming{Heartbeat: true, PerSecond: heartbeatsPerSecond, MinInterval: minHeartbeat, Step: candidateStep}
+	return lease.CandidateTiming{Heartbeat: true, PerSecond: heartbeatsPerSecond, MinInterval: minHeartbeat, Step: candidateStep, Relist: true}
 }
 
 // Join registers or refreshes c for expiry (server clock) and returns the
@@ -55,17 +54,19 @@ func (s *Store) Join(ctx context.Context, name string, c lease.Candidate, expiry
 			return conn.QueryRow(ctx, s.q.join, name, c.ID, c.Label, c.Priority, c.Since, storeopt.Millis(expiry)).Scan(&live)
 		})
 	})
-	s.idle()
+	s.turns.Idle()
 	if err != nil {
 		return 0, err
 	}
-	s.joined(name, c, int(live))
+	if !s.places.Joined(name, c, int(live)) {
+		s.dropListenerBehind()
+	}
 	return int(live), nil
 }
 
 // Leave removes the registration id of name.
 func (s *Store) Leave(ctx context.Context, name, id string) error {
-	s.left(name, id)
+	s.places.Left(name, id)
 	err := s.do(ctx, "leave the standbys of "+name, false, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, s.q.leave, name, id)
 		if isCode(err, "42P01") {
@@ -73,7 +74,7 @@ func (s *Store) Leave(ctx context.Context, name, id string) error {
 		}
 		return err
 	})
-	s.idle()
+	s.turns.Idle()
 	return err
 }
 
@@ -103,19 +104,21 @@ func (s *Store) Candidates(ctx context.Context, name string) ([]lease.Candidate,
 		holder, err = s.Status(ctx, name)
 	}
 	if err != nil {
-		s.idle()
+		s.turns.Idle()
 		return nil, nil, err
 	}
 	lease.SortCandidates(cs)
-	s.listed(name, cs)
+	if mine, front := s.places.Listed(name, cs, s.CandidateTiming()); mine && !front {
+		s.dropListenerBehind()
+	}
 	// A standby lists when it joins and then sleeps until its turn: it
 	// must not hold a connection meanwhile. One at the front that finds
 	// the lease free tries next, at once or after its δ: the connection
 	// stays for that attempt (another connect and login is what made
 	// attempts under contention run out of time), and its Wait closes it
 	// if the attempt loses.
-	if holder != nil || !s.atFront(name) {
-		s.idle()
+	if holder != nil || !s.places.AtFront(name) {
+		s.turns.Idle()
 	}
 	return cs, holder, nil
 }
@@ -153,114 +156,6 @@ func listCandidates(ctx context.Context, conn *pgx.Conn, sql, name string) ([]le
 	return cs, holder, rows.Err()
 }
 
-// places is where this store's standbys stand in their lines, which
-// decides whether their Waits LISTEN (wait.go): only the first listenFront
-// do. A place is known from a listing (Candidates), or, until the first
-// one, from the count Join returns (a newcomer is at the back); a lease
-// this store never joined the standbys of has no known place.
-type places struct {
-	mu    sync.Mutex
-	mine  map[string]lease.Candidate // this store's registration, by lease name
-	front map[string]bool            // the known place: among the first listenFront
-	// promote holds, per lease name, the channel closed when a standby
-	// behind the front is placed at the front: its Wait then LISTENs.
-	promote map[string]chan struct{}
-}
-
-// behindFront returns nil when a Wait for name should LISTEN (its place is
-// unknown or at the front of the line), else the channel closed when it
-// moves to the front.
-func (s *Store) behindFront(name string) <-chan struct{} {
-	p := &s.places
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if f, known := p.front[name]; !known || f {
-		return nil
-	}
-	ch := p.promote[name]
-	if ch == nil {
-		ch = make(chan struct{})
-		p.promote[name] = ch
-	}
-	return ch
-}
-
-// joined records this store's registration c for name; until a listing
-// says where it stands, it is at the back of the live ones.
-func (s *Store) joined(name string, c lease.Candidate, live int) {
-	p := &s.places
-	p.mu.Lock()
-	p.mine[name] = c
-	_, known := p.front[name]
-	p.mu.Unlock()
-	if !known {
-		s.place(name, live-1)
-	}
-}
-
-// left forgets this store's registration id for name.
-func (s *Store) left(name, id string) {
-	p := &s.places
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.mine[name]; ok && c.ID == id {
-		delete(p.mine, name)
-		delete(p.front, name)
-		if ch := p.promote[name]; ch != nil {
-			close(ch)
-			delete(p.promote, name)
-		}
-	}
-}
-
-// listed records where this store's registration for name stands in cs
-// (in takeover order): its index among the registrations a live standby
-// could have made (as lease orders them: one asking for a longer expiry
-// than any heartbeat does is ignored), or, when it is not listed, the
-// number that sort before it.
-func (s *Store) listed(name string, cs []lease.Candidate) {
-	p := &s.places
-	p.mu.Lock()
-	c, ok := p.mine[name]
-	p.mu.Unlock()
-	if !ok {
-		return
-	}
-	_, bound := s.CandidateTiming().HeartbeatEvery(2*len(cs) + 2)
-	bound += time.Second
-	pos := 0
-	for _, x := range cs {
-		if x.ID == c.ID {
-			break
-		}
-		if x.Remaining > bound {
-			continue
-		}
-		if x.Priority > c.Priority || x.Priority == c.Priority && x.Since.Before(c.Since) || x.Priority == c.Priority && x.Since.Equal(c.Since) && x.ID < c.ID {
-			pos++
-		}
-	}
-	s.place(name, pos)
-}
-
-// place records that this store's standby for name is at pos (0: first in
-// line): at the front its Wait is woken to LISTEN; behind it the LISTEN
-// connection goes when no Wait at the front needs it.
-func (s *Store) place(name string, pos int) {
-	front := pos < listenFront
-	p := &s.places
-	p.mu.Lock()
-	p.front[name] = front
-	if ch := p.promote[name]; front && ch != nil {
-		close(ch)
-		delete(p.promote, name)
-	}
-	p.mu.Unlock()
-	if !front {
-		s.dropListenerBehind()
-	}
-}
-
 // withStandbys runs fn, and when the standbys' table is missing creates it
 // and runs fn once more.
 func (s *Store) withStandbys(ctx context.Context, conn *pgx.Conn, fn func() error) error {
@@ -279,23 +174,6 @@ func (s *Store) withStandbys(ctx context.Context, conn *pgx.Conn, fn func() erro
 	return fn()
 }
 
-// idle closes the query connection when no lease of this store is held: a
-// standby keeps no connection between its checks and heartbeats.
-func (s *Store) idle() {
-	if s.held.Load() == 0 {
-		s.disconnect()
-	}
-}
-
-// atFront reports whether this store's standby for name is known to be at
-// the front of the line.
-func (s *Store) atFront(name string) bool {
-	p := &s.places
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.front[name]
-}
-
 // keepHeld is ReleaseHeld with a positive hold: the lease stays taken for
 // hold from now, by the server's clock, and then becomes free by itself: the
 // row stays without an acquisition ID (nobody can renew or release it) until
@@ -303,7 +181,7 @@ func (s *Store) atFront(name string) bool {
 // lease.ErrNotHeld when the row is no longer ours.
 func (pl *pgLease) keepHeld(ctx context.Context, hold time.Duration) error {
 	s := pl.s
-	defer pl.released()
+	defer pl.held.Done()
 	var n int64
 	err := s.do(ctx, "release "+pl.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		tag, err := c.Exec(ctx, s.q.releaseHeld, pl.info.Name, pl.info.ID, storeopt.Millis(hold))

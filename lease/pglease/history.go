@@ -164,6 +164,7 @@ func (s *Store) Runs(ctx context.Context, name string, limit int) ([]lease.Run, 
 				return err
 			}
 			r.Token, r.Outcome = uint64(tok), lease.Outcome(out)
+			r.Granted = r.Start // the lease's since: the server's clock at the grant
 			if ended != nil {
 				r.End = *ended
 			}

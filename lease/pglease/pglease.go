@@ -70,14 +70,15 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/line"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeopt"
+	"github.com/leaderrun/leaderrun/lease/internal/turns"
 )
 
 // DefaultCallTimeout bounds one store call when Options.CallTimeout is zero.
@@ -95,7 +96,9 @@ const epsilon = 5 * time.Millisecond
 const maxToken = 1<<53 - 1
 
 // Options tunes a Store; the zero value is usable. CallTimeout bounds every
-// call (connect included) and is the server's statement_timeout. Getenv
+// call (and a connection a call has to make itself) and is the server's
+// statement_timeout; Connect (lease.Connector) sets a connection up within
+// the caller's bound instead. Getenv
 // reads PGPASSWORD (EnvPassword) when the URL has no password; the other
 // PG* variables (PGHOST, PGUSER, PGPASSFILE, PGSSLMODE, …) are read by pgx
 // from the process environment itself, as libpq does. Log receives debug
@@ -110,29 +113,24 @@ type Store struct {
 	log         *slog.Logger
 	q           queries
 
-	sem  chan struct{} // one token: whoever holds it owns conn
-	conn *pgx.Conn     // nil until connected, and after a broken connection
-	// queued counts the calls waiting for sem: a waiting instance's
-	// connection is not closed under a call about to use it.
-	queued atomic.Int32
+	// turns is the query connection, which calls take turns on; its Life
+	// owns the listener goroutine. It is marked closed under mu, so that
+	// listen starts no goroutine after Close waited for them.
+	turns *turns.Conn[*pgx.Conn]
 
-	life context.Context // cancelled by Close; owns the listener goroutine
-	stop context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
-	lis    *listener
-	wg     sync.WaitGroup
-
-	// held counts the leases acquired and not yet released: while one is,
-	// the query connection stays open for its renewals.
-	held atomic.Int64
+	mu  sync.Mutex
+	lis *listener
+	wg  sync.WaitGroup
 
 	// places is where this store's standbys stand (candidates.go).
-	places places
+	places *line.Places
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store     = (*Store)(nil)
+	_ lease.Connector = (*Store)(nil)
+	_ lease.Connector = (*pgLease)(nil)
+)
 
 // Open prepares the store named by raw (see docs/stores.md for the URL forms)
 // and connects once to check the address and credentials. Errors wrap
@@ -156,16 +154,13 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	if cc.RuntimeParams["application_name"] == "" {
 		cc.RuntimeParams["application_name"] = "leaderrun"
 	}
-	life, stop := context.WithCancel(context.Background())
 	s := &Store{
 		cfg:         c,
 		callTimeout: o.CallTimeout,
 		log:         o.Log.With("store", c.display),
 		q:           newQueries(c.table, c.tableS),
-		sem:         make(chan struct{}, 1),
-		life:        life,
-		stop:        stop,
-		places:      places{mine: map[string]lease.Candidate{}, front: map[string]bool{}, promote: map[string]chan struct{}{}},
+		turns:       turns.New(closeNow),
+		places:      line.New(listenFront),
 	}
 	err = s.do(ctx, "connect", false, func(context.Context, *pgx.Conn) error { return nil })
 	if err != nil {
@@ -187,6 +182,27 @@ func (s *Store) Table() string { return s.cfg.tableS }
 
 func (s *Store) classify(op string, err error) error {
 	return classify(s.cfg.where, op, err, s.cfg.secrets)
+}
+
+// Connect sets up the store's connection when it has none (the
+// lease.Connector a waiting instance's query connection and a holder's
+// broken one are made again by), bounded by ctx alone: a login on a loaded
+// server may take longer than a call may, and it is no part of a lease's
+// time. The next call uses it.
+func (s *Store) Connect(ctx context.Context) error {
+	var ct callTimes
+	ct.mark()
+	if err := s.takeTurn(ctx, "connect", &ct); err != nil {
+		return err
+	}
+	defer s.turns.Give()
+	if s.turns.Closed() {
+		return s.classify("connect", errClosed)
+	}
+	if c := s.turns.Get(); c != nil && !c.IsClosed() {
+		return nil
+	}
+	return s.open(ctx, "connect", &ct)
 }
 
 // connect opens a connection bounded by ctx.
@@ -219,14 +235,14 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 	if err := s.takeTurn(cctx, op, &ct); err != nil {
 		return err
 	}
-	defer func() { <-s.sem }()
-	if s.isClosed() {
+	defer s.turns.Give()
+	if s.turns.Closed() {
 		return s.classify(op, errClosed)
 	}
 	if err := cctx.Err(); err != nil {
 		return s.classify(ct.explain(op, err), err)
 	}
-	if s.conn == nil || s.conn.IsClosed() {
+	if c := s.turns.Get(); c == nil || c.IsClosed() {
 		if ifConnected {
 			return nil
 		}
@@ -234,26 +250,25 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 			return err
 		}
 	}
-	err := fn(cctx, s.conn)
+	err := fn(cctx, s.turns.Get())
 	ct.statement += ct.mark()
 	if idleClosed(err) {
 		// The server had ended the session while it sat idle
 		// (idle_session_timeout, idle_in_transaction_session_timeout): the
 		// statement never ran, so it runs once more on a new connection.
-		closeNow(s.conn)
-		s.conn = nil
+		s.turns.Drop()
 		c, cerr := s.connect(cctx)
 		ct.connect += ct.mark()
 		if cerr != nil {
 			return s.classify(ct.explain(op, cerr), cerr)
 		}
-		s.conn = c
-		err = fn(cctx, s.conn)
+		s.turns.Set(c)
+		err = fn(cctx, c)
 		ct.statement += ct.mark()
 	}
 	if create && isCode(err, "42P01") { // undefined_table: first use
-		if err = s.createTable(cctx, s.conn); err == nil {
-			err = fn(cctx, s.conn)
+		if err = s.createTable(cctx, s.turns.Get()); err == nil {
+			err = fn(cctx, s.turns.Get())
 		}
 		ct.statement += ct.mark()
 	}
@@ -272,18 +287,13 @@ func (s *Store) call(ctx context.Context, op string, create, ifConnected bool, f
 
 // takeTurn waits for the store's connection (calls take turns on it), at
 // most until cctx is done; when it returns nil, the caller has the turn and
-// gives it back by reading s.sem.
+// gives it back with s.turns.Give.
 func (s *Store) takeTurn(cctx context.Context, op string, ct *callTimes) error {
-	s.queued.Add(1)
-	select {
-	case s.sem <- struct{}{}:
-		s.queued.Add(-1)
-	case <-cctx.Done():
-		s.queued.Add(-1)
-		ct.queued = ct.mark()
-		return s.classify(ct.explain(op, cctx.Err()), cctx.Err())
-	}
+	err := s.turns.Take(cctx)
 	ct.queued = ct.mark()
+	if err != nil {
+		return s.classify(ct.explain(op, err), err)
+	}
 	return nil
 }
 
@@ -297,7 +307,7 @@ func (s *Store) open(cctx context.Context, op string, ct *callTimes) error {
 		}
 		return s.classify(ct.explain(op, err), err)
 	}
-	s.conn = c
+	s.turns.Set(c)
 	return nil
 }
 
@@ -342,10 +352,7 @@ func (s *Store) dropBroken(err error) {
 	if errors.As(err, &pe) && pe.Code != "25006" && pe.Code != "57014" {
 		return
 	}
-	if s.conn != nil {
-		closeNow(s.conn)
-		s.conn = nil
-	}
+	s.turns.Drop()
 }
 
 // closeNow closes c without waiting for the server to read the goodbye.
@@ -353,12 +360,6 @@ func closeNow(c *pgx.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = c.Close(ctx)
-}
-
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // idleClosed reports whether err says the server closed the session for
@@ -429,19 +430,12 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	}
 	if got && ours {
 		s.stopListening()
-		if token <= 0 || token > maxToken {
-			// The row was committed with an unusable token: take it out
-			// again at once (best effort), so the lease is not blocked for
-			// the TTL by an acquisition that never ran anything.
-			bad := &pgLease{s: s, ttl: ttl, info: lease.Holder{Name: req.Name, ID: req.ID}}
-			bad.done.Store(true) // never counted as held
-			_ = bad.Release(context.WithoutCancel(ctx))
-			return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
+		if err := s.checkToken(ctx, req, ttl, token, since); err != nil {
+			return nil, err
 		}
-		s.held.Add(1)
-		return &pgLease{s: s, ttl: ttl, info: lease.Holder{
+		return &pgLease{s: s, ttl: ttl, held: s.turns.Hold(), info: lease.Holder{
 			Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(token),
-			Since: since, TTL: time.Duration(ttl) * time.Millisecond,
+			Since: since, TTL: time.Duration(ttl) * time.Millisecond, Granted: since.UTC(),
 		}}, nil
 	}
 	if !got {
@@ -453,6 +447,27 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, &lease.HeldError{By: *h}
 	}
 	return nil, &lease.HeldError{By: holderOf(req.Name, holder, token, since, ttlMs, remMs, heldUntil)}
+}
+
+// checkToken refuses an acquisition whose token cannot be used: past 2^53,
+// or ahead of the server's clock (since is the server's clock_timestamp()
+// of the same statement). The row is taken out again at once (best
+// effort), so the lease is not blocked for the TTL by an acquisition that
+// never ran anything.
+func (s *Store) checkToken(ctx context.Context, req lease.Request, ttl, token int64, since time.Time) error {
+	var err error
+	switch {
+	case token <= 0 || token > maxToken:
+		err = lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %d (the sequence %s was set past 2^53?)", s.cfg.where, req.Name, token, s.q.seqName))
+	case lease.TokenAhead(uint64(token), since):
+		err = lease.TokenAheadError(req.Name, uint64(token), since,
+			fmt.Sprintf("the sequence %s at %s (ALTER SEQUENCE … RESTART)", s.q.seqName, s.cfg.where))
+	default:
+		return nil
+	}
+	bad := &pgLease{s: s, ttl: ttl, info: lease.Holder{Name: req.Name, ID: req.ID}} // held nil: never counted as held
+	_ = bad.Release(context.WithoutCancel(ctx))
+	return err
 }
 
 // holderOf builds a Holder from a row; heldUntil, when not nil, is the end
@@ -515,22 +530,17 @@ func (s *Store) Limits() lease.Limits {
 // Close is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	first := s.turns.Shut()
+	s.mu.Unlock()
+	if !first {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	s.stop()
 	s.wg.Wait()
-	s.sem <- struct{}{} // wait for a call in progress (bounded by its timeout)
-	defer func() { <-s.sem }()
-	if s.conn != nil {
+	s.turns.CloseConn(func(c *pgx.Conn) {
 		ctx, cancel := context.WithTimeout(context.Background(), min(s.callTimeout, time.Second))
 		defer cancel()
-		_ = s.conn.Close(ctx)
-		s.conn = nil
-	}
+		_ = c.Close(ctx)
+	})
 	return nil
 }
 
@@ -539,17 +549,14 @@ type pgLease struct {
 	s    *Store
 	ttl  int64
 	info lease.Holder
-	done atomic.Bool // released (or released with a hold)
-}
-
-// released counts the lease out of the store's held leases, once.
-func (l *pgLease) released() {
-	if l.done.CompareAndSwap(false, true) {
-		l.s.held.Add(-1)
-	}
+	held *turns.Lease // counted out when released (or released with a hold)
 }
 
 func (l *pgLease) Info() lease.Holder { return l.info }
+
+// Connect is the store's Connect: a renewal after a broken connection logs
+// in again within the keeper's bound, not the call timeout.
+func (l *pgLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
 
 // Renew moves the expiry to the server's clock + TTL if the row still
 // carries our ID and has not expired. It wraps lease.ErrLost when it does
@@ -578,7 +585,7 @@ func (l *pgLease) Renew(ctx context.Context) error {
 // commits). It wraps lease.ErrNotHeld when the row is gone, another
 // holder's, or had already expired.
 func (l *pgLease) Release(ctx context.Context) error {
-	defer l.released()
+	defer l.held.Done()
 	found, live := false, false
 	err := l.s.do(ctx, "release "+l.info.Name, false, func(ctx context.Context, c *pgx.Conn) error {
 		var notified bool

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,16 +31,13 @@ func need(t *testing.T) string { return leasetest.RequireEnv(t, EnvURL) }
 // frozen or killed) and returns its URL and the postmaster's PID.
 func private(t *testing.T) (string, int) {
 	t.Helper()
-	if _, err := exec.LookPath("initdb"); err != nil && os.Getenv("CI") == "" {
-		if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
-			t.Skip("PostgreSQL is not installed")
+	return leasetest.PrivateServer(t, "../../scripts/postgres.sh", EnvURL, "LEADERRUN_TEST_POSTGRES_PID", func() bool {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			return true
 		}
-	}
-	env := leasetest.StartServer(t, t.TempDir(), "../../scripts/postgres.sh")
-	if env[EnvURL] == "" {
-		t.Fatalf("postgres.sh wrote no URL")
-	}
-	return env[EnvURL], leasetest.ServerPID(t, env, "LEADERRUN_TEST_POSTGRES_PID")
+		m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+		return len(m) > 0
+	})
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -100,14 +98,8 @@ func TestConformance(t *testing.T) {
 	raw := withTable(need(t), freshTable("lr_conf")) // created by the racing first acquisitions
 	table := raw[strings.LastIndex(raw, "table=")+len("table="):]
 	leasetest.Run(t, leasetest.Harness{
-		Open: func(t *testing.T) lease.Store {
-			s, err := pglease.Open(ctxT(t), raw, pglease.Options{CallTimeout: time.Second})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			return s
-		},
-		TTL: 300 * time.Millisecond,
+		Open: leasetest.Opener(pglease.Open, raw, pglease.Options{CallTimeout: time.Second}),
+		TTL:  300 * time.Millisecond,
 		Break: func(t *testing.T, _ lease.Store, name string) {
 			if _, err := op.Exec(ctxT(t), "DELETE FROM "+table+" WHERE name = $1", name); err != nil {
 				t.Fatalf("DELETE: %v", err)
@@ -120,50 +112,13 @@ func TestConformance(t *testing.T) {
 // by alternating stores, and that they stay below 2^53.
 func TestTokens100(t *testing.T) {
 	raw := need(t)
-	a, b := open(t, raw, pglease.Options{}), open(t, raw, pglease.Options{})
-	name := "tokens-" + lease.NewID()[:8]
-	var last uint64
-	for i := range 100 {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: fmt.Sprint("h", i), ID: lease.NewID(), TTL: 5 * time.Second})
-		if err != nil {
-			t.Fatalf("acquisition %d: %v", i, err)
-		}
-		tok := l.Info().Token
-		if tok <= last || tok >= 1<<53 {
-			t.Fatalf("acquisition %d: token %d after %d", i, tok, last)
-		}
-		last = tok
-		if err := l.Release(ctxT(t)); err != nil {
-			t.Fatalf("release %d: %v", i, err)
-		}
-	}
+	leasetest.Tokens100(t, open(t, raw, pglease.Options{}), open(t, raw, pglease.Options{}), nil)
 }
 
 // TestRetrySameID: an acquire retried with the same ID (its answer was lost)
 // gets the lease back with the same token; another ID is refused.
 func TestRetrySameID(t *testing.T) {
-	s := open(t, need(t), pglease.Options{})
-	req := lease.Request{Name: "retry-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: 5 * time.Second}
-	l1, err := s.TryAcquire(ctxT(t), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2, err := s.TryAcquire(ctxT(t), req)
-	if err != nil || l2.Info().Token != l1.Info().Token {
-		t.Fatalf("retry with the same ID: %v, token %v; want token %d", err, l2, l1.Info().Token)
-	}
-	req.ID = lease.NewID()
-	var he *lease.HeldError
-	if _, err := s.TryAcquire(ctxT(t), req); !errors.As(err, &he) || he.By.Token != l1.Info().Token || he.By.Remaining <= 0 || he.By.TTL != 5*time.Second {
-		t.Fatalf("other ID: %v (%+v); want held with token %d, remaining time and TTL", err, he, l1.Info().Token)
-	}
-	if err := l1.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	leasetest.RetrySameID(t, open(t, need(t), pglease.Options{}))
 }
 
 // TestWaitWakesOnNotify: with a long TTL, a waiter returns soon after the
@@ -339,44 +294,12 @@ func TestCreateRefused(t *testing.T) {
 // thaw, and a renew against a killed server fails within the deadline too.
 func TestFrozenAndKilledServer(t *testing.T) {
 	raw, pid := private(t)
-	s := open(t, raw, pglease.Options{CallTimeout: 5 * time.Second})
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "frozen", Label: "a", ID: lease.NewID(), TTL: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const deadline = 300 * time.Millisecond
-	renew := func() (time.Duration, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
-		defer cancel()
-		start := time.Now()
-		err := l.Renew(ctx)
-		return time.Since(start), err
-	}
-	leasetest.SignalServer(t, pid, syscall.SIGSTOP)
-	took, err := renew()
-	leasetest.SignalServer(t, pid, syscall.SIGCONT)
-	if !errors.Is(err, lease.ErrUnavailable) {
-		t.Fatalf("renew against a frozen server: %v; want ErrUnavailable", err)
-	}
-	// Bound: the deadline plus scheduling slack on a loaded machine; the
-	// call timeout (5s) must not be what ended it.
-	if took > deadline+time.Second {
-		t.Fatalf("renew against a frozen server took %v; deadline %v", took, deadline)
-	}
-	t.Logf("frozen: renew failed after %v: %v", took, err)
-	if err := l.Renew(ctxT(t)); err != nil {
-		t.Fatalf("renew after the thaw: %v", err)
-	}
-
-	leasetest.SignalServer(t, pid, syscall.SIGKILL)
-	took, err = renew()
-	if !errors.Is(err, lease.ErrUnavailable) || took > deadline+time.Second {
-		t.Fatalf("renew against a killed server: %v after %v; want ErrUnavailable within %v", err, took, deadline)
-	}
-	t.Logf("killed: renew failed after %v: %v", took, err)
-	if strings.Contains(err.Error(), passwordOf(raw)) {
-		t.Fatalf("error shows the password: %v", err)
-	}
+	leasetest.FrozenAndKilled(t, open(t, raw, pglease.Options{CallTimeout: 5 * time.Second}), leasetest.Server{
+		Freeze: func() { leasetest.SignalServer(t, pid, syscall.SIGSTOP) },
+		Thaw:   func() { leasetest.SignalServer(t, pid, syscall.SIGCONT) },
+		Kill:   func() { leasetest.SignalServer(t, pid, syscall.SIGKILL) },
+		Secret: passwordOf(raw),
+	})
 }
 
 func passwordOf(raw string) string {
@@ -691,6 +614,18 @@ func TestSequencePastMaxLeavesNoRow(t *testing.T) {
 	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
 		t.Fatalf("status after the refused acquisition: %+v, %v; want free", h, err)
 	}
+	// A minute within the bound the sequence is followed, and the grant
+	// is the server's clock, not the token's (--once-per decides on it).
+	near := time.Now().Add(lease.MaxClockSkew - time.Minute).UnixMicro()
+	if _, err := op.Exec(ctxT(t), fmt.Sprintf("SELECT setval('%s_token', %d)", table, near)); err != nil {
+		t.Fatal(err)
+	}
+	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("acquire with the sequence a minute within the bound: %v", err)
+	}
+	defer l.Release(ctxT(t))
+	leasetest.CheckGranted(t, l.Info(), 30*time.Second)
 }
 
 // The standbys' registry passes the same checks as every other store's;
@@ -698,14 +633,8 @@ func TestSequencePastMaxLeavesNoRow(t *testing.T) {
 func TestConformanceCandidates(t *testing.T) {
 	raw := withTable(need(t), freshTable("lr_cand"))
 	leasetest.RunCandidates(t, leasetest.Harness{
-		Open: func(t *testing.T) lease.Store {
-			s, err := pglease.Open(ctxT(t), raw, pglease.Options{CallTimeout: time.Second})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			return s
-		},
-		TTL: 300 * time.Millisecond,
+		Open: leasetest.Opener(pglease.Open, raw, pglease.Options{CallTimeout: time.Second}),
+		TTL:  300 * time.Millisecond,
 	})
 }
 
@@ -739,6 +668,9 @@ func TestListenLeavesRoom(t *testing.T) {
 		}
 		leases = append(leases, l)
 	}
+	// The holder renews, as a holder does: on a loaded machine the waiters'
+	// set-up and the samples below can outlast any TTL held unrenewed.
+	stopRenewing := renewing(t, leases, 2*time.Second)
 	done := make(chan error, waiters)
 	for i := range waiters {
 		w := open(t, asRole, pglease.Options{})
@@ -767,6 +699,7 @@ func TestListenLeavesRoom(t *testing.T) {
 		t.Fatalf("up to %d LISTEN connections, the role connected %d of %d times; want 1 to %d LISTEN connections (a quarter of the limit free, besides the holder's) and a connection every time",
 			mostListening, connected, tries, limit-3-1)
 	}
+	stopRenewing()
 	for _, l := range leases {
 		if err := l.Release(ctxT(t)); err != nil {
 			t.Fatal(err)
@@ -919,4 +852,103 @@ func limitedRole(t *testing.T, op *pgx.Conn, raw, prefix string, limit int) (rol
 	}
 	u.User = url.UserPassword(role, password)
 	return role, u.String()
+}
+
+// A sequence set more than lease.MaxClockSkew ahead of the server's clock
+// (30 days) refuses the acquisition with ErrTokenAhead, in one line naming
+// the sequence, and leaves no row behind. (It was followed: --once-per then
+// decided periods 30 days ahead and the runs were left out of the history.)
+func TestSequenceAheadOfClockRefused(t *testing.T) {
+	raw := need(t)
+	op := admin(t, raw)
+	table := freshTable("lr_seqahead")
+	s := open(t, withTable(raw, table), pglease.Options{})
+	name := "seqahead-" + lease.NewID()[:8]
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(30 * 24 * time.Hour).UnixMicro()
+	if _, err := op.Exec(ctxT(t), fmt.Sprintf("SELECT setval('%s_token', %d)", table, ahead)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Minute})
+	if !errors.Is(err, lease.ErrTokenAhead) || !errors.Is(err, lease.ErrConfig) || !strings.Contains(err.Error(), table+"_token") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("acquire with the sequence 30 days ahead: %v; want one line, ErrTokenAhead, naming the sequence", err)
+	}
+	if h, err := s.Status(ctxT(t), name); err != nil || h != nil {
+		t.Fatalf("status after the refused acquisition: %+v, %v; want free", h, err)
+	}
+}
+
+// A login slower than the call timeout (a loaded server) is a wait, not a
+// failure: Acquire sets the connection up within its wait (Connect), and
+// the renewals use the connection it made, within the call timeout. Before
+// the set-up had a budget of its own, every attempt's login was cut short
+// at the call timeout and the wait ended with the store "unavailable".
+func TestSlowLoginIsAWait(t *testing.T) {
+	raw := need(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callTimeout = 150 * time.Millisecond
+	addr, accepted := leasetest.SlowSetup(t, u.Host, 4*callTimeout)
+	u.Host = addr
+	s := open(t, withTable(u.String(), freshTable("slowlogin")), pglease.Options{CallTimeout: callTimeout})
+	ctx := ctxT(t)
+	a, err := lease.Acquire(ctx, s, lease.Request{Name: "slow-login", Label: "me", TTL: 10 * time.Second},
+		lease.AcquireOptions{Wait: 10 * time.Second, CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatalf("Acquire with a login 4 times the call timeout: %v (%d connections)", err, accepted.Load())
+	}
+	before := accepted.Load()
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := a.Lease.Renew(rctx); err != nil {
+		t.Fatalf("Renew on the connection Acquire set up: %v", err)
+	}
+	if n := accepted.Load(); n != before {
+		t.Fatalf("Renew made %d new connections; want it to use the one set up", n-before)
+	}
+	if err := a.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renewing renews leases every interval until the returned function is
+// called (it waits for the renewals to stop); a renewal that fails fails
+// the test.
+func renewing(t *testing.T, leases []lease.Lease, every time.Duration) func() {
+	t.Helper()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, l := range leases {
+				ctx, cancel := context.WithTimeout(context.Background(), every)
+				if err := l.Renew(ctx); err != nil {
+					t.Errorf("renew %s: %v", l.Info().Name, err)
+				}
+				cancel()
+			}
+		}
+	}()
+	var once sync.Once
+	halt := func() {
+		once.Do(func() { close(stop) })
+		<-stopped
+	}
+	t.Cleanup(halt)
+	return halt
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/internal/plainhost"
+	"github.com/leaderrun/leaderrun/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/internal/storeerr"
 	"github.com/leaderrun/leaderrun/lease/internal/storeurl"
 )

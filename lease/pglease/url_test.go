@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/lease/internal/safefile"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"golang.org/x/sys/unix"
 )

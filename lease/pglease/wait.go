@@ -3,14 +3,13 @@ package pglease
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/internal/room"
 	"github.com/leaderrun/leaderrun/lease/internal/wakeup"
 )
 
@@ -29,30 +28,20 @@ import (
 //     order (those that try at once when the lease is freed) LISTENs; one
 //     further back waits as under wait=poll, holding no connection, until
 //     a listing places it at the front (candidates.go keeps the place);
-//   - the server's room: a new LISTEN connection first reads how many
-//     connections are left (max_connections less the reserved ones, the
-//     role's and the database's connection limits) and LISTENs only while
-//     at least a quarter of them (3 at least) stay free; it re-reads that
-//     every pressureEvery and lets go when under half of that is left. A
+//   - the server's room (the rule of package room): a new LISTEN
+//     connection first reads how many connections are left
+//     (max_connections less the reserved ones, the role's and the
+//     database's connection limits) and LISTENs only while at least a
+//     quarter of them (3 at least) stay free; it re-reads that after every
+//     room.Every of silence and lets go when under half of that is left. A
 //     server that refuses a connection as too many (SQLSTATE 53300), to
 //     this connection or to the store's query connection, is back-pressure:
 //     the LISTEN connection is closed at once and not tried again for a
-//     jittered, growing pause (minPressure to maxPressure).
+//     jittered, growing pause (room.Pressure).
 
-const (
-	// pressureEvery is how long the LISTEN connection may stay silent
-	// before it re-reads the server's room (which also pings it: an
-	// unanswered read means a dead connection, which is re-made, waking
-	// every waiter to re-check).
-	pressureEvery = 15 * time.Second
-	// minPressure and maxPressure bound the pause (doubling, jittered)
-	// before another LISTEN connection after the server had no room.
-	minPressure = 5 * time.Second
-	maxPressure = 60 * time.Second
-	// listenFront is how many standbys at the front of the line LISTEN: the
-	// three that try at once when the lease is freed (lease's herd front).
-	listenFront = 3
-)
+// listenFront is how many standbys at the front of the line LISTEN: the
+// three that try at once when the lease is freed (lease's herd front).
+const listenFront = 3
 
 // errNoRoom is why a LISTEN connection was not kept: the server had too few
 // free connections left for the application.
@@ -72,7 +61,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.isClosed() {
+	if s.turns.Closed() {
 		return s.classify("wait "+name, errClosed)
 	}
 	var wake <-chan struct{}
@@ -80,10 +69,11 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	// the caller's TryAcquire reported stands, and the store's connection
 	// is closed for the sleep, so a polling standby holds none. A standby
 	// behind the front of the line waits the same way, and is woken when
-	// a listing moves it to the front.
+	// a listing moves it to the front (lease's candidacy lists again while
+	// it is behind).
 	quiet := s.cfg.poll
 	if !s.cfg.poll {
-		if promote := s.behindFront(name); promote != nil {
+		if promote := s.places.Behind(name); promote != nil {
 			s.stopListening()
 			quiet, wake = true, promote
 		} else if l := s.listen(name); l != nil {
@@ -105,7 +95,7 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	// connection is closed for the sleep (a fleet of standbys must not hold
 	// two connections each), and made again by the next attempt.
 	if quiet && held != nil && held.By.Remaining > 0 {
-		s.disconnect()
+		s.turns.Disconnect()
 		return wakeup.Sleep(ctx, held.By.Remaining, wake)
 	}
 	var d time.Duration
@@ -120,25 +110,8 @@ func (s *Store) Wait(ctx context.Context, name string, held *lease.HeldError) er
 	default:
 		d = h.Remaining
 	}
-	s.disconnect()
+	s.turns.Disconnect()
 	return wakeup.Sleep(ctx, d, wake)
-}
-
-// disconnect closes the store's connection, if any, unless another call
-// is already waiting for it (that call then uses it, and closes it in its
-// turn: every call of a waiting instance ends with idle or disconnect); the
-// next call makes a new one.
-func (s *Store) disconnect() {
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.life.Done():
-		return
-	}
-	defer func() { <-s.sem }()
-	if s.conn != nil && s.queued.Load() == 0 {
-		closeNow(s.conn)
-		s.conn = nil
-	}
 }
 
 // listen returns the store's listener, starting it on first use, with a
@@ -147,11 +120,11 @@ func (s *Store) disconnect() {
 func (s *Store) listen(name string) *listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.turns.Closed() {
 		return nil
 	}
 	if s.lis == nil {
-		life, stop := context.WithCancel(s.life)
+		life, stop := context.WithCancel(s.turns.Life())
 		l := &listener{s: s, stop: stop, names: map[string]int{}}
 		l.Listener = wakeup.New(l, true)
 		s.lis = l
@@ -186,7 +159,7 @@ func (s *Store) dropListenerBehind() {
 	}
 	l.mu.Unlock()
 	for _, n := range names {
-		if s.behindFront(n) == nil {
+		if s.places.Behind(n) == nil {
 			return
 		}
 	}
@@ -244,7 +217,7 @@ type listener struct {
 	cancelServe context.CancelFunc
 	// pressure is the current back-pressure pause; only Run's goroutine
 	// (in Retry) uses it.
-	pressure time.Duration
+	pressure room.Pressure
 }
 
 // unregister ends a Wait's use of the listener, remembering whether LISTEN
@@ -261,16 +234,14 @@ func (l *listener) unregister(name string) {
 
 // Retry chooses the pause before the next LISTEN connection. When the server
 // had no room (errNoRoom, or a refusal as too many connections) it is a
-// back-pressure one: from minPressure, doubling up to maxPressure, jittered
-// so that a fleet does not come back at once; otherwise the usual backoff.
+// back-pressure one (room.Pressure); otherwise the usual backoff.
 func (l *listener) Retry(err error, b *wakeup.Backoff) (time.Duration, bool) {
 	if l.takeSqueezed() || errors.Is(err, errNoRoom) || isCode(err, "53300") {
-		l.pressure = min(max(2*l.pressure, minPressure), maxPressure)
-		pause := l.pressure/2 + rand.N(l.pressure/2+1)
+		pause := l.pressure.Next()
 		l.s.log.Debug("the server is short of connections; waiting without LISTEN for a while", "err", l.s.classify("listen", err), "retry_in", pause)
 		return pause, true
 	}
-	l.pressure = 0
+	l.pressure.Reset()
 	l.s.log.Debug("LISTEN connection dropped; waiters fall back to the expiry", "err", l.s.classify("listen", err))
 	return b.Next(), true
 }
@@ -336,16 +307,20 @@ func (l *listener) connect(sctx context.Context) (*pgx.Conn, error) {
 		}
 		return err
 	})
-	l.s.idle()
+	l.s.turns.Idle()
 	if err == nil {
 		err = noRoom
 	}
 	if err != nil {
 		return nil, err
 	}
+	// The login gets a set-up's bound, the statements a call's: under load
+	// a login outlasts a call, and a standby loses nothing by waiting.
+	setupCtx, cancelSetup := context.WithTimeout(sctx, lease.SetupTimeout)
+	c, err := l.s.connect(setupCtx)
+	cancelSetup()
 	cctx, cancel := context.WithTimeout(sctx, l.s.callTimeout)
 	defer cancel()
-	c, err := l.s.connect(cctx)
 	if err == nil {
 		err = l.s.room(cctx, c, 0)
 	}
@@ -362,10 +337,12 @@ func (l *listener) connect(sctx context.Context) (*pgx.Conn, error) {
 }
 
 // read passes c's notifications on to wl until c fails, sctx ends, or the
-// server's room runs short (checked after every pressureEvery of silence).
+// server's room runs short (checked after every room.Every of silence,
+// which also pings c: an unanswered read means a dead connection, which is
+// re-made, waking every waiter to re-check).
 func (l *listener) read(sctx context.Context, c *pgx.Conn, wl *wakeup.Listener) error {
 	for {
-		wctx, cancel := context.WithTimeout(sctx, pressureEvery)
+		wctx, cancel := context.WithTimeout(sctx, room.Every)
 		n, err := c.WaitForNotification(wctx)
 		cancel()
 		if sctx.Err() != nil {
@@ -375,7 +352,7 @@ func (l *listener) read(sctx context.Context, c *pgx.Conn, wl *wakeup.Listener) 
 			if wctx.Err() == nil || c.IsClosed() {
 				return err
 			}
-			// Silent for pressureEvery: is there still room (and does the
+			// Silent for room.Every: is there still room (and does the
 			// connection still work)?
 			pctx, cancel := context.WithTimeout(sctx, l.s.callTimeout)
 			err = l.s.room(pctx, c, -1)
@@ -408,12 +385,12 @@ const roomSQL = `SELECT
 
 // room reports errNoRoom when a LISTEN connection would leave fewer than a
 // quarter (at least 3) of the connections of the server, the role or the
-// database free. extra says what c is: 1, a query connection, and the
-// LISTEN one is still to be made; 0, the new LISTEN connection (counted
-// among the sessions); -1, a LISTEN connection in use, which is kept down
-// to half of that. A server that will not tell (a pooler, a catalog the
-// role may not read) is taken to have room: the 53300 of a full server
-// still makes the listener let go.
+// database free (room.Check; a limit of -1 is none). extra says what c is:
+// 1, a query connection, and the LISTEN one is still to be made; 0, the new
+// LISTEN connection (counted among the sessions); -1, a LISTEN connection
+// in use, which is kept down to half of that. A server that will not tell
+// (a pooler, a catalog the role may not read) is taken to have room: the
+// 53300 of a full server still makes the listener let go.
 func (s *Store) room(ctx context.Context, c *pgx.Conn, extra int) error {
 	var maxConn, used, roleLimit, roleUsed, dbLimit, dbUsed int
 	err := c.QueryRow(ctx, roomSQL).Scan(&maxConn, &used, &roleLimit, &roleUsed, &dbLimit, &dbUsed)
@@ -425,23 +402,8 @@ func (s *Store) room(ctx context.Context, c *pgx.Conn, extra int) error {
 		}
 		return err
 	}
-	for _, lim := range [][2]int{{maxConn, used}, {roleLimit, roleUsed}, {dbLimit, dbUsed}} {
-		if lim[0] < 0 {
-			continue
-		}
-		if free, want := lim[0]-lim[1]-max(extra, 0), headroom(lim[0], extra < 0); free < want {
-			return fmt.Errorf("%w (%d of %d free, want %d)", errNoRoom, max(free, 0), lim[0], want)
-		}
-	}
-	return nil
-}
-
-// headroom is how many of limit connections a LISTEN connection leaves
-// free: a quarter, at least 3; half of that to keep one already made.
-func headroom(limit int, staying bool) int {
-	h := max(3, limit/4)
-	if staying {
-		h = max(1, h/2)
-	}
-	return h
+	return room.Check(errNoRoom, int64(max(extra, 0)), extra < 0,
+		room.Limit{Max: int64(maxConn), Used: int64(used)},
+		room.Limit{Max: int64(roleLimit), Used: int64(roleUsed)},
+		room.Limit{Max: int64(dbLimit), Used: int64(dbUsed)})
 }

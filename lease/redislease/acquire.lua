@@ -1,9 +1,11 @@
 -- acquire.lua takes the lease if it is free, in one atomic step.
 -- KEYS[1] holder record (JSON, PX TTL)   KEYS[2] fencing counter (no TTL)
 -- ARGV[1] acquisition ID   ARGV[2] TTL in ms   ARGV[3] holder label   ARGV[4] since (RFC3339Nano)
--- Returns {1, token, since} when we hold it, {0, record, pttl} when another
--- does, and {2, counter} when the counter is not a number below 2^53 (corrupt:
--- no token is minted from it).
+-- ARGV[5] how far, in microseconds, a token may be ahead of TIME
+-- Returns {1, token, since, TIME in µs} when we hold it, {0, record, pttl} when another
+-- does, {2, counter} when the counter is not a number below 2^53 (corrupt:
+-- no token is minted from it), and {3, token, TIME in µs} when the token
+-- would be further ahead of the server's clock than ARGV[5] (nothing written).
 --
 -- The token is max(counter + 1, server TIME in microseconds), written back to
 -- the counter: strictly increasing while the counter survives, and still
@@ -19,8 +21,10 @@ if cur then
     -- A retry of an attempt whose answer was lost: it is ours already. Restart
     -- the TTL so the store keeps it at least TTL past this request's send time,
     -- which is what the caller counts its deadline from.
+    if redis.replicate_commands then redis.replicate_commands() end
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(rec.token), rec.since}
+    local t = redis.call('TIME')
+    return {1, tonumber(rec.token), rec.since, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))}
   end
   return {0, cur, redis.call('PTTL', KEYS[1])}
 end
@@ -48,9 +52,12 @@ end
 if token >= limit then
   return {2, raw or ''}
 end
+if token - now > tonumber(ARGV[5]) then
+  return {3, string.format('%d', token), string.format('%d', now)}
+end
 local tok = string.format('%d', token)
 redis.call('SET', KEYS[2], tok)
 local rec = cjson.encode({holder = ARGV[3], id = ARGV[1], since = ARGV[4], ttl_ms = tonumber(ARGV[2])})
 rec = string.sub(rec, 1, -2) .. ',"token":' .. tok .. '}'
 redis.call('SET', KEYS[1], rec, 'PX', ARGV[2])
-return {1, token, ARGV[4]}
+return {1, token, ARGV[4], string.format('%d', now)}

@@ -49,7 +49,8 @@
 // earlier than when the client sent it, so a holder that counts its deadline
 // from its own send time never overestimates. Every call is bounded by
 // Options.CallTimeout and by the caller's context (ContextTimeoutEnabled, at
-// most one client retry), so no call outlives the caller's deadline.
+// most one client retry), so no call outlives the caller's deadline;
+// Connect sets a connection up within its caller's bound alone.
 //
 // # What is not guaranteed
 //
@@ -152,7 +153,11 @@ func script(src string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script { return redis.NewScript(src) })
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store     = (*Store)(nil)
+	_ lease.Connector = (*Store)(nil)
+	_ lease.Connector = (*redisLease)(nil)
+)
 
 var libraryLog sync.Once
 
@@ -179,10 +184,16 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	opts.MaxRetries = 1 // one quick retry for a stale pooled connection; the keeper retries the rest
 	opts.MinRetryBackoff = 5 * time.Millisecond
 	opts.MaxRetryBackoff = 50 * time.Millisecond
-	opts.DialTimeout = o.CallTimeout
+	// Every call carries its context's deadline (the call timeout, or the
+	// caller's earlier one); reads, writes and dials are bounded by a
+	// set-up's time only, so that Connect, which sets a connection up, is
+	// bounded by its caller (the wait, or the keeper's stop point), not by
+	// a call's time, and the client's own background reads (a Cluster's
+	// topology) by something.
+	opts.DialTimeout = lease.SetupTimeout
 	opts.DialerRetries = 1
-	opts.ReadTimeout = o.CallTimeout
-	opts.WriteTimeout = o.CallTimeout
+	opts.ReadTimeout = lease.SetupTimeout
+	opts.WriteTimeout = lease.SetupTimeout
 	opts.PoolTimeout = o.CallTimeout
 	opts.PoolSize = 8
 	// One connection stays open for the calls (and the subscription one
@@ -215,6 +226,18 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Connect makes sure a connection to the server is set up
+// (lease.Connector): when the pool holds no idle one, a PING on a new one
+// (its dial, AUTH and the answer), bounded by ctx alone, so that a loaded
+// server's slow set-up is not held to the call timeout. The next call takes
+// that connection from the pool.
+func (s *Store) Connect(ctx context.Context) error {
+	if st := s.client.PoolStats(); st != nil && st.IdleConns > 0 {
+		return nil
+	}
+	return s.classify("connect", s.client.Ping(ctx).Err())
 }
 
 // Topology reports whether the store is a single server, Sentinel or Cluster.
@@ -297,7 +320,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	defer cancel()
 	res, err := acquireScript().Run(cctx, s.client,
 		[]string{recordKey(req.Name), counterKey(req.Name)},
-		req.ID, ttl, req.Label, since).Slice()
+		req.ID, ttl, req.Label, since, lease.MaxClockSkew.Microseconds()).Slice()
 	if err != nil {
 		return nil, s.classify("acquire "+req.Name, err)
 	}
@@ -315,21 +338,33 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 		return nil, lease.NewError(fmt.Sprintf("%s: the fencing counter %s holds %q, which is not a whole number from 0 to 2^53−2: refusing to mint a token from it. "+
 			"If nothing edited it on purpose, delete it (redis-cli DEL '%s'): the next token then comes from the server's clock and is still above every token leaderrun issued",
 			s.where, counterKey(req.Name), shown, counterKey(req.Name)))
+	case answer == 3 && len(res) == 3:
+		ts, _ := res[1].(string)
+		ns, _ := res[2].(string)
+		tok, err1 := strconv.ParseUint(ts, 10, 64)
+		now, err2 := strconv.ParseInt(ns, 10, 64)
+		if err1 == nil && err2 == nil {
+			return nil, lease.TokenAheadError(req.Name, tok, time.UnixMicro(now),
+				fmt.Sprintf("the counter key at %s (redis-cli DEL '%s')", s.where, counterKey(req.Name)))
+		}
+		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: unexpected script answer %v", s.where, req.Name, res))
 	case answer == 0 && len(res) == 3:
 		raw, _ := res[1].(string)
 		pttl, _ := res[2].(int64)
 		return nil, &lease.HeldError{By: holderOf(req.Name, raw, pttl)}
-	case answer != 1 || len(res) != 3:
+	case answer != 1 || len(res) != 4:
 		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: unexpected script answer %v", s.where, req.Name, res))
 	}
 	token, _ := res[1].(int64)
 	at, _ := res[2].(string)
-	if token <= 0 || token > maxToken {
-		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token %v", s.where, req.Name, res[1]))
+	clock, _ := res[3].(string)
+	granted, err := strconv.ParseInt(clock, 10, 64)
+	if token <= 0 || token > maxToken || err != nil {
+		return nil, lease.NewError(fmt.Sprintf("%s: acquire %s: bad fencing token or server time %v", s.where, req.Name, res[1:]))
 	}
 	l := &redisLease{s: s, ttl: ttl, info: lease.Holder{
 		Name: req.Name, Label: req.Label, ID: req.ID, Token: uint64(token),
-		TTL: time.Duration(ttl) * time.Millisecond,
+		TTL: time.Duration(ttl) * time.Millisecond, Granted: time.UnixMicro(granted).UTC(),
 	}}
 	l.info.Since, _ = time.Parse(time.RFC3339Nano, at)
 	s.announce(req.Name)
@@ -389,6 +424,10 @@ type redisLease struct {
 }
 
 func (l *redisLease) Info() lease.Holder { return l.info }
+
+// Connect is the store's Connect: a renewal after the pool lost its
+// connection sets one up within the keeper's bound, not the call timeout.
+func (l *redisLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
 
 // Renew restarts the TTL if the record still carries our ID. It wraps
 // lease.ErrLost when it does not; any other error means "unknown outcome".

@@ -61,14 +61,8 @@ func plain(t *testing.T, addrs []string, cluster bool) redis.UniversalClient {
 
 func harness(url string, raw redis.UniversalClient) leasetest.Harness {
 	return leasetest.Harness{
-		Open: func(t *testing.T) lease.Store {
-			s, err := redislease.Open(ctxT(t), url, redislease.Options{CallTimeout: time.Second})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			return s
-		},
-		TTL: 300 * time.Millisecond,
+		Open: leasetest.Opener(redislease.Open, url, redislease.Options{CallTimeout: time.Second}),
+		TTL:  300 * time.Millisecond,
 		Break: func(t *testing.T, _ lease.Store, name string) {
 			if err := raw.Del(ctxT(t), "leaderrun:{"+name+"}").Err(); err != nil {
 				t.Fatalf("DEL: %v", err)
@@ -447,5 +441,51 @@ func TestJoinPrunesLapsedStandbys(t *testing.T) {
 	}
 	if ttl := raw.PTTL(ctx, "leaderrun:{"+name+"}:candidates").Val(); ttl <= 0 || ttl > time.Minute+2*time.Second {
 		t.Fatalf("candidates key PTTL %v; want about the live standby's expiry", ttl)
+	}
+}
+
+// A connection slower to set up than the call timeout (a loaded server's
+// first answer) is a wait, not a failure: Acquire sets it up within its
+// wait (Connect), and a renewal, after the keeper's Connect, answers within
+// the call timeout. Before set-up had a budget of its own, every attempt's
+// new connection was cut short at the call timeout and the wait ended with
+// the store unavailable.
+func TestSlowSetupIsAWait(t *testing.T) {
+	addr := need(t, "LEADERRUN_TEST_REDIS")
+	const callTimeout = 150 * time.Millisecond
+	proxy, accepted := leasetest.SlowSetup(t, addr, 4*callTimeout)
+	s := open(t, "redis://"+proxy, redislease.Options{CallTimeout: callTimeout})
+	ctx := ctxT(t)
+	name := "slow-setup-" + lease.NewID()[:8]
+	a, err := lease.Acquire(ctx, s, lease.Request{Name: name, Label: "me", TTL: 10 * time.Second},
+		lease.AcquireOptions{Wait: 10 * time.Second, CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatalf("Acquire with a set-up 4 times the call timeout: %v (%d connections)", err, accepted.Load())
+	}
+	// The acquisition's announcement may hold the pool's connection for a
+	// moment: the keeper sets one up (Connect) before each renewal.
+	c, ok := a.Lease.(lease.Connector)
+	if !ok {
+		t.Fatal("a Redis lease is no lease.Connector")
+	}
+	// As the keeper does: set-up, then the renewal, and a renewal that
+	// timed out (the machine's load, or the announcement that took the
+	// pool's connection meanwhile) tried again, each try after a set-up.
+	for try := 0; try < 3; try++ {
+		if err := c.Connect(ctx); err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err = a.Lease.Renew(rctx)
+		cancel()
+		if err == nil || !errors.Is(err, lease.ErrUnavailable) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("Renew after Connect, three tries: %v", err)
+	}
+	if err := a.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

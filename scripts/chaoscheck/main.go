@@ -309,7 +309,7 @@ func check(dir string) (*Report, error) {
 		}
 		key := fmt.Sprint(rec.Kind, "/", rec.PID)
 		switch rec.Phase {
-		case "cont", "up":
+		case "cont", "up", "done": // a pause, a restart, a change to the record ends
 			if f := open[key]; f != nil {
 				f.End = rec.T
 				delete(open, key)
@@ -324,7 +324,7 @@ func check(dir string) (*Report, error) {
 		case "stop":
 			f.End = math.MaxInt64
 			open[key] = f
-		case "kill":
+		case "kill", "begin":
 			f.End = math.MaxInt64
 			open[rec.Kind] = f
 		}

@@ -152,6 +152,29 @@ func TestCheck(t *testing.T) {
 			want: map[string]int{"overlaps_lost": 1, "overlaps_unexplained": 0},
 		},
 		{
+			// kubectl began the delete 1.1 s before A's child started (past
+			// the slack) but deleted the record only after A acquired it: B
+			// then created it afresh. The change lasts until its answer
+			// (done), so the overlap is explained by it.
+			name: "a slow delete lost a lease taken after it began",
+			logs: logs{
+				"runs.log":   {start(2100*ms, 11, 1, 5), start(2480*ms, 12, 2, 6), end(2510*ms, 11, "signal terminated"), end(3000*ms, 12, "done")},
+				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"), faultRec(2300*ms, "key_delete", 0, "done")},
+			},
+			want: map[string]int{"overlaps_lost": 1, "overlaps_unexplained": 0, "faults_total": 1},
+		},
+		{
+			// The same delete answered at once explains nothing a second
+			// and more later.
+			name: "a prompt delete long before the overlap",
+			logs: logs{
+				"runs.log":   {start(2100*ms, 11, 1, 5), start(2480*ms, 12, 2, 6), end(2510*ms, 11, "signal terminated"), end(3000*ms, 12, "done")},
+				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"), faultRec(1010*ms, "key_delete", 0, "done")},
+			},
+			want: map[string]int{"overlaps_lost": 0, "overlaps_unexplained": 1, "faults_total": 1},
+			fail: "unexplained overlap",
+		},
+		{
 			// A restart without data that loses the lease long before the
 			// overlap does not explain it.
 			name: "overlap long after the store lost the lease",

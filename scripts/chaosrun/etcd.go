@@ -90,9 +90,10 @@ func (e *etcdFaults) inject(ctx context.Context, kind string, rng *rand.Rand) er
 	case "key_delete":
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		e.d.fault(kind, nil)
-		_, err := e.client.Delete(cctx, "leaderrun/"+e.d.c.name)
-		return err
+		return e.d.change(kind, func() error {
+			_, err := e.client.Delete(cctx, "leaderrun/"+e.d.c.name)
+			return err
+		})
 	case "store_restart_persist":
 		return e.restart(ctx, kind, i, time.Duration(rng.IntN(1500))*time.Millisecond)
 	}

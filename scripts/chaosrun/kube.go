@@ -78,12 +78,11 @@ func (k *kubeFaults) inject(ctx context.Context, kind string, rng *rand.Rand) er
 		defer func() { k.paused = 0 }()
 		return serverPause(ctx, k.d, k.pid, time.Duration(300+rng.IntN(int(2*k.d.c.ttl/time.Millisecond)))*time.Millisecond)
 	case "key_delete":
-		k.d.fault(kind, nil)
-		err := k.kubectl(ctx, "delete", "lease", k.d.c.name, "--ignore-not-found")
-		return err
+		return k.d.change(kind, func() error { return k.kubectl(ctx, "delete", "lease", k.d.c.name, "--ignore-not-found") })
 	case "key_edit":
-		k.d.fault(kind, nil)
-		return k.kubectl(ctx, "patch", "lease", k.d.c.name, "--type", "merge", "-p", `{"spec":{"holderIdentity":"chaos-intruder"}}`)
+		return k.d.change(kind, func() error {
+			return k.kubectl(ctx, "patch", "lease", k.d.c.name, "--type", "merge", "-p", `{"spec":{"holderIdentity":"chaos-intruder"}}`)
+		})
 	case "store_restart_persist":
 		return k.restart(ctx, kind, time.Duration(rng.IntN(1500))*time.Millisecond)
 	}

@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,11 +234,17 @@ type config struct {
 	azuriteDir, azuriteBin string
 	// PostgreSQL: the postgres.sh directory and where postgres.sh is.
 	pgDir, pgScripts string
+	// MySQL/MariaDB: the mariadb.sh directory and where mariadb.sh is.
+	myDir, myScripts string
 	// etcd: the etcd.sh directory of a three-member cluster.
 	etcdDir string
 	// Kubernetes: the kubernetes.sh directory.
 	kubeDir string
-	extra   []string // more leaderrun flags
+	// S3: the versitygw.sh directory and the scripts directory.
+	s3Dir, s3Scripts string
+	// GCS: the fakegcs.sh directory and the scripts directory.
+	gcsDir, gcsScripts string
+	extra              []string // more leaderrun flags
 }
 
 func run(args []string) error {
@@ -245,7 +252,7 @@ func run(args []string) error {
 	var extra string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.dir, "dir", "", "log directory")
-	fs.StringVar(&c.store, "store", "file", "file, redis, azurite, postgres, etcd or kubernetes")
+	fs.StringVar(&c.store, "store", "file", "file, redis, azurite, postgres, mysql, etcd, kubernetes, s3 or gcs")
 	fs.StringVar(&c.url, "url", "", "--store URL for leaderrun")
 	fs.StringVar(&c.leaderrun, "leaderrun", "", "leaderrun binary")
 	fs.StringVar(&c.name, "name", "chaos", "lease name")
@@ -261,8 +268,14 @@ func run(args []string) error {
 	fs.StringVar(&c.azuriteBin, "azurite-bin", "", "azurite-blob binary, for restarts")
 	fs.StringVar(&c.pgDir, "pg-dir", "", "postgres.sh directory (env, pids, rundir)")
 	fs.StringVar(&c.pgScripts, "pg-scripts", "scripts", "directory of postgres.sh, for restarts")
+	fs.StringVar(&c.myDir, "my-dir", "", "mariadb.sh directory (env, pids, rundir)")
+	fs.StringVar(&c.myScripts, "my-scripts", "scripts", "directory of mariadb.sh, for restarts")
 	fs.StringVar(&c.etcdDir, "etcd-dir", "", "etcd.sh directory of a cluster (env, pids)")
 	fs.StringVar(&c.kubeDir, "kube-dir", "", "kubernetes.sh directory (env, pids)")
+	fs.StringVar(&c.s3Dir, "s3-dir", "", "versitygw.sh directory (env, pids)")
+	fs.StringVar(&c.s3Scripts, "s3-scripts", "scripts", "directory of versitygw.sh, for restarts")
+	fs.StringVar(&c.gcsDir, "gcs-dir", "", "fakegcs.sh directory (env, pids)")
+	fs.StringVar(&c.gcsScripts, "gcs-scripts", "scripts", "directory of fakegcs.sh, for restarts")
 	fs.StringVar(&extra, "leaderrun-flags", "", "more leaderrun flags, space separated")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -329,10 +342,16 @@ func newDriver(ctx context.Context, c config) (*driver, error) {
 		d.store, err = newAzuriteFaults(d)
 	case "postgres":
 		d.store, err = newPgFaults(d)
+	case "mysql":
+		d.store, err = newMyFaults(d)
 	case "etcd":
 		d.store, err = newEtcdFaults(d)
 	case "kubernetes":
 		d.store, err = newKubeFaults(d)
+	case "s3":
+		d.store, err = newS3Faults(d)
+	case "gcs":
+		d.store, err = newGCSFaults(d)
 	default:
 		err = fmt.Errorf("unknown store %q", c.store)
 	}
@@ -351,6 +370,19 @@ func (d *driver) close() { d.store.close() }
 
 func (d *driver) fault(kind string, extra map[string]any) { d.faultAt(now(), kind, extra) }
 
+// change makes a change to the lease's record (a delete, an edit, a
+// break) with fn and logs it as a fault lasting from the call to its
+// answer (phases begin and done): the change takes effect somewhere in
+// between, and not always soon after the call (Azure's break once 1.5 s
+// after it; kubectl, starting on a loaded machine, once deleted the Lease
+// more than a second after it began, and a slot taken meanwhile was lost).
+func (d *driver) change(kind string, fn func() error) error {
+	d.fault(kind, map[string]any{"phase": "begin"})
+	err := fn()
+	d.fault(kind, map[string]any{"phase": "done"})
+	return err
+}
+
 // faultAt logs a fault stamped t: taken before the signal is sent, logged
 // once it was (a signal to a process that just exited is no fault).
 func (d *driver) faultAt(t int64, kind string, extra map[string]any) {
@@ -364,6 +396,10 @@ func (d *driver) faultAt(t int64, kind string, extra map[string]any) {
 func (d *driver) run(ctx context.Context, rng *rand.Rand) error {
 	faultCtx, cancel := context.WithTimeout(ctx, d.c.duration)
 	defer cancel()
+	// A run that hangs (a fault that never returns, a wrapper that never
+	// exits) must end with its reason, not silence until CI's limit.
+	dog := time.AfterFunc(d.c.duration+stuckAfter, d.stuck)
+	defer dog.Stop()
 	var wg sync.WaitGroup
 	for i := range d.c.contenders {
 		wg.Go(func() { d.contender(faultCtx, i) })
@@ -395,6 +431,27 @@ func (d *driver) run(ctx context.Context, rng *rand.Rand) error {
 	}
 	d.fault("end", nil)
 	return nil
+}
+
+// stuckAfter is how long past its faults' duration a run may take to stop:
+// a fault's own bound (a server restart waits up to about 20 s), the 20 s
+// before the wrappers are SIGKILLed, and room for a loaded machine.
+const stuckAfter = 2 * time.Minute
+
+// stuck prints every goroutine's stack and the state of each wrapper still
+// running, then ends the driver with status 3.
+func (d *driver) stuck() {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	fmt.Fprintf(os.Stderr, "chaosrun: still running %v after the faults ended; goroutines:\n%s\n", stuckAfter, buf)
+	if d.mu.TryLock() { // a goroutine stuck holding it must not hide the rest
+		for pid := range d.running {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			fmt.Fprintf(os.Stderr, "chaosrun: wrapper %d (stopped by us: %v): %s\n", pid, d.stopped[pid], strings.TrimSpace(string(st)))
+		}
+		d.mu.Unlock()
+	}
+	os.Exit(3)
 }
 
 // contender runs leaderrun in a loop until ctx is done.
@@ -608,11 +665,9 @@ func (f *fileFaults) inject(_ context.Context, kind string, _ *rand.Rand) error 
 		if err := os.WriteFile(tmp, b, 0o644); err != nil {
 			return err
 		}
-		f.d.fault(kind, nil)
-		return os.Rename(tmp, f.path)
+		return f.d.change(kind, func() error { return os.Rename(tmp, f.path) })
 	case "lockfile_delete":
-		f.d.fault(kind, nil)
-		return os.Remove(f.path)
+		return f.d.change(kind, func() error { return os.Remove(f.path) })
 	}
 	return fmt.Errorf("unknown fault %s", kind)
 }

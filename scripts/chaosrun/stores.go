@@ -131,8 +131,7 @@ func (r *redisFaults) inject(ctx context.Context, kind string, rng *rand.Rand) e
 		defer func() { r.paused = false }()
 		return serverPause(ctx, r.d, r.pid, time.Duration(300+rng.IntN(int(2*r.d.c.ttl/time.Millisecond)))*time.Millisecond)
 	case "key_delete":
-		r.d.fault(kind, nil)
-		return r.client.Del(ctx, "leaderrun:{"+r.d.c.name+"}").Err()
+		return r.d.change(kind, func() error { return r.client.Del(ctx, "leaderrun:{"+r.d.c.name+"}").Err() })
 	case "store_restart_persist", "store_restart_empty":
 		return r.restart(ctx, kind, time.Duration(rng.IntN(1500))*time.Millisecond)
 	}
@@ -281,12 +280,12 @@ func (a *azuriteFaults) inject(ctx context.Context, kind string, rng *rand.Rand)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		// The break takes effect somewhere between the call and its answer
-		// (on a loaded machine, once 1.5 s after the call): both are logged.
-		a.d.fault(kind, map[string]any{"phase": "kill"})
+		// (on a loaded machine, once 1.5 s after the call).
 		zero := int32(0)
-		_, err := a.blob.BreakLease(cctx, &azlease.BlobBreakOptions{BreakPeriod: &zero})
-		a.d.fault(kind, map[string]any{"phase": "up"})
-		return err
+		return a.d.change(kind, func() error {
+			_, err := a.blob.BreakLease(cctx, &azlease.BlobBreakOptions{BreakPeriod: &zero})
+			return err
+		})
 	case "store_restart_persist", "store_restart_empty":
 		return a.restart(ctx, kind, time.Duration(rng.IntN(1500))*time.Millisecond)
 	}

@@ -6,7 +6,11 @@
 // A package that hits go test's -timeout is said to have "timed out", with
 // the tests that were running then (their own output, not the goroutine
 // dump) and the number that had not started yet; each running top-level
-// test counts as failed. It ends with "go test: N passed, N failed, N
+// test counts as failed. So is one that go test killed because it ran a
+// minute past the -timeout without the testing package's own report (a
+// starved machine), and a package whose events end without a result (go
+// test itself killed): the tests it had started and not finished are
+// named. It ends with "go test: N passed, N failed, N
 // skipped (tests) in D" (and how many packages timed out) and, with -counts
 // FILE, writes "PASSED FAILED" there for scripts/test.sh's final line. It
 // exits 1 when a test or a package failed, 0 otherwise.
@@ -20,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -172,6 +177,40 @@ func (s *summary) forget(pkg string) {
 // timeoutPanic starts the testing package's report of a -timeout.
 const timeoutPanic = "panic: test timed out after "
 
+// killedPrefix starts go test's own line when it kills a test binary that
+// ran a minute past -timeout without ending ("*** Test killed with quit:
+// ran too long (10m0s)."), after its SIGQUIT goroutine dump.
+const killedPrefix = "*** Test killed"
+
+// dumpStart starts the goroutine dump of a SIGQUIT.
+const dumpStart = "SIGQUIT: quit"
+
+// unfinished returns pkg's tests that started and have not ended: those
+// running, and how many more were paused (waiting for a -parallel slot).
+func (s *summary) unfinished(pkg string) (running []string, waiting int) {
+	for k, st := range s.state {
+		name, ok := strings.CutPrefix(k, pkg+"/")
+		if !ok {
+			continue
+		}
+		if st == "run" {
+			running = append(running, name)
+		} else {
+			waiting++
+		}
+	}
+	slices.Sort(running)
+	return running, waiting
+}
+
+// cutDump drops a SIGQUIT goroutine dump and what follows from out.
+func cutDump(out []string) []string {
+	if i := slices.IndexFunc(out, func(l string) bool { return strings.HasPrefix(l, dumpStart) }); i >= 0 {
+		return out[:i]
+	}
+	return out
+}
+
 // timeout reports package e (failed, n tests finished) as timed out if its
 // output holds the testing package's timeout panic, and says so. The panic
 // lists the tests running at that moment ("running tests:", then one
@@ -204,12 +243,36 @@ func (s *summary) timeout(e event, n int) bool {
 			break
 		}
 	}
+	killed := ""
 	if after == "" {
-		return false
+		// No report of the testing package's: did go test kill it?
+		for k, out := range s.output {
+			if k != e.Package && !strings.HasPrefix(k, e.Package+"/") {
+				continue
+			}
+			for _, l := range out {
+				if strings.HasPrefix(l, killedPrefix) {
+					killed = strings.TrimSpace(l)
+				}
+			}
+		}
+		if killed == "" {
+			return false
+		}
+		for k, out := range s.output {
+			if k == e.Package || strings.HasPrefix(k, e.Package+"/") {
+				s.output[k] = cutDump(out)
+			}
+		}
+		running, _ = s.unfinished(e.Package)
 	}
 	s.failedPkgs = append(s.failedPkgs, e.Package)
 	s.timedOut = append(s.timedOut, e.Package)
-	fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests  TIMED OUT after %s (go test -timeout)\n", e.Package, e.Elapsed, n, after)
+	if killed != "" {
+		fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests  TIMED OUT: go test killed it (%s)\n", e.Package, e.Elapsed, n, killed)
+	} else {
+		fmt.Fprintf(s.out, "FAIL  %-50s %6.1fs  %d tests  TIMED OUT after %s (go test -timeout)\n", e.Package, e.Elapsed, n, after)
+	}
 	fmt.Fprintf(s.out, "      running when it timed out: %s\n", strings.Join(running, ", "))
 	if len(running) == 0 {
 		fmt.Fprint(s.out, "      (go test named none)\n")
@@ -237,11 +300,43 @@ func (s *summary) timeout(e event, n int) bool {
 	return true
 }
 
+// noResult reports the packages whose events ended without a result (go
+// test itself was killed, or died), naming the tests they had started and
+// not finished; each counts as failed, as does the package. Called with mu
+// held, once the input has ended.
+func (s *summary) noResult() {
+	pkgs := slices.Sorted(maps.Keys(s.running))
+	for _, p := range pkgs {
+		running, waiting := s.unfinished(p)
+		fmt.Fprintf(s.out, "FAIL  %-50s no result: go test ended before it did\n", p)
+		if len(running) > 0 {
+			fmt.Fprintf(s.out, "      still running then: %s\n", strings.Join(running, ", "))
+		}
+		if waiting > 0 {
+			fmt.Fprintf(s.out, "      %d more tests had not started (waiting for a -parallel slot)\n", waiting)
+		}
+		for _, name := range running {
+			if out := cutDump(s.output[p+"/"+name]); len(out) > 0 {
+				fmt.Fprintf(s.out, "--- unfinished: %s\n%s", name, strings.Join(out, ""))
+			}
+			if !strings.Contains(name, "/") {
+				s.failed++
+			}
+		}
+		s.failedPkgs = append(s.failedPkgs, p)
+		s.failed++
+		s.forget(p)
+		delete(s.running, p)
+	}
+}
+
 // tick reports the packages still running.
 func (s *summary) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.running) == 0 {
+		// Between packages, or before the first: go test is building.
+		fmt.Fprintf(s.out, "      ... %s elapsed; no package running: go test is building (test binaries, with -race)\n", time.Since(s.start).Round(time.Second))
 		return
 	}
 	var names []string
@@ -294,10 +389,7 @@ func main() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p := range s.running { // go test died before the package ended
-		fmt.Printf("FAIL  %s: no result\n", p)
-		s.failed++
-	}
+	s.noResult()
 	timedOut := ""
 	if len(s.timedOut) > 0 {
 		timedOut = fmt.Sprintf("; %d package(s) timed out: %s", len(s.timedOut), strings.Join(s.timedOut, " "))

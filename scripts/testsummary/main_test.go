@@ -90,7 +90,9 @@ func TestHangsInSub(t *testing.T) {
 
 func TestParallelDone(t *testing.T) { t.Parallel() }
 `)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-json", "-count=1", "-timeout", "3s", ".")
+	// -parallel=8: at the default (GOMAXPROCS, 2 in CI) the two hanging
+	// tests can hold both slots, and TestParallelDone never runs.
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-json", "-count=1", "-parallel=8", "-timeout", "3s", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	out, _ := cmd.Output() // exits 1: the timeout
@@ -186,5 +188,88 @@ func TestSummaryTimeoutAfterPass(t *testing.T) {
 	}
 	if s.passed != 2 || s.failed != 2 || len(s.timedOut) != 1 {
 		t.Errorf("passed %d, failed %d, timed out %v; want 2, 2, [example.com/slow]:\n%s", s.passed, s.failed, s.timedOut, got)
+	}
+}
+
+// replay feeds a recorded go test -json stream, up to its line stop (all
+// with stop < 0), to a summary and returns it with what it printed.
+func replay(t *testing.T, file string, stop int) (*summary, string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	if stop >= 0 {
+		lines = lines[:stop]
+	}
+	var b strings.Builder
+	s := newSummary(&b)
+	for _, line := range lines {
+		var e event
+		if json.Unmarshal(line, &e) == nil {
+			s.event(e)
+		}
+	}
+	return s, b.String()
+}
+
+// A package that go test killed a minute past its -timeout, without the
+// testing package's report (recorded from a real run: a test binary whose
+// own alarm was off, as when TestMain or a starved machine keeps it from
+// firing): the summary says it timed out, names the tests that were
+// running (not the finished one), counts the one waiting for a -parallel
+// slot, and shows their own output without the SIGQUIT goroutine dump.
+func TestSummaryKilledRanTooLong(t *testing.T) {
+	s, got := replay(t, "killed-ran-too-long.json", -1)
+	for _, want := range []string{
+		"TIMED OUT: go test killed it (*** Test killed with quit: ran too long (1m1s).)",
+		"running when it timed out: TestHangs, TestWaits\n",
+		"1 more tests had not started",
+		"--- timed out: TestHangs\n",
+		"hangs-own-output",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "SIGQUIT") || strings.Contains(got, "goroutine ") || strings.Contains(got, "TestQuick") {
+		t.Errorf("summary shows the goroutine dump or a finished test:\n%s", got)
+	}
+	if s.passed != 1 || s.failed != 2 || len(s.timedOut) != 1 {
+		t.Errorf("passed %d, failed %d, timed out %v; want 1, 2 (the running top-level tests), [example.com/killed]", s.passed, s.failed, s.timedOut)
+	}
+}
+
+// A stream that ends before its package's result (go test itself killed):
+// the summary names the tests still running and counts them and the
+// package as failed.
+func TestSummaryNoResult(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "killed-ran-too-long.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := bytes.Index(data, []byte("SIGQUIT: quit"))
+	stop := bytes.Count(data[:cut], []byte("\n"))
+	s, _ := replay(t, "killed-ran-too-long.json", stop)
+	var b strings.Builder
+	s.out = &b
+	s.mu.Lock()
+	s.noResult()
+	s.mu.Unlock()
+	got := b.String()
+	for _, want := range []string{
+		"example.com/killed",
+		"no result: go test ended before it did",
+		"still running then: TestHangs, TestWaits\n",
+		"1 more tests had not started",
+		"--- unfinished: TestHangs\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if s.failed != 3 || len(s.failedPkgs) != 1 {
+		t.Errorf("failed %d, failed packages %v; want 3 (two tests and the package), [example.com/killed]", s.failed, s.failedPkgs)
 	}
 }

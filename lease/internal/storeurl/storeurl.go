@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leaderrun/leaderrun/lease/internal/safefile"
+	"github.com/leaderrun/leaderrun/internal/safefile"
 )
 
 // Hidden is what QueryKey and SafeKey show instead of a key that might be

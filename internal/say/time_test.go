@@ -1,0 +1,29 @@
+package say
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{10 * time.Minute: "10m", 133 * time.Second: "2m13s", time.Hour: "1h", 90 * time.Minute: "1h30m", 1234 * time.Millisecond: "1.2s", 665 * time.Millisecond: "665ms"} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%v) = %q; want %q", d, got, want)
+		}
+	}
+}
+
+// The holder's since carries the date when it is not today.
+func TestHeldBySince(t *testing.T) {
+	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
+	h := lease.Holder{Label: "web-1:42", Since: now.Add(-25 * time.Hour), Token: 5}
+	if got, want := HeldBy(h, now), "held by web-1:42 since 2026-11-21 22:30:00 "+now.Format("MST")+", token 5"; got != want {
+		t.Errorf("heldBy = %q; want %q", got, want)
+	}
+	h.Since = now.Add(-time.Hour)
+	if got, want := HeldBy(h, now), "held by web-1:42 since 22:30:00 "+now.Format("MST")+", token 5"; got != want {
+		t.Errorf("heldBy = %q; want %q", got, want)
+	}
+}

@@ -1,0 +1,20 @@
+package redislease
+
+import (
+	"testing"
+
+	"github.com/leaderrun/leaderrun/lease/storetab/rowtest"
+)
+
+// TestRow holds the store table's Redis row to this package.
+func TestRow(t *testing.T) {
+	rowtest.Check(t, "Redis", rowtest.Facts{
+		Schemes: Schemes,
+		Accepts: func(scheme string) error {
+			_, _, err := parseScheme(scheme + "://127.0.0.1:6379")
+			return err
+		},
+		Store:      &Store{},
+		SecretVars: []string{EnvPassword, EnvSentinelPassword},
+	})
+}

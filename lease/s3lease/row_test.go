@@ -1,0 +1,24 @@
+package s3lease
+
+import (
+	"testing"
+
+	"github.com/leaderrun/leaderrun/lease/objlease"
+	"github.com/leaderrun/leaderrun/lease/storetab/rowtest"
+)
+
+// TestRow holds the store table's S3 row to this package, without a
+// server: the URL parser reaches nothing, and the store's limits and
+// capabilities are objlease's with the default poll.
+func TestRow(t *testing.T) {
+	rowtest.Check(t, "S3", rowtest.Facts{
+		Schemes: Schemes,
+		Accepts: func(scheme string) error {
+			_, err := parseURL(scheme + "://bucket/prefix")
+			return err
+		},
+		Store:      &Store{Store: objlease.New(objlease.Config{})},
+		Poll:       DefaultPoll,
+		SecretVars: []string{EnvSecretKey, EnvSessionToken},
+	})
+}
