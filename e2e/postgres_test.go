@@ -233,6 +233,19 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		return u.String()
 	}
 	fleetURL, appURL := as(role, "fleetPassw0rd"), as(role+"_app", "appPassw0rd")
+	name := e2eName(t, "lfleet")
+	// Each instance names its sessions (application_name) by its holder,
+	// so that a failure says whose connections were kept.
+	named := func(holder string) []string {
+		u, err := url.Parse(fleetURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("application_name", holder)
+		u.RawQuery = q.Encode()
+		return []string{"LEADERRUN_STORE=" + u.String()}
+	}
 	ctx := ctxTimeout(t, 5*time.Minute)
 	op, err := pgx.Connect(ctx, admin)
 	if err != nil {
@@ -256,6 +269,24 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		}
 		return n, kept, what
 	}
+	// whoKeeps says whose sessions are older than 10 s, and the line as
+	// the standbys' registrations stand (the first eight in takeover
+	// order, and how many are live), for a failure's message.
+	whoKeeps := func() string {
+		var keepers, line string
+		var live int
+		err := op.QueryRow(ctx, `SELECT coalesce(string_agg(application_name, ' ' ORDER BY application_name), '')
+			FROM pg_stat_activity WHERE usename = $1 AND backend_start < now() - interval '10 seconds'`, role).Scan(&keepers)
+		if err == nil {
+			err = op.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(holder, ' ' ORDER BY priority DESC, since, id) FILTER (WHERE place <= 8), '')
+				FROM (SELECT holder, priority, since, id, row_number() OVER (ORDER BY priority DESC, since, id) AS place
+					FROM leaderrun_leases_standbys WHERE name = $1 AND expires > clock_timestamp()) l`, name).Scan(&live, &line)
+		}
+		if err != nil {
+			return fmt.Sprintf("(cannot tell whose: %v)", err)
+		}
+		return fmt.Sprintf("kept by %s; the line: %d live, first %s", keepers, live, line)
+	}
 	appConnects := func() bool { // the application, as another role
 		c, err := pgx.Connect(ctx, appURL)
 		if err != nil {
@@ -267,15 +298,14 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 	}
 
 	env := []string{"LEADERRUN_STORE=" + fleetURL}
-	name := e2eName(t, "lfleet")
-	leader := start(t, env, "--name", name, "--holder", "leader", "--ttl", "5s", "--", "sh", "-c", "echo ready; exec sleep 1000")
+	leader := start(t, named("leader"), "--name", name, "--holder", "leader", "--ttl", "5s", "--", "sh", "-c", "echo ready; exec sleep 1000")
 	if l := leader.line(); l != "ready" {
 		t.Fatalf("leader's child said %q", l)
 	}
 	marks := filepath.Join(t.TempDir(), "marks")
 	standbys := make([]*lr, pgFleetSize)
 	for i := range standbys {
-		standbys[i] = start(t, env, "--name", name, "--holder", fmt.Sprint("s", i), "--ttl", "5s", "--wait", "forever", "--",
+		standbys[i] = start(t, named(fmt.Sprint("s", i)), "--name", name, "--holder", fmt.Sprint("s", i), "--ttl", "5s", "--wait", "forever", "--",
 			"sh", "-c", `echo "$0" >> "$1"`, fmt.Sprint("s", i), marks)
 	}
 	for _, p := range standbys {
@@ -292,18 +322,20 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // no event for another session's end
 	}
 	const tries = 20
-	most, mostWhat, mostKept, ok := 0, "", 0, 0
+	most, mostWhat, mostKept, keepers, ok := 0, "", 0, "", 0
 	for range tries {
 		n, kept, what := held()
 		if n > most {
 			most, mostWhat = n, what
 		}
-		mostKept = max(mostKept, kept)
+		if kept > mostKept {
+			mostKept, keepers = kept, whoKeeps()
+		}
 		if appConnects() {
 			ok++
 		}
 	}
-	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections (%s), kept at most %d; the application connected %d of %d times", pgFleetSize, most, mostWhat, mostKept, ok, tries)
+	t.Logf("waiting: the fleet (a leader, %d standbys) held at most %d connections (%s), kept at most %d (%s); the application connected %d of %d times", pgFleetSize, most, mostWhat, mostKept, keepers, ok, tries)
 	// The fleet keeps the leader's connection and the front's LISTEN ones,
 	// never one per standby; the rest are calls (a heartbeat, a listing, a
 	// standby behind the front checking at the expiry it read), each a
@@ -315,7 +347,7 @@ func TestPostgresFleetListenLeavesRoom(t *testing.T) {
 	// leader's connection and three LISTEN ones at most, and the
 	// application connects every time.
 	if ok != tries || mostKept > 1+3 || most >= maxConns/2 {
-		t.Fatalf("while %d standbys wait the fleet held up to %d connections (%s), %d of them kept 10 s or more, and the application connected %d of %d times; want under %d, at most 4 kept, and every time", pgFleetSize, most, mostWhat, mostKept, ok, tries, maxConns/2)
+		t.Fatalf("while %d standbys wait the fleet held up to %d connections (%s), %d of them kept 10 s or more (%s), and the application connected %d of %d times; want under %d, at most 4 kept, and every time", pgFleetSize, most, mostWhat, mostKept, keepers, ok, tries, maxConns/2)
 	}
 
 	// status, as the fleet's role, answers too (it failed with 53300).
