@@ -395,3 +395,68 @@ func TestRelistStaysInBudget(t *testing.T) {
 		}
 	}
 }
+
+// refusingRegistry grants a registration each Join, except the first that
+// asks for more than one candidate's expiry, which it refuses; it reports
+// each Join as the time the registration made before it ran out (zero:
+// still live) and the expiry asked for.
+type refusingRegistry struct {
+	crowdRegistry
+	mu      sync.Mutex
+	until   time.Time
+	refused bool
+	joins   chan joinSeen
+}
+
+type joinSeen struct {
+	lapsed time.Duration // how long the registration had been gone
+	expiry time.Duration
+	err    error
+}
+
+func (r *refusingRegistry) Join(_ context.Context, _ string, _ Candidate, expiry time.Duration) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	seen := joinSeen{expiry: expiry}
+	if !r.until.IsZero() && now.After(r.until) {
+		seen.lapsed = now.Sub(r.until)
+	}
+	_, one := r.timing.HeartbeatEvery(1)
+	if expiry > one && !r.refused {
+		r.refused, seen.err = true, fmt.Errorf("too many clients already")
+	} else {
+		r.until = now.Add(expiry)
+	}
+	r.joins <- seen
+	return r.live, seen.err
+}
+
+// A refused Join for the crowd's longer expiry leaves the registration at
+// the expiry the last granted Join asked for, so the refresh comes at that
+// interval, not the crowd's: taking the crowd's interval all the same let
+// the registration lapse until the crowd's refresh (here 10 to 20 s after
+// the join, for an expiry of 3 s).
+func TestRefusedGrowthKeepsTheInterval(t *testing.T) {
+	timing := CandidateTiming{Heartbeat: true, PerSecond: 2, MinInterval: time.Second, Step: 50 * time.Millisecond}
+	r := &refusingRegistry{crowdRegistry: crowdRegistry{live: 40, timing: timing, leftIDs: make(chan string, 1)}, joins: make(chan joinSeen, 16)}
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, time.Second, 0, slog.New(slog.DiscardHandler))
+	defer cd.leave(context.Background())
+	var deadline <-chan time.Time // set once the growth was refused
+	for grown := false; !grown; {
+		select {
+		case j := <-r.joins:
+			if j.lapsed > 0 {
+				t.Fatalf("a Join came %v after the registration ran out (a Join for the crowd's expiry had been refused)", j.lapsed)
+			}
+			if j.err != nil {
+				r.mu.Lock()
+				deadline = time.After(time.Until(r.until) + timing.MinInterval)
+				r.mu.Unlock()
+			}
+			grown = j.err == nil && j.expiry > 3*timing.MinInterval
+		case <-deadline:
+			t.Fatal("no Join before the registration ran out, after a Join for the crowd's expiry was refused")
+		}
+	}
+}

@@ -295,14 +295,13 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		if live, err := cd.join(ctx, expiry); err == nil {
 			// Until a listing says otherwise, a newcomer is at the back.
 			cd.estimate(live)
-			first := every
-			every, expiry = cd.timing.HeartbeatEvery(live)
-			if cd.timing.Heartbeat && every > first {
+			if cd.timing.Heartbeat {
 				// A crowd is waiting: the first refresh comes only after
-				// every, later than the expiry asked for one candidate, so
-				// ask at once for the expiry of the interval we will use
-				// (else the registration lapsed before its first refresh).
-				_, _ = cd.join(ctx, expiry)
+				// the crowd's interval, later than the expiry asked for
+				// one candidate, so ask at once for the expiry of that
+				// interval (else the registration lapsed before its first
+				// refresh).
+				every = cd.grow(ctx, every, live)
 			}
 			// Where we stand: one listing, while the lease is held, so that
 			// the release finds every standby knowing whether it is at the
@@ -388,17 +387,32 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration, last ti
 		}
 		last, beatCut = time.Now(), sooner(4)
 		cd.connect(ctx, every/2)
-		live, err := cd.join(ctx, 3*every)
-		if err == nil {
-			// Ask for the expiry of the interval we will use, so that a
-			// growing crowd never lets our registration lapse.
-			next, expiry := cd.timing.HeartbeatEvery(live)
-			if next > every {
-				_, _ = cd.join(ctx, expiry)
-			}
-			every = next
+		if live, err := cd.join(ctx, 3*every); err == nil {
+			every = cd.grow(ctx, every, live)
 		}
 	}
+}
+
+// grow returns the interval to refresh at next, now that live candidates
+// wait, when the last Join (made at the interval every) asked for every's
+// expiry: the crowd's interval, once a Join granted that interval's
+// expiry (asked for here when it is longer than every's); else every. A
+// registration must outlive the wait until its refresh: a standby that
+// took the longer interval although its Join for the longer expiry failed
+// (53300, from a PostgreSQL server whose connections a fleet's logins had
+// filled) left the line when the short expiry ran out and came back only
+// at the longer interval's refresh, tens of seconds later. Meanwhile every
+// standby behind it stood one place too far forward, and those that
+// thought themselves at the front each kept a LISTEN connection.
+func (cd *candidacy) grow(ctx context.Context, every time.Duration, live int) time.Duration {
+	next, expiry := cd.timing.HeartbeatEvery(live)
+	if next <= every {
+		return next
+	}
+	if _, err := cd.join(ctx, expiry); err != nil {
+		return every
+	}
+	return next
 }
 
 // sooner returns the part of an interval (from 0 up to 1/div) by which a
