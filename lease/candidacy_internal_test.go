@@ -460,3 +460,28 @@ func TestRefusedGrowthKeepsTheInterval(t *testing.T) {
 		}
 	}
 }
+
+// The Join that asks for a crowd's longer expiry sets the connection up
+// first, as a heartbeat does: the Join before it left none (a waiting
+// standby keeps none), and a login within the call timeout failed on a
+// loaded server, every time the crowd grew.
+func TestGrowthConnectsFirst(t *testing.T) {
+	timing := CandidateTiming{Heartbeat: true, PerSecond: 2, MinInterval: time.Second, Step: 10 * time.Millisecond}
+	r := &connectingRegistry{crowdRegistry: crowdRegistry{live: 40, expiry: make(chan time.Duration, 16), timing: timing, leftIDs: make(chan string, 1)},
+		bounds: make(chan time.Duration, 16)}
+	const callTimeout = time.Millisecond
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, callTimeout, 0, slog.New(slog.DiscardHandler))
+	defer cd.leave(context.Background())
+	<-r.expiry // the first Join, for one candidate's expiry
+	select {
+	case b := <-r.bounds:
+		if b <= callTimeout {
+			t.Fatalf("the set-up before the crowd's Join was bounded by %v, the %v call timeout", b, callTimeout)
+		}
+	case e := <-r.expiry:
+		t.Fatalf("the Join for the crowd's expiry (%v) came without setting the connection up first", e)
+	}
+	if e := <-r.expiry; e <= 3*timing.MinInterval {
+		t.Fatalf("the Join after the set-up asked for %v; want the crowd's expiry", e)
+	}
+}

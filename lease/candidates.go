@@ -409,6 +409,11 @@ func (cd *candidacy) grow(ctx context.Context, every time.Duration, live int) ti
 	if next <= every {
 		return next
 	}
+	// A Connector's connection went with the Join before (a waiting
+	// standby keeps none): set it up as a refresh does, within half the
+	// interval, not the call timeout, which a login on a loaded server
+	// outlasts.
+	cd.connect(ctx, every/2)
 	if _, err := cd.join(ctx, expiry); err != nil {
 		return every
 	}
