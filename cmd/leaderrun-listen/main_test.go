@@ -168,8 +168,11 @@ func TestMetricsPromtool(t *testing.T) {
 
 // A Unix socket left by an instance that died is replaced; one that
 // another process serves is not.
+//
+// Not parallel: a test that starts a program (promtool) forks, and the
+// child holds a copy of every descriptor until its exec, the closed
+// listener's too, which then still accepts: a served socket.
 func TestListenUnixSocket(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "lr.sock")
 	other, err := net.Listen("unix", path)
 	if err != nil {
