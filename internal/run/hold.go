@@ -1,7 +1,6 @@
 package run
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,12 +16,13 @@ import (
 // releaseHeld gives the lease up with a hold of hold from now (ReleaseHeld),
 // or at once when hold is not positive. Errors are treated as releaseLease
 // treats them. Every lease is a lease.Holding.
-func releaseHeld(l lease.Lease, hold time.Duration, t lease.Timing, log *slog.Logger) error {
+func releaseHeld(ld *leadership, hold time.Duration, t lease.Timing, log *slog.Logger) error {
 	if hold <= 0 {
-		return releaseLease(l, t, log)
+		return releaseLease(ld, t, log)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
+	ctx, cancel := releaseContext(ld, t)
 	defer cancel()
+	l := ld.l
 	if err := l.ReleaseHeld(ctx, hold); err != nil {
 		if errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
 			log.Debug("lease was no longer ours at release", "err", err)

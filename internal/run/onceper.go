@@ -98,7 +98,7 @@ func (r *runState) oncePerDone(ctx context.Context, ld *leadership) *Outcome {
 		return nil
 	}
 	ld.keeper.Stop()
-	releaseLease(ld.l, r.timing, r.log)
+	releaseLease(ld, r.timing, r.log)
 	ld.prot.finish(true, r.log)
 	if err == nil && done == nil {
 		return r.pastDeadline(what, at.Sub(start))
@@ -249,13 +249,7 @@ func (r *runState) endBeforeRelease(ld *leadership, ch childRun, cause error, tr
 		return
 	}
 	o, ro := r.outcome(ch.res, ch, cause, treeGone)
-	left := r.timing.TTL // a lease that does not expire: a TTL's tries
-	if ld.keeper != nil {
-		if e, ok := ld.keeper.ValidUntil(); ok {
-			left = e - lease.BootClock{}.Now()
-		}
-	}
-	ch.rec.endWhileHeld(left, ro, o.Code, ch.res.Signal)
+	ch.rec.endWhileHeld(ld.left(r.timing.TTL), ro, o.Code, ch.res.Signal) // a lease that does not expire: a TTL's tries
 }
 
 // The --once-per period a run is for, in its child's environment: a run

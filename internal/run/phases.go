@@ -189,6 +189,17 @@ type leadership struct {
 	periodStart, periodEnd time.Time
 }
 
+// left is how long ld's lease is certainly still ours, as its keeper knows
+// it; ttl for a lease that does not expire or has no keeper yet.
+func (ld *leadership) left(ttl time.Duration) time.Duration {
+	if ld.keeper != nil {
+		if e, ok := ld.keeper.ValidUntil(); ok {
+			return e - lease.BootClock{}.Now()
+		}
+	}
+	return ttl
+}
+
 // lead acquires the lease, starts its protection and its keeper. A lease
 // granted too late to keep, or whose first renewal went unanswered
 // (lease.WaitAgain), is abandoned and waited for again while --wait allows.
@@ -287,7 +298,7 @@ func (r *runState) abandon(ld *leadership) {
 	if ld.keeper != nil {
 		ld.keeper.Stop()
 	}
-	_ = releaseLease(ld.l, r.timing, r.log)
+	_ = releaseLease(ld, r.timing, r.log)
 	if ld.prot != nil {
 		ld.prot.finish(true, r.log)
 	}
@@ -458,14 +469,14 @@ func (r *runState) release(ld *leadership, ch childRun, cause error) error {
 	hold := holdLeft(r.rc.Hold, ld.sentAt, cause)
 	el, ok := lease.As[lease.EndingRelease](ld.l)
 	if !ok || hold > 0 {
-		return releaseHeld(ld.l, hold, r.timing, r.log)
+		return releaseHeld(ld, hold, r.timing, r.log)
 	}
 	o, ro := r.outcome(ch.res, ch, cause, true)
 	end, ok := ch.rec.endForRelease(ro, o.Code, ch.res.Signal)
 	if !ok {
-		return releaseLease(ld.l, r.timing, r.log)
+		return releaseLease(ld, r.timing, r.log)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.timing.CallTimeout)
+	ctx, cancel := releaseContext(ld, r.timing)
 	defer cancel()
 	err := el.ReleaseEnding(ctx, end)
 	if err == nil {

@@ -133,16 +133,35 @@ func acquireOutcome(err error, rc Config) *Outcome {
 	}
 }
 
-// releaseLease gives the lease up on a context of its own: cleanup must run
-// even when the run's context is done.
+// releaseLease gives ld's lease up on a context of its own (releaseContext):
+// cleanup must run even when the run's context is done.
 //
 // It returns the store's answer when that says the lease was no longer ours
 // (ErrNotHeld or ErrLost): then leadership ended at some point the keeper
 // did not see, before or after the child's end.
-func releaseLease(l lease.Lease, t lease.Timing, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), t.CallTimeout)
+func releaseLease(ld *leadership, t lease.Timing, log *slog.Logger) error {
+	ctx, cancel := releaseContext(ld, t)
 	defer cancel()
-	return releaseAnswer(l.Release(ctx), log)
+	return releaseAnswer(ld.l.Release(ctx), log)
+}
+
+// releaseContext sets up the connection of ld's lease first (a
+// lease.Connector, found through a slot's wrapper), as the keeper does
+// before each renewal, and returns the context of the release call itself,
+// bounded by the call timeout. A connection that was dropped while the child
+// ran (an idle timeout, a server restart) then costs a login outside the
+// call's time, and a loaded server's slow login is a wait, not a failed
+// release that leaves the standbys to wait out the TTL. The set-up is bounded
+// by what is left of the lease: past that, a release frees nothing.
+func releaseContext(ld *leadership, t lease.Timing) (context.Context, context.CancelFunc) {
+	if c, ok := lease.As[lease.Connector](ld.l); ok {
+		if left := ld.left(t.TTL); left > 0 {
+			cctx, cancel := context.WithTimeout(context.Background(), left)
+			_ = c.Connect(cctx) // a failed set-up is the release's to report
+			cancel()
+		}
+	}
+	return context.WithTimeout(context.Background(), t.CallTimeout)
 }
 
 // releaseAnswer logs the store's answer err to a release and returns it

@@ -485,7 +485,23 @@ func TestSlowSetupIsAWait(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Renew after Connect, three tries: %v", err)
 	}
-	if err := a.Lease.Release(ctx); err != nil {
-		t.Fatal(err)
+	// As the run does: set-up, then the release (a renewal's connection
+	// that timed out was dropped, so the release may need a new one). A
+	// try whose answer was lost may have released: the next finds the
+	// lease gone.
+	for try := 0; try < 3; try++ {
+		if err = c.Connect(ctx); err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		err = a.Lease.Release(ctx)
+		if try > 0 && errors.Is(err, lease.ErrNotHeld) {
+			err = nil
+		}
+		if err == nil || !errors.Is(err, lease.ErrUnavailable) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("Release after Connect, three tries: %v", err)
 	}
 }
