@@ -90,9 +90,16 @@ func (e *etcdFaults) inject(ctx context.Context, kind string, rng *rand.Rand) er
 	case "key_delete":
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return e.d.change(kind, func() error {
-			_, err := e.client.Delete(cctx, "leaderrun/"+e.d.c.name)
-			return err
+		return e.d.changeTokens(kind, func() ([]uint64, error) {
+			resp, err := e.client.Delete(cctx, "leaderrun/"+e.d.c.name, clientv3.WithPrevKV())
+			if err != nil {
+				return nil, err
+			}
+			var tokens []uint64 // a lease's token is its key's create revision
+			for _, kv := range resp.PrevKvs {
+				tokens = append(tokens, uint64(kv.CreateRevision))
+			}
+			return tokens, nil
 		})
 	case "store_restart_persist":
 		return e.restart(ctx, kind, i, time.Duration(rng.IntN(1500))*time.Millisecond)

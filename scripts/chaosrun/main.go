@@ -377,9 +377,21 @@ func (d *driver) fault(kind string, extra map[string]any) { d.faultAt(now(), kin
 // after it; kubectl, starting on a loaded machine, once deleted the Lease
 // more than a second after it began, and a slot taken meanwhile was lost).
 func (d *driver) change(kind string, fn func() error) error {
+	return d.changeTokens(kind, func() ([]uint64, error) { return nil, fn() })
+}
+
+// changeTokens is change for a change that tells the fencing tokens of the
+// leases it removed: its done record carries them, so the check knows
+// whose lease was lost (a holder that acquired before the change, even if
+// its child started after it).
+func (d *driver) changeTokens(kind string, fn func() ([]uint64, error)) error {
 	d.fault(kind, map[string]any{"phase": "begin"})
-	err := fn()
-	d.fault(kind, map[string]any{"phase": "done"})
+	tokens, err := fn()
+	done := map[string]any{"phase": "done"}
+	if len(tokens) > 0 {
+		done["tokens"] = tokens
+	}
+	d.fault(kind, done)
 	return err
 }
 

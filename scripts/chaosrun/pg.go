@@ -35,9 +35,19 @@ func newPgFaults(d *driver) (storeFaults, error) {
 			return fmt.Errorf("connect: %w", err) // pgx's message holds no password
 		}
 		defer c.Close(context.Background())
-		return d.change(kind, func() error {
-			_, err := c.Exec(cctx, "DELETE FROM leaderrun_leases WHERE name = $1", d.c.name)
-			return err
+		return d.changeTokens(kind, func() ([]uint64, error) {
+			rows, err := c.Query(cctx, "DELETE FROM leaderrun_leases WHERE name = $1 RETURNING coalesce(token, 0)", d.c.name)
+			if err != nil {
+				return nil, err
+			}
+			tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			var out []uint64
+			for _, t := range tokens {
+				if t > 0 {
+					out = append(out, uint64(t))
+				}
+			}
+			return out, err
 		})
 	}}, nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -131,7 +133,19 @@ func (r *redisFaults) inject(ctx context.Context, kind string, rng *rand.Rand) e
 		defer func() { r.paused = false }()
 		return serverPause(ctx, r.d, r.pid, time.Duration(300+rng.IntN(int(2*r.d.c.ttl/time.Millisecond)))*time.Millisecond)
 	case "key_delete":
-		return r.d.change(kind, func() error { return r.client.Del(ctx, "leaderrun:{"+r.d.c.name+"}").Err() })
+		return r.d.changeTokens(kind, func() ([]uint64, error) {
+			v, err := r.client.GetDel(ctx, "leaderrun:{"+r.d.c.name+"}").Result()
+			if errors.Is(err, redis.Nil) {
+				return nil, nil
+			}
+			var rec struct {
+				Token uint64 `json:"token"`
+			}
+			if err == nil && json.Unmarshal([]byte(v), &rec) == nil && rec.Token != 0 {
+				return []uint64{rec.Token}, nil
+			}
+			return nil, err
+		})
 	case "store_restart_persist", "store_restart_empty":
 		return r.restart(ctx, kind, time.Duration(rng.IntN(1500))*time.Millisecond)
 	}
