@@ -100,7 +100,7 @@ type record struct {
 	Slot      int    `json:"slot"`
 	T0        int64  `json:"t0"` // wrap_start: before the fork
 	// Tokens: a change's done record, the fencing tokens of the leases it
-	// removed, where the store tells (etcd, Redis, PostgreSQL).
+	// removed, where the store tells (etcd, Redis, PostgreSQL, MariaDB).
 	Tokens []uint64 `json:"tokens"`
 }
 

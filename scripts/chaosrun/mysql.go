@@ -34,12 +34,14 @@ func newMyFaults(d *driver) (storeFaults, error) {
 			// finds the row not ours.
 			return myExec(ctx, d, u, kind, "UPDATE leaderrun_leases SET id = 'chaos-edit' WHERE name = ?", d.c.name)
 		}
-		return myExec(ctx, d, u, kind, "DELETE FROM leaderrun_leases WHERE name = ?", d.c.name)
+		// MariaDB's DELETE … RETURNING names the token of the lease removed.
+		return myExec(ctx, d, u, kind, "DELETE FROM leaderrun_leases WHERE name = ? RETURNING coalesce(token, 0)", d.c.name)
 	}}, nil
 }
 
 // myExec runs one statement on the server at URL u as an operator,
-// logging fault kind first.
+// logging fault kind first; the tokens it returns, if any (a RETURNING
+// clause), are the change's (driver.changeTokens).
 func myExec(ctx context.Context, d *driver, u, kind, query string, args ...any) error {
 	pu, err := url.Parse(u)
 	if err != nil {
@@ -58,8 +60,22 @@ func myExec(ctx context.Context, d *driver, u, kind, query string, args ...any) 
 	defer db.Close()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return d.change(kind, func() error {
-		_, err := db.ExecContext(cctx, query, args...)
-		return err
+	return d.changeTokens(kind, func() ([]uint64, error) {
+		rows, err := db.QueryContext(cctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var tokens []uint64
+		for rows.Next() {
+			var t int64
+			if err := rows.Scan(&t); err != nil {
+				return tokens, err
+			}
+			if t > 0 {
+				tokens = append(tokens, uint64(t))
+			}
+		}
+		return tokens, rows.Err()
 	})
 }
