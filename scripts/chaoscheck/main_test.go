@@ -34,10 +34,20 @@ func faultRec(t int64, kind string, pid int, phase string) map[string]any {
 	return map[string]any{"ev": "fault", "t": t, "kind": kind, "pid": pid, "phase": phase}
 }
 
-// withTokens adds the tokens of the leases a change removed to its record.
-func withTokens(rec map[string]any, tokens ...uint64) map[string]any {
-	rec["tokens"] = tokens
-	return rec
+// lostFirstLogs is child 11 (leaderrun 1, token 5), which starts at 1.1 s
+// and ends at aEnd, after child 12 (leaderrun 2, token 6) started at
+// 1.05 s, and a key delete from 1 s to 1.005 s whose answer names tokens.
+// The fencing resource refuses 11's write, 12 having written first.
+func lostFirstLogs(aEnd int64, tokens ...uint64) logs {
+	done := faultRec(1005*ms, "key_delete", 0, "done")
+	if tokens != nil {
+		done["tokens"] = tokens
+	}
+	return logs{
+		"runs.log":   {start(1050*ms, 12, 2, 6), start(1100*ms, 11, 1, 5), end(aEnd, 11, "signal terminated"), end(6000*ms, 12, "done")},
+		"fence.log":  {write(1060*ms, 12, 6, true), write(1110*ms, 11, 5, false), write(1200*ms, 12, 6, true)},
+		"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"), done},
+	}
 }
 
 func (l logs) dir(t *testing.T) string {
@@ -187,12 +197,7 @@ func TestCheck(t *testing.T) {
 			// leader, though its child started later. The delete's answer
 			// names the token it removed.
 			name: "store lost a lease before its child started",
-			logs: logs{
-				"runs.log":  {start(1050*ms, 12, 2, 6), start(1100*ms, 11, 1, 5), end(1500*ms, 11, "signal terminated"), end(3000*ms, 12, "done")},
-				"fence.log": {write(1060*ms, 12, 6, true), write(1110*ms, 11, 5, false), write(1200*ms, 12, 6, true)},
-				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"),
-					withTokens(faultRec(1005*ms, "key_delete", 0, "done"), 5)},
-			},
+			logs: lostFirstLogs(1500*ms, 5),
 			want: map[string]int{"overlaps_lost": 1, "overlaps_unexplained": 0, "token_violations": 0, "tokens_lost_first": 1,
 				"stale_writes_accepted": 0, "stale_writes_rejected": 1, "newest_leader_writes_rejected": 0},
 		},
@@ -201,11 +206,7 @@ func TestCheck(t *testing.T) {
 			// removed: A might have acquired after it, with a token that
 			// went back.
 			name: "a lease lost before its child started, token unknown",
-			logs: logs{
-				"runs.log":   {start(1050*ms, 12, 2, 6), start(1100*ms, 11, 1, 5), end(1500*ms, 11, "signal terminated"), end(3000*ms, 12, "done")},
-				"fence.log":  {write(1060*ms, 12, 6, true), write(1110*ms, 11, 5, false), write(1200*ms, 12, 6, true)},
-				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"), faultRec(1005*ms, "key_delete", 0, "done")},
-			},
+			logs: lostFirstLogs(1500 * ms),
 			want: map[string]int{"token_violations": 1, "tokens_lost_first": 0, "stale_writes_accepted": 1},
 			fail: "token went back",
 		},
@@ -213,11 +214,7 @@ func TestCheck(t *testing.T) {
 			// The delete removed another lease than A's (token 4): A's token
 			// went back.
 			name: "a lease lost before its child started, another token",
-			logs: logs{
-				"runs.log": {start(1050*ms, 12, 2, 6), start(1100*ms, 11, 1, 5), end(1500*ms, 11, "signal terminated"), end(3000*ms, 12, "done")},
-				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"),
-					withTokens(faultRec(1005*ms, "key_delete", 0, "done"), 4)},
-			},
+			logs: lostFirstLogs(1500*ms, 4),
 			want: map[string]int{"token_violations": 1, "tokens_lost_first": 0},
 			fail: "token went back",
 		},
@@ -225,10 +222,7 @@ func TestCheck(t *testing.T) {
 			// A, whose lease was lost first, ran on well past a TTL after
 			// the delete: not the holder that learns at its next renewal.
 			name: "a lease lost before its child started, child not stopped",
-			logs: logs{
-				"runs.log":   {start(1050*ms, 12, 2, 6), start(1100*ms, 11, 1, 5), end(5500*ms, 11, "done"), end(6000*ms, 12, "done")},
-				"faults.log": {faultRec(1000*ms, "key_delete", 0, "begin"), withTokens(faultRec(1005*ms, "key_delete", 0, "done"), 5)},
-			},
+			logs: lostFirstLogs(5500*ms, 5),
 			want: map[string]int{"token_violations": 1, "tokens_lost_first": 0, "overlaps_unexplained": 1},
 			fail: "token went back",
 		},
