@@ -62,7 +62,12 @@ start() {
 			"${persist[@]}" --skipApiVersionCheck --loose --silent \
 			>"$dir/azurite.log" 2>&1 </dev/null &
 		pid=$!
-		for i in $(seq 1 100); do
+		# Node loads Azurite in about a second on a quiet machine; beside
+		# stress-ng (load 15 on 2 cores) it once took over 10 s, three
+		# times over. A live process is waited for up to a minute; one that
+		# exited (port taken?) is tried again on another port at once.
+		local until=$((SECONDS + 60))
+		while [ "$SECONDS" -lt "$until" ]; do
 			if answers "$port"; then
 				printf 'LEADERRUN_TEST_AZURITE=http://127.0.0.1:%s/devstoreaccount1\nLEADERRUN_TEST_AZURITE_PID=%s\n' "$port" "$pid" >"$dir/env"
 				echo "azurite.sh: Azurite $AZURITE_VERSION (pid $pid) on http://127.0.0.1:$port/devstoreaccount1" >&2
