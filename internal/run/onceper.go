@@ -249,7 +249,7 @@ func (r *runState) endBeforeRelease(ld *leadership, ch childRun, cause error, tr
 		return
 	}
 	o, ro := r.outcome(ch.res, ch, cause, treeGone)
-	ch.rec.endWhileHeld(ld.left(r.timing.TTL), ro, o.Code, ch.res.Signal) // a lease that does not expire: a TTL's tries
+	ch.rec.endWhileHeld(ld.left(r.timing.TTL), ro, o.Code, ch.res.Signal) // without an expiry, a TTL of tries
 }
 
 // The --once-per period a run is for, in its child's environment: a run
