@@ -306,7 +306,7 @@ func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
 // --hold-at-least 3s -- true: the lease stays taken after leaderrun exits;
 // status shows the hold; another instance with --wait 0 one second after
-// the start gets 75; half a second after the hold ends it runs.
+// the start gets 75; one that waits from the hold's end runs, not before it.
 func TestHoldAtLeast(t *testing.T) {
 	t.Parallel()
 	for _, st := range healthStores {
@@ -331,13 +331,23 @@ func TestHoldAtLeast(t *testing.T) {
 			if code != 75 || !strings.Contains(stderr, "kept taken until") {
 				t.Fatalf("1s later: exit %d, %q; want 75, held by the hold", code, stderr)
 			}
-			sleepUntil(until.Add(500 * time.Millisecond))
-			p := start(t, env, "--name", name, "--wait", "0", "--", "echo", "ran")
-			if got := p.line(); got != "ran" {
-				t.Fatalf("after the hold: child said %q", got)
-			}
+			// After the hold the lease is free once the store says so: etcd
+			// removes the key when its lease runs out, and its server checks
+			// for run-out leases every half second, later under load. So the
+			// next run waits (bounded) rather than trying once, and its child
+			// must start no earlier than the hold's end.
+			sleepUntil(until)
+			p := start(t, env, "--name", name, "--wait", "30s", "--", "date", "+%s%N")
+			line := p.line()
 			if code := p.wait(); code != 0 {
 				t.Fatalf("after the hold: exit %d: %s", code, p.stderr.String())
+			}
+			ns, err := strconv.ParseInt(line, 10, 64)
+			if err != nil {
+				t.Fatalf("after the hold: child said %q", line)
+			}
+			if ran := time.Unix(0, ns); ran.Before(until) {
+				t.Fatalf("the next run's child started at %v, before the hold's end %v", ran, until)
 			}
 		})
 	}

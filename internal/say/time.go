@@ -64,6 +64,10 @@ func HeldBy(h lease.Holder, now time.Time) string {
 	}
 	if !h.HeldUntil.IsZero() {
 		s += ", finished and kept taken until " + TimeZone(h.HeldUntil, now) + " by --hold-at-least"
+		if now.After(h.HeldUntil) {
+			// etcd frees a key some time after its lease ran out.
+			s += " (over; the store has yet to free it)"
+		}
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package say
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -25,5 +26,19 @@ func TestHeldBySince(t *testing.T) {
 	h.Since = now.Add(-time.Hour)
 	if got, want := HeldBy(h, now), "held by web-1:42 since 22:30:00 "+now.Format("MST")+", token 5"; got != want {
 		t.Errorf("heldBy = %q; want %q", got, want)
+	}
+}
+
+// A hold whose end has passed, on a store that has yet to free the lease
+// (etcd), says it is over rather than naming a past time as if to come.
+func TestHeldByHoldOver(t *testing.T) {
+	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.Local)
+	h := lease.Holder{Label: "web-1:42", Since: now.Add(-5 * time.Second), Token: 5, HeldUntil: now.Add(time.Second)}
+	if got := HeldBy(h, now); !strings.HasSuffix(got, "by --hold-at-least") {
+		t.Errorf("a hold to come: %q", got)
+	}
+	h.HeldUntil = now.Add(-time.Second)
+	if got := HeldBy(h, now); !strings.HasSuffix(got, "by --hold-at-least (over; the store has yet to free it)") {
+		t.Errorf("a hold over: %q", got)
 	}
 }
