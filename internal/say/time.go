@@ -75,5 +75,8 @@ func HeldBy(h lease.Holder, now time.Time) string {
 // HoldText describes a hold for status: the holder has finished and the
 // lease stays taken until until.
 func HoldText(until, now time.Time) string {
-	return fmt.Sprintf("; finished, kept taken until %s (in %v) by --hold-at-least", TimeZone(until, now), max(until.Sub(now), 0).Round(100*time.Millisecond))
+	if !now.Before(until) {
+		return "; finished, kept taken until " + TimeZone(until, now) + " by --hold-at-least (over; the store has yet to free it)"
+	}
+	return fmt.Sprintf("; finished, kept taken until %s (in %v) by --hold-at-least", TimeZone(until, now), until.Sub(now).Round(100*time.Millisecond))
 }

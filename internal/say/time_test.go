@@ -41,4 +41,10 @@ func TestHeldByHoldOver(t *testing.T) {
 	if got := HeldBy(h, now); !strings.HasSuffix(got, "by --hold-at-least (over; the store has yet to free it)") {
 		t.Errorf("a hold over: %q", got)
 	}
+	if got := HoldText(h.HeldUntil, now); !strings.HasSuffix(got, "by --hold-at-least (over; the store has yet to free it)") {
+		t.Errorf("status of a hold over: %q", got)
+	}
+	if got := HoldText(now.Add(1500*time.Millisecond), now); !strings.HasSuffix(got, "(in 1.5s) by --hold-at-least") {
+		t.Errorf("status of a hold to come: %q", got)
+	}
 }
