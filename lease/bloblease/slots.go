@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -98,4 +101,41 @@ func (s *Store) createCounter(ctx context.Context, cb *blockblob.Client, tok uin
 func conditionFailed(err error) bool {
 	var re *azcore.ResponseError
 	return bloberror.HasCode(err, bloberror.ConditionNotMet) || errors.As(err, &re) && re.StatusCode == 412
+}
+
+var _ lease.SlotLister = (*Store)(nil)
+
+// ListSlots returns the slots k ≥ 1 of lease name that have a blob, held or
+// not, in one listing of the blobs NAME~… (only a slot's blob is NAME~K.lease:
+// '~' is in no lease name), so that reading a lease whose slot count is not
+// known (status, watch, a free lease) costs a listing, not a read of every
+// possible slot. Listing needs the same permission as the standbys'
+// listing.
+func (s *Store) ListSlots(ctx context.Context, name string) ([]int, error) {
+	prefix := name + "~"
+	pager := s.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	var ks []int
+	for pager.More() {
+		page, err := call(ctx, s, func(ctx context.Context) (container.ListBlobsFlatResponse, error) { return pager.NextPage(ctx) })
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, s.classify(ctx, "slots of "+name, err, nil)
+		}
+		if page.Segment == nil {
+			continue
+		}
+		for _, it := range page.Segment.BlobItems {
+			if it == nil || it.Name == nil {
+				continue
+			}
+			slot, ok := strings.CutSuffix(*it.Name, ".lease")
+			if base, k, okk := lease.ParseSlotName(slot); ok && okk && base == name && k >= 1 {
+				ks = append(ks, k)
+			}
+		}
+	}
+	slices.Sort(ks)
+	return slices.Compact(ks), nil
 }
