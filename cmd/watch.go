@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +20,13 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/runner"
 )
+
+// watchFirstWait is how long watch keeps asking a store that does not
+// answer (lease.ErrUnavailable: slow, or down) for the lease's first view
+// before it gives up (exit 125). A loaded server can take longer than one
+// call timeout, and that is a wait, not an error; a store that never
+// answers is one.
+const watchFirstWait = 30 * time.Second
 
 // Floors below which a value is refused.
 const (
@@ -112,6 +120,7 @@ type watchLoop struct {
 func (w *watchLoop) run(ctx context.Context) *outcome {
 	ended := &outcome{code: 0, level: slog.LevelDebug, msg: "watch ended"}
 	w.first = true
+	giveUp := time.Now().Add(watchFirstWait)
 	for {
 		sctx, cancel := context.WithTimeout(ctx, max(w.interval, 5*time.Second))
 		v, err := leaseview.Read(sctx, w.store, w.name, w.slots)
@@ -120,10 +129,12 @@ func (w *watchLoop) run(ctx context.Context) *outcome {
 		case ctx.Err() != nil:
 			return ended
 		case err != nil:
-			if w.first {
+			if w.first && (!errors.Is(err, lease.ErrUnavailable) || time.Now().After(giveUp)) {
 				return classify(fmt.Errorf("watching lease %s: %w", w.name, err))
 			}
-			if w.failing == nil {
+			if w.failing == nil && w.first {
+				w.log.Warn("no answer from the store yet; still trying", "lease", w.name, "err", err)
+			} else if w.failing == nil {
 				w.log.Warn("status failed; still watching", "lease", w.name, "err", err)
 			}
 			w.failing = err
