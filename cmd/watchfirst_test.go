@@ -2,8 +2,6 @@ package cmd
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,31 +52,25 @@ func watchSlow(t *testing.T, err error) (code int, stdout, stderr string) {
 	s := &slowReads{MemStore: &leasetest.MemStore{}, err: err, answered: make(chan struct{})}
 	s.fails.Store(4)
 	useStore(t, "slowread", s)
-	dir := t.TempDir()
-	out, _ := os.Create(filepath.Join(dir, "out"))
-	errf, _ := os.Create(filepath.Join(dir, "err"))
-	defer out.Close()
-	defer errf.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- invoke(ctx, []string{"leaderrun", "watch", "--store", "slowread://", "--once", "--interval", "10ms", "w"}, env{
-			stdio: Stdio{In: os.Stdin, Out: out, Err: errf},
-			vars:  testEnviron(map[string]string{"NO_COLOR": "1"}),
-		})
-	}()
-	select {
-	case code = <-done:
-	case <-s.answered:
-		if _, err := s.MemStore.TryAcquire(ctx, lease.Request{Name: "w", Label: "h1", ID: lease.NewID(), TTL: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
-		code = <-done
+	type result struct {
+		code        int
+		out, errOut string
 	}
-	o, _ := os.ReadFile(out.Name())
-	e, _ := os.ReadFile(errf.Name())
-	return code, string(o), string(e)
+	done := make(chan result, 1)
+	go func() {
+		c, o, e := runEnv(t, nil, "watch", "--store", "slowread://", "--once", "--interval", "10ms", "w")
+		done <- result{c, o, e}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-s.answered:
+		if _, err := s.MemStore.TryAcquire(context.Background(), lease.Request{Name: "w", Label: "h1", ID: lease.NewID(), TTL: time.Minute}); err != nil {
+			t.Error(err)
+		}
+		r = <-done
+	}
+	return r.code, r.out, r.errOut
 }
 
 // A watch whose first reads are not answered in time keeps asking, with one
