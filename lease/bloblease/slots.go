@@ -110,7 +110,7 @@ var _ lease.SlotLister = (*Store)(nil)
 // '~' is in no lease name), so that reading a lease whose slot count is not
 // known (status, watch, a free lease) costs a listing, not a read of every
 // possible slot. Listing needs the same permission as the standbys'
-// listing.
+// listing; without it, every slot that may exist is named, as before.
 func (s *Store) ListSlots(ctx context.Context, name string) ([]int, error) {
 	prefix := name + "~"
 	pager := s.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
@@ -119,6 +119,12 @@ func (s *Store) ListSlots(ctx context.Context, name string) ([]int, error) {
 		page, err := call(ctx, s, func(ctx context.Context) (container.ListBlobsFlatResponse, error) { return pager.NextPage(ctx) })
 		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
 			return nil, nil
+		}
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == 403 {
+			// A SAS without list permission: leases work without listing
+			// (as without standbys), so name every slot that may exist.
+			return allSlots(), nil
 		}
 		if err != nil {
 			return nil, s.classify(ctx, "slots of "+name, err, nil)
@@ -138,4 +144,13 @@ func (s *Store) ListSlots(ctx context.Context, name string) ([]int, error) {
 	}
 	slices.Sort(ks)
 	return slices.Compact(ks), nil
+}
+
+// allSlots is every slot k ≥ 1 that may exist.
+func allSlots() []int {
+	ks := make([]int, 0, lease.MaxSlots-1)
+	for k := 1; k < lease.MaxSlots; k++ {
+		ks = append(ks, k)
+	}
+	return ks
 }
