@@ -225,16 +225,14 @@ func TestSecretsNotShown(t *testing.T) {
 	}
 }
 
-// TestAccountSAS: a real account SAS in the URL works and is not shown when
-// the server is gone.
-func TestAccountSAS(t *testing.T) {
-	t.Parallel()
-	ep := azurite(t)
+// accountSAS signs an account SAS of Azurite's account with perms, valid
+// for an hour.
+func accountSAS(t *testing.T, perms sas.AccountPermissions) sas.QueryParameters {
+	t.Helper()
 	cred, err := container.NewSharedKeyCredential(devAccount, devKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perms := sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true, List: true}
 	qp, err := sas.AccountSignatureValues{
 		Protocol:      sas.ProtocolHTTPSandHTTP,
 		ExpiryTime:    time.Now().Add(time.Hour).UTC(),
@@ -244,6 +242,15 @@ func TestAccountSAS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return qp
+}
+
+// TestAccountSAS: a real account SAS in the URL works and is not shown when
+// the server is gone.
+func TestAccountSAS(t *testing.T) {
+	t.Parallel()
+	ep := azurite(t)
+	qp := accountSAS(t, sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true, List: true})
 	raw := "azblob+" + ep + "/" + freshContainer() + "?" + qp.Encode()
 	s, err := Open(context.Background(), raw, Options{Getenv: env(map[string]string{envKey: "bm90LXVzZWQ="})})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -70,20 +69,7 @@ func TestListSlotsWithoutListPermission(t *testing.T) {
 	if _, err := owner.TryAcquire(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	cred, err := container.NewSharedKeyCredential(devAccount, devKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perms := sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true}
-	qp, err := sas.AccountSignatureValues{
-		Protocol:      sas.ProtocolHTTPSandHTTP,
-		ExpiryTime:    time.Now().Add(time.Hour).UTC(),
-		Permissions:   perms.String(),
-		ResourceTypes: (&sas.AccountResourceTypes{Service: true, Container: true, Object: true}).String(),
-	}.SignWithSharedKey(cred)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qp := accountSAS(t, sas.AccountPermissions{Read: true, Write: true, Create: true, Add: true})
 	s, err := Open(ctx, "azblob+"+ep+"/"+cont+"?"+qp.Encode(), Options{CallTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
