@@ -2,6 +2,7 @@ package kubelease
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -92,4 +93,33 @@ func counterObject(obj, cname string) *coordv1.Lease {
 		},
 		Spec: coordv1.LeaseSpec{RenewTime: &now},
 	}
+}
+
+var _ lease.SlotLister = (*Store)(nil)
+
+// ListSlots returns the slots k ≥ 1 of lease name that have a Lease object,
+// held or not, in one list of the namespace's lease objects that leaderrun
+// made (managed-by leaderrun, no role: not a standby, a history or a
+// counter), read by their leaderrun/name annotation: a slot's object name
+// is hashed ('~' is in no object name), so no selector names a lease's
+// slots. One list, not a read of every slot that may exist, for status and
+// watch of a lease whose slot count is not known (slot 0 free).
+func (s *Store) ListSlots(ctx context.Context, name string) ([]int, error) {
+	if s.closed.Load() {
+		return nil, s.classify("list", "slots of "+name, errClosed)
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	ll, err := s.leases.List(cctx, metav1.ListOptions{LabelSelector: labelManaged + "=leaderrun,!" + labelRole})
+	if err != nil {
+		return nil, s.classify("list", "slots of "+name, err)
+	}
+	var ks []int
+	for i := range ll.Items {
+		if base, k, ok := lease.ParseSlotName(ll.Items[i].Annotations[annName]); ok && base == name && k >= 1 {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return slices.Compact(ks), nil
 }

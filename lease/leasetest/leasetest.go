@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"SlotsMismatchRefused", testSlotsMismatchRefused},
 		{"OneSlotIsPlain", testOneSlotIsPlain},
 		{"SlotStatusExact", testSlotStatusExact},
+		{"SlotsListed", testSlotsListed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

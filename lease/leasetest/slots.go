@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -310,5 +311,56 @@ func renewUntil(t *testing.T, l lease.Lease, every time.Duration, stop <-chan st
 				return
 			}
 		}
+	}
+}
+
+// testSlotsListed: with slot 0 of a lease free, SlotStatus (told nothing
+// of the number of slots) still finds its held slots, through the store's
+// listing when it has one (lease.SlotLister), else by reading every slot
+// that may exist. A store's listing names every slot it has an object for
+// (held, or released: whether a released slot leaves one is the store's
+// affair), nothing of a lease whose name has the first's as a prefix, and
+// nothing for a name never used.
+func testSlotsListed(t *testing.T, h Harness) {
+	nm := name(t)
+	s := open(t, h)
+	const n = 6
+	take := func(nm string, k, n int) lease.Lease {
+		t.Helper()
+		// Held unrenewed through the reads below: a TTL no loaded machine
+		// outlasts (see testSlotStatusExact).
+		r := req(lease.SlotName(nm, k), lease.SlotLabel("h", k, n), h)
+		r.Slots = n
+		r.TTL = max(r.TTL, 20*time.Second)
+		l, err := s.TryAcquire(ctxT(t), r)
+		if err != nil {
+			t.Fatalf("take slot %d of %s: %v", k, nm, err)
+		}
+		return l
+	}
+	lister, lists := s.(lease.SlotLister)
+	if lists {
+		if ks, err := lister.ListSlots(ctxT(t), nm); err != nil || len(ks) != 0 {
+			t.Fatalf("ListSlots of a lease never taken = %v, %v; want none", ks, err)
+		}
+	}
+	take(nm, 2, n)
+	five := take(nm, 5, n)
+	take(nm+"x", 3, 4) // a lease whose name has nm as a prefix
+	if err := five.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if lists {
+		ks, err := lister.ListSlots(ctxT(t), nm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSorted(ks) || !slices.Contains(ks, 2) || slices.ContainsFunc(ks, func(k int) bool { return k != 2 && k != 5 }) {
+			t.Fatalf("ListSlots = %v; want slot 2 (held) and at most slot 5 (released) besides, in order", ks)
+		}
+	}
+	hs, got, err := lease.SlotStatus(ctxT(t), s, nm, 0)
+	if err != nil || got != n || len(hs) != 1 || hs[0].Slot != 2 || hs[0].Slots != n {
+		t.Fatalf("SlotStatus = %+v, %d, %v; want slot 2 of %d held", hs, got, err, n)
 	}
 }
