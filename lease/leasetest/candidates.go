@@ -97,7 +97,7 @@ func candidatesLeaveAndHolder(t *testing.T, h Harness) {
 	if err := r.Leave(ctx, n, a.ID); err != nil {
 		t.Fatalf("leaving twice: %v", err)
 	}
-	l, err := s.TryAcquire(ctx, lease.Request{Name: n, Label: "leader", ID: lease.NewID(), TTL: h.TTL})
+	l, err := s.TryAcquire(ctx, lease.Request{Name: n, Label: "leader", ID: lease.NewID(), TTL: max(h.TTL, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func sameRun(got, want lease.Run, since time.Time) bool {
 // would (a store may refuse a record whose token it cannot have minted yet).
 func realToken(t *testing.T, s lease.Store, h Harness, nm string) uint64 {
 	t.Helper()
-	l := mustAcquire(t, s, req(nm, "token-source", h))
+	l := mustAcquire(t, s, heldReq(nm, "token-source", h))
 	tok := l.Info().Token
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)

@@ -204,15 +204,16 @@ func testHeldReportsHolder(t *testing.T, h Harness) {
 func testRenewExtends(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
-	// Renew at TTL/3 for longer than two TTLs: the lease must never lapse.
-	span := 2 * h.TTL
-	if !a.Limits().Expires || span == 0 {
-		span = 300 * time.Millisecond
-	}
-	step := span / 6
+	// Renew at TTL/3 for a third of a TTL past the first expiry: the lease
+	// must never lapse. A TTL of at least 3 s: at the harness's (300 ms on
+	// several stores) a loaded host's pause between two renewals outlasts
+	// the lease, which then lapses lawfully.
+	r := req(nm, "alpha", h)
+	r.TTL = max(r.TTL, 3*time.Second)
+	la := mustAcquire(t, a, r)
+	span, step := 300*time.Millisecond, 50*time.Millisecond
 	if a.Limits().Expires {
-		step = h.TTL / 3
+		span, step = r.TTL*4/3, r.TTL/3
 	}
 	for end := time.Now().Add(span); time.Now().Before(end); {
 		time.Sleep(step) // the passage of time is the thing under test here
@@ -231,13 +232,13 @@ func testRenewExtends(t *testing.T, h Harness) {
 func testRenewAfterBreak(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
 	h.Break(t, a, nm)
 	if err := la.Renew(ctxT(t)); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew after break: %v; want ErrLost", err)
 	}
 	// The vanished lease must not have been re-created by that renew.
-	lb := mustAcquire(t, b, req(nm, "beta", h))
+	lb := mustAcquire(t, b, heldReq(nm, "beta", h))
 	if err := la.Renew(ctxT(t)); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew after another took over: %v; want ErrLost", err)
 	}
@@ -255,11 +256,11 @@ func testRenewAfterBreak(t *testing.T, h Harness) {
 func testReleaseThenReacquire(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
 	if err := la.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	lb := mustAcquire(t, b, req(nm, "beta", h))
+	lb := mustAcquire(t, b, heldReq(nm, "beta", h))
 	if lb.Info().Token <= la.Info().Token {
 		t.Fatalf("token %d after release <= previous %d", lb.Info().Token, la.Info().Token)
 	}
@@ -274,9 +275,9 @@ func testReleaseThenReacquire(t *testing.T, h Harness) {
 func testReleaseByNonHolder(t *testing.T, h Harness) {
 	a, b, c := open(t, h), open(t, h), open(t, h)
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
 	h.Break(t, a, nm)
-	lb := mustAcquire(t, b, req(nm, "beta", h))
+	lb := mustAcquire(t, b, heldReq(nm, "beta", h))
 	if err := la.Release(ctxT(t)); !errors.Is(err, lease.ErrNotHeld) && !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Release by former holder: %v; want ErrNotHeld or ErrLost", err)
 	}
@@ -284,7 +285,7 @@ func testReleaseByNonHolder(t *testing.T, h Harness) {
 	if err != nil || got == nil || got.Label != "beta" {
 		t.Fatalf("Status after refused release = %+v, %v; want holder beta", got, err)
 	}
-	if _, err := c.TryAcquire(ctxT(t), req(nm, "gamma", h)); !errors.Is(err, lease.ErrHeld) {
+	if _, err := c.TryAcquire(ctxT(t), heldReq(nm, "gamma", h)); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("TryAcquire after refused release: %v; want ErrHeld", err)
 	}
 	if err := lb.Release(ctxT(t)); err != nil {
@@ -303,7 +304,7 @@ func testTakeoverAfterExpiry(t *testing.T, h Harness) {
 	}
 	ctx := ctxT(t)
 	for {
-		lb, err := b.TryAcquire(ctx, req(nm, "beta", h))
+		lb, err := b.TryAcquire(ctx, heldReq(nm, "beta", h))
 		if err == nil {
 			took := time.Since(sent)
 			if lim.Expires {
@@ -335,7 +336,7 @@ func testTokensIncrease(t *testing.T, h Harness) {
 	nm := name(t)
 	var last uint64
 	for i := 0; i < 20; i++ {
-		l := mustAcquire(t, s, req(nm, fmt.Sprintf("h%d", i), h))
+		l := mustAcquire(t, s, heldReq(nm, fmt.Sprintf("h%d", i), h))
 		if tok := l.Info().Token; tok <= last {
 			t.Fatalf("acquisition %d: token %d <= previous %d", i, tok, last)
 		} else {
@@ -352,12 +353,12 @@ func testCancelledContext(t *testing.T, h Harness) {
 	nm := name(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if l, err := a.TryAcquire(ctx, req(nm, "alpha", h)); err == nil {
+	if l, err := a.TryAcquire(ctx, heldReq(nm, "alpha", h)); err == nil {
 		_ = l.Release(ctxT(t))
 		t.Fatalf("TryAcquire with a cancelled context succeeded")
 	}
-	la := mustAcquire(t, a, req(nm, "alpha", h))
-	_, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
+	_, err := b.TryAcquire(ctxT(t), heldReq(nm, "beta", h))
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("TryAcquire: %v; want *HeldError", err)
@@ -383,7 +384,7 @@ func testStatus(t *testing.T, h Harness) {
 	if got, err := b.Status(ctxT(t), nm); err != nil || got != nil {
 		t.Fatalf("Status of a never-used lease = %+v, %v; want nil, nil", got, err)
 	}
-	la := mustAcquire(t, a, req(nm, "alpha:77", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha:77", h))
 	got, err := b.Status(ctxT(t), nm)
 	if err != nil || got == nil {
 		t.Fatalf("Status while held = %+v, %v", got, err)
@@ -403,8 +404,8 @@ func testStatus(t *testing.T, h Harness) {
 func testWaitAfterRelease(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
-	_, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
+	_, err := b.TryAcquire(ctxT(t), heldReq(nm, "beta", h))
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("TryAcquire: %v; want *HeldError", err)
@@ -417,7 +418,7 @@ func testWaitAfterRelease(t *testing.T, h Harness) {
 	if err := <-done; err != nil {
 		t.Fatalf("Wait after release: %v", err)
 	}
-	lb := mustAcquire(t, b, req(nm, "beta", h))
+	lb := mustAcquire(t, b, heldReq(nm, "beta", h))
 	if err := lb.Release(ctxT(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -432,12 +433,12 @@ func testReleaseHeld(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	const hold = 2 * time.Second
 	nm := name(t)
-	la := mustAcquire(t, a, req(nm, "alpha", h))
+	la := mustAcquire(t, a, heldReq(nm, "alpha", h))
 	sent := time.Now()
 	if err := la.ReleaseHeld(ctxT(t), hold); err != nil {
 		t.Fatalf("ReleaseHeld: %v", err)
 	}
-	_, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+	_, err := b.TryAcquire(ctxT(t), heldReq(nm, "beta", h))
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("TryAcquire during the hold: %v; want *HeldError", err)
@@ -455,7 +456,7 @@ func testReleaseHeld(t *testing.T, h Harness) {
 		if err := b.Wait(ctxT(t), nm, he); err != nil {
 			t.Fatalf("Wait: %v", err)
 		}
-		l, err := b.TryAcquire(ctxT(t), req(nm, "beta", h))
+		l, err := b.TryAcquire(ctxT(t), heldReq(nm, "beta", h))
 		switch {
 		case err == nil:
 			lb = l

@@ -15,9 +15,11 @@ import (
 // The slot cases of Run: lease.Request.Slots over the store, through
 // lease.Acquire (each slot is a lease of the store's own).
 
-// slotReq is a request for one of n slots of nm.
+// slotReq is a request for one of n slots of nm, with a TTL that load
+// cannot exhaust (heldReq): a case that wants a slot to run out sets its
+// own.
 func slotReq(nm, holder string, n int, h Harness) lease.Request {
-	r := req(nm, holder, h)
+	r := heldReq(nm, holder, h)
 	r.Slots = n
 	return r
 }
@@ -208,7 +210,7 @@ func testSlotsMismatchRefused(t *testing.T, h Harness) {
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	plain := mustAcquire(t, s, req(nm, "plain", h))
+	plain := mustAcquire(t, s, heldReq(nm, "plain", h))
 	if _, err := acquireSlot(t, s, slotReq(nm, "three", 3, h), 0); !errors.Is(err, lease.ErrSlotsMismatch) {
 		t.Errorf("3 slots against a holder without slots: %v; want ErrSlotsMismatch", err)
 	}
@@ -327,11 +329,8 @@ func testSlotsListed(t *testing.T, h Harness) {
 	const n = 6
 	take := func(nm string, k, n int) lease.Lease {
 		t.Helper()
-		// Held unrenewed through the reads below: a TTL no loaded machine
-		// outlasts (see testSlotStatusExact).
-		r := req(lease.SlotName(nm, k), lease.SlotLabel("h", k, n), h)
+		r := heldReq(lease.SlotName(nm, k), lease.SlotLabel("h", k, n), h)
 		r.Slots = n
-		r.TTL = max(r.TTL, 20*time.Second)
 		l, err := s.TryAcquire(ctxT(t), r)
 		if err != nil {
 			t.Fatalf("take slot %d of %s: %v", k, nm, err)
