@@ -280,7 +280,7 @@ func TestCreateRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: time.Second})
+	l, err = s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "a", ID: lease.NewID(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("acquire after the grants: %v", err)
 	}
@@ -328,7 +328,7 @@ func TestUnixSocket(t *testing.T) {
 		"postgres:///postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&user=" + user,
 	} {
 		s := open(t, raw, pglease.Options{})
-		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: time.Second})
+		l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "socket-" + lease.NewID()[:8], Label: "a", ID: lease.NewID(), TTL: 30 * time.Second})
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}

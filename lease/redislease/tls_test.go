@@ -27,7 +27,7 @@ func TestTLS(t *testing.T) {
 	if err := s.Connect(ctxT(t)); err != nil { // as a run sets up first
 		t.Fatalf("Connect over TLS: %v", err)
 	}
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "tls", Label: "a", ID: lease.NewID(), TTL: time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: "tls", Label: "a", ID: lease.NewID(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("TryAcquire over TLS: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 // mint acquires and releases name once and returns the token.
 func mint(t *testing.T, s *redislease.Store, name string) uint64 {
 	t.Helper()
-	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "m", ID: lease.NewID(), TTL: time.Second})
+	l, err := s.TryAcquire(ctxT(t), lease.Request{Name: name, Label: "m", ID: lease.NewID(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
