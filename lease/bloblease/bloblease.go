@@ -371,6 +371,18 @@ func call[T any](ctx context.Context, s *Store, fn func(context.Context) (T, err
 	return r, err
 }
 
+// oneTry makes the calls under ctx one try of the whole call timeout,
+// without the SDK's retry, for a call that a retry cannot repeat: a
+// release. Its first try, slow to answer under load but done, would leave
+// the retry to find the lease free or another's (LeaseNotPresent,
+// LeaseIdMismatch): a run whose lease was its own to the end would be told
+// it was lost (seen beside stress-ng: exit 124 after a child that ran 0.2 s
+// of a 15 s lease). Acquire and renew are the same request again for the
+// same lease ID, and keep the retry.
+func oneTry(ctx context.Context, s *Store) context.Context {
+	return policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1, TryTimeout: s.callTimeout})
+}
+
 // TryAcquire makes one attempt to take the lease. req.TTL must be a whole
 // number of seconds from 15s to 60s and req.ID 32 hex digits (lease.NewID);
 // anything else fails with lease.ErrConfig before any call to Azure.
@@ -416,7 +428,7 @@ func (s *Store) TryAcquire(ctx context.Context, req lease.Request) (lease.Lease,
 	if err := l.record(ctx, bc, req); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout)
 		defer cancel()
-		if _, rerr := lc.ReleaseLease(rctx, nil); rerr != nil {
+		if _, rerr := lc.ReleaseLease(oneTry(rctx, s), nil); rerr != nil {
 			s.log.Debug("azblob: release after a failed metadata write", "name", req.Name, "err", s.classify(rctx, "release", rerr, lease.ErrNotHeld))
 		}
 		return nil, err
@@ -520,10 +532,10 @@ func (l *blobLease) Renew(ctx context.Context) error {
 // sets one up within the keeper's bound, not the call timeout.
 func (l *blobLease) Connect(ctx context.Context) error { return l.s.Connect(ctx) }
 
-// Release releases the blob lease. It returns an error wrapping
-// lease.ErrNotHeld when Azure says the lease is not ours.
+// Release releases the blob lease, in one try (oneTry). It returns an
+// error wrapping lease.ErrNotHeld when Azure says the lease is not ours.
 func (l *blobLease) Release(ctx context.Context) error {
-	_, err := call(ctx, l.s, func(ctx context.Context) (azlease.BlobReleaseResponse, error) { return l.lc.ReleaseLease(ctx, nil) })
+	_, err := call(oneTry(ctx, l.s), l.s, func(ctx context.Context) (azlease.BlobReleaseResponse, error) { return l.lc.ReleaseLease(ctx, nil) })
 	if err != nil {
 		return l.s.classify(ctx, "release "+l.info.Name, err, lease.ErrNotHeld)
 	}
