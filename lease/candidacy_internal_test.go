@@ -76,13 +76,14 @@ func TestSpreadIsBounded(t *testing.T) {
 func TestPlausibleDropsFarFutureRegistrations(t *testing.T) {
 	timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: time.Second, Step: 200 * time.Millisecond}
 	_, real := timing.HeartbeatEvery(3)
-	cs := []Candidate{{ID: "fake", Remaining: 365 * 24 * time.Hour}, {ID: "real", Remaining: real}, {ID: "me", Remaining: 365 * 24 * time.Hour}, {ID: "unknown"}}
+	// "slow" refreshes at the longest interval slow calls stretch it to.
+	cs := []Candidate{{ID: "fake", Remaining: 365 * 24 * time.Hour}, {ID: "real", Remaining: real}, {ID: "slow", Remaining: timing.MaxExpiry(3)}, {ID: "me", Remaining: 365 * 24 * time.Hour}, {ID: "unknown"}}
 	got := timing.plausible(cs, "me")
 	var ids []string
 	for _, c := range got {
 		ids = append(ids, c.ID)
 	}
-	if want := []string{"real", "me", "unknown"}; !slices.Equal(ids, want) {
+	if want := []string{"real", "slow", "me", "unknown"}; !slices.Equal(ids, want) {
 		t.Fatalf("kept %v, want %v", ids, want)
 	}
 	if got := (CandidateTiming{}).plausible(cs, "me"); len(got) != len(cs) {
@@ -486,5 +487,111 @@ func TestGrowthConnectsFirst(t *testing.T) {
 	}
 	if e <= 3*timing.MinInterval {
 		t.Fatalf("the Join after the set-up asked for %v; want the crowd's expiry", e)
+	}
+}
+
+// Slow calls space a line's refreshes and listings out so that about
+// callsInFlight of them are in flight at once (Little's law: calls a
+// second times a call's time), however long a call takes, up to
+// maxStretch; calls as fast as a quiet host's leave the intervals as the
+// budget makes them.
+func TestStretchKeepsCallsInFlight(t *testing.T) {
+	for _, relist := range []bool{false, true} {
+		timing := CandidateTiming{Heartbeat: true, PerSecond: 3, MinInterval: 5 * time.Second, Step: 250 * time.Millisecond, Relist: relist}
+		share := callsInFlight
+		if relist {
+			share /= 2
+		}
+		for _, live := range []int{1, 10, 50, 200} {
+			every, _ := timing.HeartbeatEvery(live)
+			for _, took := range []time.Duration{0, 20 * time.Millisecond, 300 * time.Millisecond, time.Second, 3 * time.Second, time.Minute} {
+				got := timing.stretch(every, int64(live), took)
+				if got < every || got > maxStretch*every {
+					t.Fatalf("relist %v, %d live, calls of %v: interval %v, outside [%v, %v]", relist, live, took, got, every, maxStretch*every)
+				}
+				inFlight := float64(live) * took.Seconds() / got.Seconds()
+				if got < maxStretch*every && inFlight > share*1.001 {
+					t.Errorf("relist %v, %d live, calls of %v: refreshing every %v keeps %.2f calls in flight; want at most %.2f", relist, live, took, got, inFlight, share)
+				}
+				if float64(live)*took.Seconds()/every.Seconds() <= share && got != every {
+					t.Errorf("relist %v, %d live, calls of %v: interval %v, want the budget's %v (the calls are fast enough)", relist, live, took, got, every)
+				}
+			}
+		}
+	}
+	step := CandidateTiming{PerSecond: 3, Step: 250 * time.Millisecond, Relist: true}.relistStep()
+	for _, took := range []time.Duration{0, 20 * time.Millisecond, 300 * time.Millisecond, time.Second, time.Minute} {
+		got := stretchStep(step, took)
+		if got < step || got > maxStretch*step {
+			t.Fatalf("listings of %v: step %v, outside [%v, %v]", took, got, step, maxStretch*step)
+		}
+		// The whole line lists relistRate times a step (TestRelistEveryBoundsTheLine).
+		if inFlight := relistRate * took.Seconds() / got.Seconds(); got < maxStretch*step && inFlight > callsInFlight/2*1.001 {
+			t.Errorf("listings of %v: a step of %v keeps %.2f in flight; want at most %.2f", took, got, inFlight, callsInFlight/2)
+		}
+	}
+}
+
+// slowRegistry is a crowd whose every Join takes at least took (a login
+// and a statement on a loaded server), reporting each Join's expiry and
+// when it began.
+type slowRegistry struct {
+	crowdRegistry
+	took  time.Duration
+	joins chan slowJoin
+}
+
+type slowJoin struct {
+	at     time.Time
+	expiry time.Duration
+}
+
+func (r *slowRegistry) Join(_ context.Context, _ string, _ Candidate, expiry time.Duration) (int, error) {
+	at := time.Now()
+	time.Sleep(r.took) // the call's own time, not a wait for another goroutine
+	r.joins <- slowJoin{at, expiry}
+	return r.live, nil
+}
+
+// A standby whose Joins are slow asks for the expiry of the stretched
+// interval and refreshes at it, no sooner: a crowd of twenty whose calls
+// took a second each would otherwise keep some of them in flight at all
+// times. The expiry it asks for never exceeds MaxExpiry, which the other
+// standbys accept.
+func TestSlowJoinsStretchTheRefresh(t *testing.T) {
+	timing := CandidateTiming{Heartbeat: true, PerSecond: 100, MinInterval: 50 * time.Millisecond, Step: 10 * time.Millisecond}
+	r := &slowRegistry{crowdRegistry: crowdRegistry{live: 20, timing: timing, leftIDs: make(chan string, 1)}, took: 100 * time.Millisecond, joins: make(chan slowJoin, 16)}
+	cd := joinCandidates(context.Background(), r, "n", Candidate{ID: "me"}, time.Minute, time.Minute, 0, slog.New(slog.DiscardHandler))
+	defer cd.leave(context.Background())
+	every, _ := timing.HeartbeatEvery(r.live)
+	// At least the calls' time: more on a loaded machine, never past the cap.
+	stretched := min(maxStretch*every, time.Duration(float64(r.live)*float64(r.took)/callsInFlight))
+	if stretched <= every {
+		t.Fatalf("the test's calls (%v) are too fast to stretch %v", r.took, every)
+	}
+	var prev slowJoin
+	for i := range 5 {
+		j := <-r.joins
+		if j.expiry > timing.MaxExpiry(r.live) {
+			t.Fatalf("Join %d asked for %v, beyond MaxExpiry %v", i, j.expiry, timing.MaxExpiry(r.live))
+		}
+		// Join 0 is the first (one candidate's expiry), Join 1 the
+		// crowd's, asked for at once; each later one is a refresh.
+		if i >= 1 && j.expiry < 3*stretched {
+			t.Fatalf("Join %d asked for %v; want the stretched interval's %v (calls of %v or more, %d live)", i, j.expiry, 3*stretched, r.took, r.live)
+		}
+		// A refresh waits the stretched interval, less its random cut
+		// (up to half for the first, a quarter after), counted from the
+		// start of the Join before.
+		if i >= 2 {
+			cut := 4
+			if i == 2 {
+				cut = 2
+			}
+			if gap := j.at.Sub(prev.at); gap < stretched-stretched/time.Duration(cut) {
+				t.Fatalf("refresh %d came %v after the Join before; want %v or more", i, gap, stretched-stretched/time.Duration(cut))
+			}
+		}
+		prev = j
 	}
 }

@@ -136,13 +136,64 @@ func relistEvery(pos int, step time.Duration, settled bool) time.Duration {
 
 // HeartbeatEvery returns the refresh interval for live candidates and the
 // expiry each refresh asks for (three intervals: two refreshes may be lost
-// before a live candidate is dropped).
+// before a live candidate is dropped). A candidate whose calls are slow
+// refreshes less often, up to maxStretch times this interval (stretch).
 func (t CandidateTiming) HeartbeatEvery(live int) (every, expiry time.Duration) {
 	every = t.MinInterval
 	if t.PerSecond > 0 {
 		every = max(every, time.Duration(float64(live)/t.budget()*float64(time.Second)))
 	}
 	return every, 3 * every
+}
+
+// MaxExpiry is the longest expiry a live candidate's refresh asks for when
+// live candidates wait: that of its slowest interval (maxStretch times
+// HeartbeatEvery's). A registration with more time left than that, a
+// second more for the clocks and a call in flight, is none a live standby
+// made (plausible).
+func (t CandidateTiming) MaxExpiry(live int) time.Duration {
+	_, expiry := t.HeartbeatEvery(live)
+	return maxStretch * expiry
+}
+
+// callsInFlight is how many registry calls all the candidates of a line
+// together may have in flight at once, on average: refreshes and listings
+// (with Relist) half each. A call is counted from the start of its
+// connection set-up to its end (on PostgreSQL a connection, a login, a
+// statement and a goodbye). The PerSecond budget alone bounds the calls a
+// second, not the calls at once: on a loaded host, where a login and a
+// statement took a second or two, fifty PostgreSQL standbys beside
+// stress-ng held six connections at once for their refreshes and listings
+// (the leader's and the front's LISTEN ones on top), where the same
+// calls a second held one or two on a quiet host.
+const callsInFlight = 1.0
+
+// maxStretch bounds how much slower than its budget a candidate refreshes
+// and lists when its calls are slow (stretch, stretchStep): a registration
+// then lasts at most maxStretch times as long after its standby died
+// (MaxExpiry), and the line moves up at worst that much later.
+const maxStretch = 4
+
+// stretch returns the refresh interval for live candidates whose registry
+// calls take took each: every (HeartbeatEvery's), or longer, so that the
+// line's refreshes together keep their share of callsInFlight in flight
+// (live·took/interval), at most maxStretch·every.
+func (t CandidateTiming) stretch(every time.Duration, live int64, took time.Duration) time.Duration {
+	share := callsInFlight
+	if t.Relist {
+		share /= 2
+	}
+	want := time.Duration(float64(max(live, 1)) * float64(took) / share)
+	return min(maxStretch*every, max(every, want))
+}
+
+// stretchStep returns the step of relistEvery for listings that take took
+// each: step, or longer, so that the listings of the whole line
+// (relistRate a step) keep their half of callsInFlight in flight, at most
+// maxStretch·step.
+func stretchStep(step, took time.Duration) time.Duration {
+	want := time.Duration(relistRate * float64(took) / (callsInFlight / 2))
+	return min(maxStretch*step, max(step, want))
 }
 
 // CandidateRegistry is part of every Store: a list of the
@@ -203,8 +254,8 @@ const (
 )
 
 // plausible drops registrations no live standby could have made: one whose
-// remaining time exceeds the expiry a heartbeat asks for when twice as many
-// candidates are live (a registration written by hand, or by a buggy or
+// remaining time exceeds the longest expiry a heartbeat asks for when twice
+// as many candidates are live (MaxExpiry; a registration written by hand, or by a buggy or
 // hostile client, to sit at the front of the line for ever). Stores that
 // cannot tell the remaining time (0: etcd, whose registrations live on
 // etcd leases) keep every registration; so does a registry without
@@ -213,8 +264,7 @@ func (t CandidateTiming) plausible(cs []Candidate, self string) []Candidate {
 	if !t.Heartbeat {
 		return cs
 	}
-	_, bound := t.HeartbeatEvery(2*len(cs) + 2)
-	bound += time.Second // the store's clock against ours, and a call in flight
+	bound := t.MaxExpiry(2*len(cs)+2) + time.Second // the store's clock against ours, and a call in flight
 	out := cs[:0:0]
 	for _, c := range cs {
 		if c.ID == self || c.Remaining <= bound {
@@ -265,6 +315,9 @@ type candidacy struct {
 	pos, live atomic.Int64
 	placed    atomic.Bool
 	mu        sync.Mutex
+	// took is how long the registry's calls take (observe), in
+	// nanoseconds: refreshes and listings space themselves by it.
+	took atomic.Int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -292,7 +345,10 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 		}
 		every, expiry := cd.timing.HeartbeatEvery(1)
 		joined := time.Now()
-		if live, err := cd.join(ctx, expiry); err == nil {
+		gap := every // the wait until the first refresh
+		live, err := cd.join(ctx, expiry)
+		cd.observe(time.Since(joined))
+		if err == nil {
 			// Until a listing says otherwise, a newcomer is at the back.
 			cd.estimate(live)
 			if cd.timing.Heartbeat {
@@ -301,7 +357,7 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 				// one candidate, so ask at once for the expiry of that
 				// interval (else the registration lapsed before its first
 				// refresh).
-				every = cd.grow(ctx, every, live)
+				every, gap = cd.grow(ctx, every, every, live)
 			}
 			// Where we stand: one listing, while the lease is held, so that
 			// the release finds every standby knowing whether it is at the
@@ -316,7 +372,7 @@ func joinCandidates(ctx context.Context, reg CandidateRegistry, name string, c C
 			cd.place(ctx)
 		}
 		if cd.timing.Heartbeat {
-			cd.heartbeat(ctx, every, joined)
+			cd.heartbeat(ctx, every, gap, live, joined)
 		}
 	}()
 	return cd
@@ -358,14 +414,23 @@ func (cd *candidacy) callCtx(ctx context.Context) (context.Context, context.Canc
 // second, each refresh a connection and a login on PostgreSQL: fifty
 // standbys held twelve connections at once (max_connections=20) where
 // spread out they held a few.
-func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration, last time.Time) {
+//
+// Slow calls space both out further (stretch, stretchStep), so that the
+// line keeps about callsInFlight calls in flight however long a call
+// takes. every is the crowd's interval (HeartbeatEvery) for live
+// candidates, as the last Join counted them; gap, the wait
+// until the next refresh, is every stretched, as far as the expiry the
+// last granted Join asked for allows: a refresh that finds the calls
+// slower asks for the longer expiry first, and waits longer only after.
+func (cd *candidacy) heartbeat(ctx context.Context, every, gap time.Duration, live int, last time.Time) {
 	listed, settled := time.Now(), false
 	beatCut, listCut := sooner(2), sooner(4)
 	for {
-		due, relist := last.Add(every-time.Duration(beatCut*float64(every))), false
+		due, relist := last.Add(gap-time.Duration(beatCut*float64(gap))), false
 		if cd.timing.Relist {
-			gap := relistEvery(int(cd.pos.Load()), cd.timing.relistStep(), settled)
-			if at := listed.Add(gap - time.Duration(listCut*float64(gap))); at.Before(due) {
+			step := stretchStep(cd.timing.relistStep(), cd.callTime())
+			lgap := relistEvery(int(cd.pos.Load()), step, settled)
+			if at := listed.Add(lgap - time.Duration(listCut*float64(lgap))); at.Before(due) {
 				due, relist = at, true
 			}
 		}
@@ -383,41 +448,64 @@ func (cd *candidacy) heartbeat(ctx context.Context, every time.Duration, last ti
 			settled = settled || !cd.behind()
 			listed, listCut = time.Now(), sooner(4)
 			cd.relist(ctx)
+			cd.observe(time.Since(listed))
 			continue
 		}
 		last, beatCut = time.Now(), sooner(4)
+		ask := cd.timing.stretch(every, int64(live), cd.callTime())
 		cd.connect(ctx, every/2)
-		if live, err := cd.join(ctx, 3*every); err == nil {
-			every = cd.grow(ctx, every, live)
+		n, err := cd.join(ctx, 3*ask)
+		cd.observe(time.Since(last))
+		if err == nil {
+			live = n
+			every, gap = cd.grow(ctx, every, ask, live)
 		}
 	}
 }
 
-// grow returns the interval to refresh at next, now that live candidates
-// wait, when the last Join (made at the interval every) asked for every's
-// expiry: the crowd's interval, once a Join granted that interval's
-// expiry (asked for here when it is longer than every's); else every. A
-// registration must outlive the wait until its refresh: a standby that
-// took the longer interval although its Join for the longer expiry failed
-// (53300, from a PostgreSQL server whose connections a fleet's logins had
-// filled) left the line when the short expiry ran out and came back only
-// at the longer interval's refresh, tens of seconds later. Meanwhile every
-// standby behind it stood one place too far forward, and those that
-// thought themselves at the front each kept a LISTEN connection.
-func (cd *candidacy) grow(ctx context.Context, every time.Duration, live int) time.Duration {
-	next, expiry := cd.timing.HeartbeatEvery(live)
-	if next <= every {
-		return next
+// observe records that a registry call (its connection set-up included)
+// took d: the estimate rises at once to a slower call and comes down by
+// half the difference with each faster one, so that one quick call on a
+// loaded host does not undo the spacing.
+func (cd *candidacy) observe(d time.Duration) {
+	old := time.Duration(cd.took.Load())
+	cd.took.Store(int64(max(d, (old+d)/2)))
+}
+
+// callTime is how long the registry's calls take, as last observed.
+func (cd *candidacy) callTime() time.Duration { return time.Duration(cd.took.Load()) }
+
+// grow is called after a Join that asked for the expiry of the interval
+// asked (every, the crowd's interval, stretched by the calls' time) found
+// live candidates waiting. It returns next, the crowd's interval from now
+// on: live's (HeartbeatEvery) once a Join has granted its expiry (asked
+// for here when it is longer), else every; and gap, the wait until the
+// next refresh: next stretched by the calls' time, at most the interval
+// whose expiry a granted Join asked for. A registration must outlive the
+// wait until its refresh: a standby that took the longer interval although
+// its Join for the longer expiry failed (53300, from a PostgreSQL server
+// whose connections a fleet's logins had filled) left the line when the
+// short expiry ran out and came back only at the longer interval's
+// refresh, tens of seconds later. Meanwhile every standby behind it stood
+// one place too far forward, and those that thought themselves at the
+// front each kept a LISTEN connection.
+func (cd *candidacy) grow(ctx context.Context, every, asked time.Duration, live int) (next, gap time.Duration) {
+	next, _ = cd.timing.HeartbeatEvery(live)
+	if want := cd.timing.stretch(next, int64(live), cd.callTime()); next > every && want > asked {
+		// A Connector's connection went with the Join before (a waiting
+		// standby keeps none): set it up as a refresh does, within half
+		// the interval, not the call timeout, which a login on a loaded
+		// server outlasts.
+		start := time.Now()
+		cd.connect(ctx, every/2)
+		_, err := cd.join(ctx, 3*want)
+		cd.observe(time.Since(start))
+		if err != nil {
+			return every, min(cd.timing.stretch(every, int64(live), cd.callTime()), asked)
+		}
+		asked = want
 	}
-	// A Connector's connection went with the Join before (a waiting
-	// standby keeps none): set it up as a refresh does, within half the
-	// interval, not the call timeout, which a login on a loaded server
-	// outlasts.
-	cd.connect(ctx, every/2)
-	if _, err := cd.join(ctx, expiry); err != nil {
-		return every
-	}
-	return next
+	return next, min(cd.timing.stretch(next, int64(live), cd.callTime()), asked)
 }
 
 // sooner returns the part of an interval (from 0 up to 1/div) by which a

@@ -105,8 +105,7 @@ func (p *Places) Listed(name string, cs []lease.Candidate, timing lease.Candidat
 	if !ok {
 		return false, false
 	}
-	_, bound := timing.HeartbeatEvery(2*len(cs) + 2)
-	bound += time.Second
+	bound := timing.MaxExpiry(2*len(cs)+2) + time.Second
 	pos := 0
 	for _, x := range cs {
 		if x.ID == c.ID {
