@@ -177,8 +177,15 @@ const maxStretch = 4
 // stretch returns the refresh interval for live candidates whose registry
 // calls take took each: every (HeartbeatEvery's), or longer, so that the
 // line's refreshes together keep their share of callsInFlight in flight
-// (live·took/interval), at most maxStretch·every.
+// (live·took/interval), at most maxStretch·every. A line short enough that
+// MinInterval paces it, not the budget, keeps every: it calls less than
+// its budget, a few candidates can keep only a few calls in flight, and a
+// dead standby leaves the list in the time documented (three
+// MinIntervals).
 func (t CandidateTiming) stretch(every time.Duration, live int64, took time.Duration) time.Duration {
+	if every <= t.MinInterval {
+		return every
+	}
 	share := callsInFlight
 	if t.Relist {
 		share /= 2
