@@ -537,31 +537,28 @@ func TestStretchKeepsCallsInFlight(t *testing.T) {
 }
 
 // slowRegistry is a crowd whose every Join takes at least took (a login
-// and a statement on a loaded server), reporting each Join's expiry and
-// when it began.
+// and a statement on a loaded server), reporting each Join's expiry.
 type slowRegistry struct {
 	crowdRegistry
 	took  time.Duration
 	joins chan slowJoin
 }
 
-type slowJoin struct {
-	at     time.Time
-	expiry time.Duration
-}
+type slowJoin struct{ expiry time.Duration }
 
 func (r *slowRegistry) Join(_ context.Context, _ string, _ Candidate, expiry time.Duration) (int, error) {
-	at := time.Now()
 	time.Sleep(r.took) // the call's own time, not a wait for another goroutine
-	r.joins <- slowJoin{at, expiry}
+	r.joins <- slowJoin{expiry}
 	return r.live, nil
 }
 
 // A standby whose Joins are slow asks for the expiry of the stretched
-// interval and refreshes at it, no sooner: a crowd of twenty whose calls
-// took a second each would otherwise keep some of them in flight at all
-// times. The expiry it asks for never exceeds MaxExpiry, which the other
-// standbys accept.
+// interval, which it then refreshes at (a crowd of twenty whose calls took
+// a second each would otherwise keep some of them in flight at all times),
+// and never beyond MaxExpiry, which the other standbys accept. When its
+// refreshes come is not asserted: the heartbeat counts its first from the
+// first Join's start, which nothing outside it sees, and a loaded machine
+// only makes them later.
 func TestSlowJoinsStretchTheRefresh(t *testing.T) {
 	timing := CandidateTiming{Heartbeat: true, PerSecond: 100, MinInterval: 50 * time.Millisecond, Step: 10 * time.Millisecond}
 	r := &slowRegistry{crowdRegistry: crowdRegistry{live: 20, timing: timing, leftIDs: make(chan string, 1)}, took: 100 * time.Millisecond, joins: make(chan slowJoin, 16)}
@@ -573,7 +570,6 @@ func TestSlowJoinsStretchTheRefresh(t *testing.T) {
 	if stretched <= every {
 		t.Fatalf("the test's calls (%v) are too fast to stretch %v", r.took, every)
 	}
-	var prev slowJoin
 	for i := range 5 {
 		j := <-r.joins
 		if j.expiry > timing.MaxExpiry(r.live) {
@@ -584,18 +580,5 @@ func TestSlowJoinsStretchTheRefresh(t *testing.T) {
 		if i >= 1 && j.expiry < 3*stretched {
 			t.Fatalf("Join %d asked for %v; want the stretched interval's %v (calls of %v or more, %d live)", i, j.expiry, 3*stretched, r.took, r.live)
 		}
-		// A refresh waits the stretched interval, less its random cut
-		// (up to half for the first, a quarter after), counted from the
-		// start of the Join before.
-		if i >= 2 {
-			cut := 4
-			if i == 2 {
-				cut = 2
-			}
-			if gap := j.at.Sub(prev.at); gap < stretched-stretched/time.Duration(cut) {
-				t.Fatalf("refresh %d came %v after the Join before; want %v or more", i, gap, stretched-stretched/time.Duration(cut))
-			}
-		}
-		prev = j
 	}
 }
