@@ -537,28 +537,35 @@ func TestStretchKeepsCallsInFlight(t *testing.T) {
 }
 
 // slowRegistry is a crowd whose every Join takes at least took (a login
-// and a statement on a loaded server), reporting each Join's expiry.
+// and a statement on a loaded server), reporting each Join's expiry and times.
 type slowRegistry struct {
 	crowdRegistry
 	took  time.Duration
 	joins chan slowJoin
 }
 
-type slowJoin struct{ expiry time.Duration }
+type slowJoin struct {
+	expiry time.Duration
+	at     time.Time // when the Join began
+	end    time.Time // when it was about to return (no later than its return)
+}
 
 func (r *slowRegistry) Join(_ context.Context, _ string, _ Candidate, expiry time.Duration) (int, error) {
+	at := time.Now()
 	time.Sleep(r.took) // the call's own time, not a wait for another goroutine
-	r.joins <- slowJoin{expiry}
+	r.joins <- slowJoin{expiry, at, time.Now()}
 	return r.live, nil
 }
 
 // A standby whose Joins are slow asks for the expiry of the stretched
 // interval, which it then refreshes at (a crowd of twenty whose calls took
 // a second each would otherwise keep some of them in flight at all times),
-// and never beyond MaxExpiry, which the other standbys accept. When its
-// refreshes come is not asserted: the heartbeat counts its first from the
-// first Join's start, which nothing outside it sees, and a loaded machine
-// only makes them later.
+// and never beyond MaxExpiry, which the other standbys accept. A refresh's
+// interval counts from a moment the registry cannot see (the start of the
+// refresh before it), but that moment comes after the Join before that
+// one returned: so Join i begins at least the stretched interval, less its
+// random cut (a quarter), after Join i-2 ended. A loaded machine only
+// makes it later.
 func TestSlowJoinsStretchTheRefresh(t *testing.T) {
 	timing := CandidateTiming{Heartbeat: true, PerSecond: 100, MinInterval: 50 * time.Millisecond, Step: 10 * time.Millisecond}
 	r := &slowRegistry{crowdRegistry: crowdRegistry{live: 20, timing: timing, leftIDs: make(chan string, 1)}, took: 100 * time.Millisecond, joins: make(chan slowJoin, 16)}
@@ -570,8 +577,15 @@ func TestSlowJoinsStretchTheRefresh(t *testing.T) {
 	if stretched <= every {
 		t.Fatalf("the test's calls (%v) are too fast to stretch %v", r.took, every)
 	}
+	var joins []slowJoin
 	for i := range 5 {
 		j := <-r.joins
+		joins = append(joins, j)
+		if i >= 3 {
+			if gap, least := j.at.Sub(joins[i-2].end), stretched-stretched/4; gap < least {
+				t.Fatalf("Join %d began %v after Join %d ended; want %v or more (refreshes at the stretched interval %v)", i, gap, i-2, least, stretched)
+			}
+		}
 		if j.expiry > timing.MaxExpiry(r.live) {
 			t.Fatalf("Join %d asked for %v, beyond MaxExpiry %v", i, j.expiry, timing.MaxExpiry(r.live))
 		}
